@@ -1,0 +1,195 @@
+"""The experiment configuration: one frozen dataclass, validated in one place.
+
+Fields left as ``None`` take the algorithm's default (its paper's setting),
+listed in :data:`dfl_core.algorithms.ALGORITHMS`. :meth:`Config.resolved` fills
+them in and validates everything, so every bad value is refused with a clear
+message before any data is loaded or any training starts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import torch
+
+from .algorithms import ALGORITHMS
+from .data import DATASETS, PARTITIONS
+from .models import MODELS
+from .topology import TOPOLOGIES
+
+__all__ = ["Config", "ConfigError", "TOPOLOGY_OPTIONS"]
+
+
+class ConfigError(ValueError):
+    """A config value outside what is allowed; the message names both."""
+
+
+#: Which config field feeds which option of which topology.
+TOPOLOGY_OPTIONS: dict[str, dict[str, str]] = {
+    "erdos-renyi": {"p": "edge_probability"},
+    "random-regular": {"k": "degree"},
+    "random-symmetric": {"max_degree": "max_degree"},
+    "random-as-coded": {"num_neighbors": "num_neighbors"},
+}
+
+
+def _help(text: str, default: Any = None, **kw) -> Any:
+    return field(default=default, metadata={"help": text}, **kw)
+
+
+@dataclass(frozen=True)
+class Config:
+    """One simulated run. Symbols follow the DFedSAM paper (m, T, K, Q, η, ρ)."""
+
+    # --- what to run
+    algorithm: str = _help("algorithm name", "dfedsam")
+    dataset: str = _help("dataset name", "digits")
+    model: str = _help("model name", "2nn")
+    num_clients: int = _help("m, the number of clients", 20)
+    rounds: int = _help("T, communication rounds", 30)
+    seed: int = _help("seed of every random stream of the run", 0)
+    # --- data and its partition over clients
+    partition: str = _help("partition scheme", "dirichlet")
+    alpha: float = _help("Dirichlet concentration α (0 means one class per client)", 0.3)
+    dirichlet_method: str = _help("'prior' (equal sizes, DisPFL/FedDyn) or 'hsu' (per-class split)", "prior")
+    shards_per_client: int = _help("classes per client for the 'shards' partition", 2)
+    train_size: int | None = _help("use a stratified subset of this many training samples")
+    test_size: int | None = _help("use a stratified subset of this many test samples")
+    data_dir: str | None = _help("folder with the dataset files (default: system copy or download)")
+    # --- communication
+    topology: str = _help("communication graph / mixing scheme", "ring")
+    gossip_steps: int | None = _help("Q, gossip steps per round (algorithm default: 1, dfedsam-mgs 4)")
+    fresh_matrix_per_gossip_step: bool = _help(
+        "time-varying topologies: draw a new W for every gossip step (DFedSAM App. B.4)", False)
+    edge_probability: float = _help("edge probability p of 'erdos-renyi'", 0.2)
+    degree: int = _help("degree k of 'random-regular'", 4)
+    max_degree: int = _help("maximum degree of 'random-symmetric'", 10)
+    num_neighbors: int = _help("neighbours each client draws in 'random-as-coded'", 10)
+    # --- local training
+    local_steps: int | None = _help("K, local steps per round (algorithm default: 5, dpsgd 1)")
+    batch_size: int = _help("B, mini-batch size per client and step", 32)
+    full_batch: bool = _help("each local step uses the client's whole train split (deterministic)", False)
+    lr: float = _help("η, local learning rate", 0.1)
+    lr_decay: float = _help("η_t = η·decay^t (DFedSAM App. B.3 uses 0.998)", 0.998)
+    momentum: float | None = _help("θ, heavy-ball momentum (dfedavgm only; default 0.9)")
+    reset_momentum: bool = _help("reset the momentum buffer at the start of every round", True)
+    weight_decay: float = _help("L2 weight decay added to the local gradient", 0.0)
+    rho: float | None = _help("ρ, SAM perturbation radius (SAM algorithms only; default 0.01)")
+    # --- runtime
+    same_init: bool = _help("all clients start from the same initial model", True)
+    eval_every: int = _help("evaluate every this many rounds (and after the last)", 1)
+    device: str = _help("'auto', 'cpu' or 'cuda'", "auto")
+    dtype: str = _help("'float32' or 'float64'", "float32")
+    forward_strategy: str = _help("'auto', 'batched', 'vmap' or 'loop' (see dfl_core.stacked)", "auto")
+    bits_per_param: int = _help("bits per parameter on the wire, for byte counts", 32)
+
+    # ------------------------------------------------------------------ helpers
+    def replace(self, **changes: Any) -> "Config":
+        """A copy with some fields changed (unknown names raise :class:`ConfigError`)."""
+        names = {f.name for f in fields(self)}
+        unknown = sorted(set(changes) - names)
+        if unknown:
+            raise ConfigError(f"unknown config field(s) {unknown}; allowed: {sorted(names)}")
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Config":
+        return cls().replace(**d)
+
+    def topology_options(self) -> dict[str, Any]:
+        """The options of this config's topology, by the topology's own option names."""
+        return {opt: getattr(self, f) for opt, f in TOPOLOGY_OPTIONS.get(self.topology, {}).items()}
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return {"float32": torch.float32, "float64": torch.float64}[self.dtype]
+
+    @property
+    def torch_device(self) -> torch.device:
+        if self.device == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device(self.device)
+
+    # --------------------------------------------------------------- validation
+    def resolved(self) -> "Config":
+        """Fill algorithm defaults into ``None`` fields and validate every field."""
+        _check_name("algorithm", self.algorithm, ALGORITHMS)
+        algo = ALGORITHMS[self.algorithm]
+        for name, allowed_when in (("momentum", algo.uses_momentum), ("rho", algo.uses_sam)):
+            if getattr(self, name) not in (None, 0) and not allowed_when:   # 0 = off, harmless
+                users = [a.name for a in ALGORITHMS.values()
+                         if (a.uses_momentum if name == "momentum" else a.uses_sam)]
+                raise ConfigError(f"{name}={getattr(self, name)} is not used by algorithm "
+                                  f"{self.algorithm!r}; algorithms that use it: {', '.join(users)}")
+        filled = {k: v for k, v in algo.defaults.items() if getattr(self, k) is None}
+        cfg = dataclasses.replace(self, **filled)
+        cfg = dataclasses.replace(cfg, momentum=cfg.momentum or 0.0, rho=cfg.rho or 0.0)
+        for name, value in algo.fixed.items():
+            if getattr(cfg, name) != value:
+                raise ConfigError(f"{name}={getattr(cfg, name)} is not allowed for algorithm "
+                                  f"{self.algorithm!r}, which requires {name}={value}")
+        cfg._validate()
+        return cfg
+
+    def _validate(self) -> None:
+        _check_name("dataset", self.dataset, DATASETS)
+        _check_name("model", self.model, MODELS)
+        _check_name("partition", self.partition, PARTITIONS)
+        _check_name("topology", self.topology, TOPOLOGIES)
+        _check_name("dirichlet_method", self.dirichlet_method, ("prior", "hsu"))
+        _check_name("dtype", self.dtype, ("float32", "float64"))
+        _check_name("device", self.device, ("auto", "cpu", "cuda"))
+        _check_name("forward_strategy", self.forward_strategy, ("auto", "batched", "vmap", "loop"))
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise ConfigError("device='cuda' was asked for, but torch.cuda.is_available() is False; "
+                              "use device='auto' or 'cpu'")
+        _check_int("num_clients", self.num_clients, 1)
+        _check_int("rounds", self.rounds, 0)
+        _check_int("seed", self.seed, 0)
+        _check_int("gossip_steps", self.gossip_steps, 1)
+        _check_int("local_steps", self.local_steps, 1)
+        _check_int("batch_size", self.batch_size, 1)
+        _check_int("eval_every", self.eval_every, 1)
+        _check_int("shards_per_client", self.shards_per_client, 1)
+        _check_int("bits_per_param", self.bits_per_param, 1)
+        for name in ("train_size", "test_size"):
+            if getattr(self, name) is not None:
+                _check_int(name, getattr(self, name), 1)
+        _check_float("alpha", self.alpha, low=0.0)
+        _check_float("lr", self.lr, low=0.0, low_open=True)
+        _check_float("lr_decay", self.lr_decay, low=0.0, high=1.0, low_open=True)
+        _check_float("momentum", self.momentum, low=0.0, high=1.0, high_open=True)
+        _check_float("rho", self.rho, low=0.0)
+        _check_float("weight_decay", self.weight_decay, low=0.0)
+        _check_float("edge_probability", self.edge_probability, low=0.0, high=1.0, low_open=True)
+        for flag in ("full_batch", "reset_momentum", "same_init", "fresh_matrix_per_gossip_step"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
+
+
+def _check_name(what: str, value: Any, allowed) -> None:
+    if value not in allowed:
+        raise ConfigError(f"unknown {what} {value!r}; allowed: {', '.join(map(str, allowed))}")
+
+
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ConfigError(f"{name} must be >= {minimum}, got {value}")
+
+
+def _check_float(name: str, value: Any, *, low: float, high: float = math.inf,
+                 low_open: bool = False, high_open: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, got {value!r}")
+    lo_bad = value <= low if low_open else value < low
+    hi_bad = value >= high if high_open else value > high
+    if lo_bad or hi_bad:
+        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open or high == math.inf else ']'}"
+        raise ConfigError(f"{name} must be in {interval}, got {value}")

@@ -1,0 +1,112 @@
+"""The history of a run and the JSON results file.
+
+Results schema ``dfl-book/results/v1`` (one file per CLI invocation)::
+
+    {
+      "schema": "dfl-book/results/v1",
+      "created": "2026-11-22T03:04:05+00:00",       # UTC, ISO 8601
+      "versions": {"dfl_core": "...", "torch": "...", "python": "..."},
+      "command": "python -m dfl_core run ...",      # may be null (API use)
+      "runs": [
+        {
+          "config": {...},        # the resolved Config (every field, no None left for algorithm defaults)
+          "wall_time_s": 1.23,
+          "history": [            # one record per evaluation, in round order
+            {
+              "round": 0,                    # rounds completed when measured (0 = initial models)
+              "lr": 0.1,                     # η_t used in the last round
+              "test_acc": 0.1, "test_loss": 2.3,     # average model x̄ on the whole test set
+              "train_acc": 0.1, "train_loss": 2.3,   # x̄ on the union of the clients' train splits
+              "gen_error": 0.0,              # train_acc - test_acc (DFedSAM Table 1)
+              "client_test_acc": [...],  "client_test_loss": [...],   # client i's model on its own test split
+              "client_train_acc": [...], "client_train_loss": [...],  # ... on its own train split
+              "client_test_acc_mean": 0.1, "client_train_acc_mean": 0.1,
+              "consensus_distance": 0.0,     # (1/m) Σ_i ||x_i - x̄||²
+              "transmissions": 0,            # models sent so far (one per nonzero off-diagonal w_ij per gossip step)
+              "bytes_sent": 0,               # transmissions · d · bits_per_param / 8
+              "wall_time_s": 0.0             # seconds since the run started
+            }, ...
+          ]
+        }, ...
+      ]
+    }
+
+Accuracies are fractions in [0, 1].
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = ["History", "SCHEMA", "write_results", "read_results", "versions"]
+
+SCHEMA = "dfl-book/results/v1"
+
+
+@dataclass
+class History:
+    """Evaluation records of one run, in round order, plus its resolved config."""
+
+    config: dict[str, Any]
+    records: list[dict[str, Any]] = field(default_factory=list)
+    wall_time_s: float = 0.0
+
+    @property
+    def final(self) -> dict[str, Any]:
+        """The last record (after the final round)."""
+        return self.records[-1]
+
+    def series(self, key: str) -> list[Any]:
+        """One metric over the evaluated rounds, e.g. ``h.series("test_acc")``."""
+        return [r[key] for r in self.records]
+
+    @property
+    def rounds(self) -> list[int]:
+        return self.series("round")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"config": self.config, "wall_time_s": self.wall_time_s, "history": self.records}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "History":
+        return cls(config=d["config"], records=d["history"], wall_time_s=d.get("wall_time_s", 0.0))
+
+
+def versions() -> dict[str, str]:
+    from . import __version__
+    return {"dfl_core": __version__, "torch": torch.__version__,
+            "python": platform.python_version(), "platform": platform.platform()}
+
+
+def write_results(path: str | os.PathLike, histories: list[History], command: str | None = None) -> Path:
+    """Write ``histories`` as a results file, atomically (temporary file, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"schema": SCHEMA, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+           "versions": versions(), "command": command, "runs": [h.to_dict() for h in histories]}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(tmp, path)
+    return path
+
+
+def read_results(path: str | os.PathLike) -> list[History]:
+    """Read a results file written by :func:`write_results`."""
+    doc = json.loads(Path(path).read_text())
+    if doc.get("schema") != SCHEMA:
+        raise ValueError(f"{path}: schema {doc.get('schema')!r} is not {SCHEMA!r}")
+    return [History.from_dict(r) for r in doc["runs"]]
+
+
+def command_line() -> str:
+    return " ".join(["python -m dfl_core", *sys.argv[1:]])

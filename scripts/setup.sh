@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Set up a fresh Linux machine for dfl-book: system packages (when we may install them),
+# a virtual environment in .venv, and the package with its test and book extras.
+#   DFL_TORCH="torch==X torchvision==Y"  install this torch first (CI uses the build on its disk)
+#   DFL_REQUIRE_ALL=1                    fail instead of skipping optional system packages
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SYSTEM_PACKAGES="dataset-fashion-mnist"   # the original Fashion-MNIST IDX files, no download at run time
+if command -v apt-get >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else SUDO="none"; fi
+  if [ "$SUDO" != none ]; then
+    echo "== apt-get install $SYSTEM_PACKAGES"
+    if ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $SYSTEM_PACKAGES >/dev/null; }; then
+      echo "warning: could not install $SYSTEM_PACKAGES (Fashion-MNIST will be downloaded by torchvision instead)"
+      [ "${DFL_REQUIRE_ALL:-0}" = 1 ] && exit 1
+    fi
+  else
+    echo "note: not root and no sudo: skipping $SYSTEM_PACKAGES"
+  fi
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "== creating .venv with $($PY --version)"
+  $PY -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+if [ -n "${DFL_TORCH:-}" ]; then
+  echo "== pip install $DFL_TORCH"
+  .venv/bin/python -m pip install -q $DFL_TORCH
+fi
+echo "== pip install -e .[dev]"
+.venv/bin/python -m pip install -q -e ".[dev]"
+echo "== ready: .venv/bin/python -m dfl_core run --help"

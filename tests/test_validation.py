@@ -1,0 +1,73 @@
+"""Bad input is refused before training, with a message naming the value and what is allowed."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dfl_core import Config, ConfigError, DivergenceError, Simulation
+from dfl_core.data import DataError
+from dfl_core.topology import MixingMatrix, TopologyError
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(algorithm="dfedsgd"), "unknown algorithm 'dfedsgd'; allowed: dpsgd"),
+    (dict(dataset="mnist-9"), "unknown dataset 'mnist-9'; allowed: digits"),
+    (dict(model="resnet-1"), "unknown model 'resnet-1'; allowed: 2nn"),
+    (dict(topology="hypercube"), "unknown topology 'hypercube'; allowed:"),
+    (dict(partition="bycolor"), "unknown partition 'bycolor'; allowed:"),
+    (dict(alpha=-0.5), "alpha must be in [0.0, inf), got -0.5"),
+    (dict(alpha=float("nan")), "alpha must be a finite number"),
+    (dict(algorithm="dfedsam-mgs", gossip_steps=0), "gossip_steps must be >= 1, got 0"),
+    (dict(rho=-0.1), "rho must be in [0.0, inf), got -0.1"),
+    (dict(algorithm="dfedavgm", momentum=1.0), "momentum must be in [0.0, 1.0), got 1.0"),
+    (dict(algorithm="dfedavgm", momentum=-0.1), "momentum must be in [0.0, 1.0), got -0.1"),
+    (dict(algorithm="dfedavg", momentum=0.9), "momentum=0.9 is not used by algorithm 'dfedavg'; "
+                                               "algorithms that use it: dfedavgm"),
+    (dict(algorithm="dfedavg", rho=0.05), "rho=0.05 is not used by algorithm 'dfedavg'"),
+    (dict(algorithm="dpsgd", local_steps=5), "local_steps=5 is not allowed for algorithm 'dpsgd'"),
+    (dict(local_steps=0), "local_steps must be >= 1, got 0"),
+    (dict(num_clients=2.5), "num_clients must be an integer >= 1, got 2.5"),
+    (dict(lr=0.0), "lr must be in (0.0, inf), got 0.0"),
+    (dict(lr_decay=1.5), "lr_decay must be in (0.0, 1.0], got 1.5"),
+    (dict(dtype="float16"), "unknown dtype 'float16'; allowed: float32, float64"),
+    (dict(full_batch="yes"), "full_batch must be true or false"),
+])
+def test_bad_config_values_are_refused_with_a_clear_message(changes, message):
+    with pytest.raises(ConfigError) as err:
+        Config().replace(**changes).resolved()
+    assert message in str(err.value)
+
+
+def test_unknown_field_is_refused():
+    with pytest.raises(ConfigError, match=r"unknown config field\(s\) \['rhoo'\]"):
+        Config().replace(rhoo=0.1)
+
+
+def test_more_clients_than_samples_is_refused_before_training():
+    with pytest.raises(DataError) as err:
+        Simulation(Config(num_clients=500, train_size=100))
+    assert "500" in str(err.value) and "100" in str(err.value)
+
+
+def test_a_topology_that_cannot_be_built_is_refused():
+    with pytest.raises(TopologyError, match="grid"):
+        Simulation(Config(topology="grid", num_clients=13))          # 13 is prime: no r x c grid
+    with pytest.raises(TopologyError, match="p"):
+        Simulation(Config(topology="erdos-renyi", num_clients=30, edge_probability=0.001))
+
+
+def test_a_disconnected_or_mis_declared_mixing_matrix_is_refused():
+    two_islands = np.kron(np.eye(2), np.full((2, 2), 0.5))              # doubly stochastic, disconnected
+    with pytest.raises(TopologyError, match="connected"):
+        MixingMatrix(two_islands, "islands", symmetric=True, doubly_stochastic=True, directed=False).validate()
+    row_only = np.array([[0.5, 0.5, 0.0], [0.5, 0.5, 0.0], [1 / 3, 1 / 3, 1 / 3]])
+    with pytest.raises(TopologyError, match="symmetr"):
+        MixingMatrix(row_only, "lopsided", symmetric=True, doubly_stochastic=True, directed=False).validate()
+
+
+def test_divergence_stops_the_run_naming_round_and_client():
+    sim = Simulation(Config(algorithm="dfedavg", lr=1e6, lr_decay=1.0, num_clients=4, rounds=20))
+    with pytest.raises(DivergenceError) as err:
+        sim.run()
+    msg = str(err.value)
+    assert "round" in msg and "client" in msg and "lr=1000000.0" in msg
