@@ -82,6 +82,7 @@ class Config:
     eval_every: int = _help("evaluate every this many rounds (and after the last)", 1)
     device: str = _help("'auto', 'cpu' or 'cuda'", "auto")
     dtype: str = _help("'float32' or 'float64'", "float32")
+    client_chunk: int | None = _help("clients trained together (default: chosen for the device; never changes results)")
     forward_strategy: str = _help("'auto', 'batched', 'vmap' or 'loop' (see dfl_core.stacked)", "auto")
     bits_per_param: int = _help("bits per parameter on the wire, for byte counts", 32)
 
@@ -157,7 +158,7 @@ class Config:
         _check_int("eval_every", self.eval_every, 1)
         _check_int("shards_per_client", self.shards_per_client, 1)
         _check_int("bits_per_param", self.bits_per_param, 1)
-        for name in ("train_size", "test_size"):
+        for name in ("train_size", "test_size", "client_chunk"):
             if getattr(self, name) is not None:
                 _check_int(name, getattr(self, name), 1)
         _check_float("alpha", self.alpha, low=0.0)

@@ -112,28 +112,43 @@ class StackedModel:
                 for name, shape, o in zip(self.names, self.shapes, self.offsets)}
 
     # -------------------------------------------------------------------- forward
-    def forward(self, flat: Tensor, x: Tensor) -> Tensor:
+    def leaves(self, flat: Tensor) -> dict[str, Tensor]:
+        """Per-layer views of ``flat`` that autograd treats as leaves.
+
+        Differentiating with respect to these views, not ``flat`` itself, keeps
+        autograd from materialising an ``(m, d)`` zero tensor per layer in the
+        backward pass of the slicing (it made a 2NN round six times slower).
+        """
+        return {n: v.requires_grad_(True) for n, v in self.unflatten(flat.detach()).items()}
+
+    def gather_grads(self, grads: tuple[Tensor, ...], like: Tensor) -> Tensor:
+        """Per-layer gradients (in :attr:`names` order) back into one ``(m, d)`` tensor."""
+        g = torch.empty_like(like)
+        for gr, shape, o in zip(grads, self.shapes, self.offsets):
+            g[:, o:o + shape.numel()] = gr.reshape(g.shape[0], -1)
+        return g
+
+    def forward(self, flat: Tensor | dict[str, Tensor], x: Tensor) -> Tensor:
         """Logits ``(m, B, C)`` of client i's model on its inputs ``x[i]``, for all i.
 
-        ``flat`` is ``(m, d)``, ``x`` is ``(m, B, *input_shape)``.
+        ``flat`` is ``(m, d)`` (or its :meth:`unflatten` dict), ``x`` is ``(m, B, *input_shape)``.
         """
+        params = self.unflatten(flat) if isinstance(flat, Tensor) else flat
         if self.strategy == "batched":
-            return self._forward_batched(flat, x)
-        params = self.unflatten(flat)
+            return self._forward_batched(params, x)
         if self.strategy == "vmap":
             return torch.func.vmap(lambda p, xb: functional_call(self.template, p, (xb,)))(params, x)
         return torch.stack([
             functional_call(self.template, {n: p[i] for n, p in params.items()}, (x[i],))
-            for i in range(flat.shape[0])
+            for i in range(x.shape[0])
         ])
 
     def forward_one(self, flat: Tensor, x: Tensor) -> Tensor:
         """Logits ``(B, C)`` of the single model ``flat`` (shape ``(d,)``) on ``x``."""
         return functional_call(self.template, self.unflatten(flat), (x,))
 
-    def _forward_batched(self, flat: Tensor, x: Tensor) -> Tensor:
+    def _forward_batched(self, params: dict[str, Tensor], x: Tensor) -> Tensor:
         m, batch = x.shape[0], x.shape[1]
-        params = self.unflatten(flat)
         # Convolutions run on (B, m*C, H, W): client i owns channels [i*C, (i+1)*C).
         h = x
         image_layout = x.dim() == 5

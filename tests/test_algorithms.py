@@ -165,3 +165,19 @@ def test_same_seed_same_run_and_different_seed_different_run():
     assert h1.records[-1]["client_test_acc"] == h2.records[-1]["client_test_acc"]
     assert h1.final["consensus_distance"] == h2.final["consensus_distance"]
     assert h1.final["consensus_distance"] != h3.final["consensus_distance"]
+
+
+@pytest.mark.parametrize("algorithm", ["dfedavgm", "dfedsam-mgs"])
+def test_client_chunks_do_not_change_results(algorithm):
+    base = Config(algorithm=algorithm, topology="ring", reset_momentum=False, **SMALL)
+    whole = Simulation(base.replace(client_chunk=6))
+    chunked = Simulation(base.replace(client_chunk=4))        # chunks of 4 and 2 clients
+    whole.run(), chunked.run()
+    assert float((whole.x - chunked.x).abs().max()) < 1e-12
+
+
+def test_momentum_buffer_persists_across_rounds_when_asked():
+    base = Config(algorithm="dfedavgm", momentum=0.9, rounds=2, **{k: v for k, v in SMALL.items() if k != "rounds"})
+    reset, keep = Simulation(base), Simulation(base.replace(reset_momentum=False))
+    reset.run(), keep.run()
+    assert float((reset.x - keep.x).abs().max()) > 1e-6

@@ -91,15 +91,15 @@ def _check_alpha(alpha) -> float:
     return alpha
 
 
-def _equal_size(n: int, m: int, client_size) -> int:
+def _equal_size(n: int, m: int, client_size, name: str = "client_size") -> int:
     """Samples per client: ``client_size`` if given, else ``N // m``; each client must get one."""
     if client_size is None:
         if n // m == 0:
             raise DataError(f"m={m} clients but only N={n} samples: every client needs at least one sample")
         return n // m
-    size = _check_count(client_size, "client_size")
+    size = _check_count(client_size, name)
     if size * m > n:
-        raise DataError(f"client_size={size} x m={m} clients = {size * m} samples, but only N={n} exist")
+        raise DataError(f"{name}={size} x m={m} clients = {size * m} samples, but only N={n} exist")
     return size
 
 
@@ -327,7 +327,7 @@ def split_like(train_parts: list[np.ndarray], train_labels, test_labels, rng: np
     m = len(train_parts)
     if m == 0:
         raise DataError("train_parts is empty: need at least one client")
-    size = _equal_size(len(test_labels), m, test_size_per_client)
+    size = _equal_size(len(test_labels), m, test_size_per_client, "test_size_per_client")
     num_classes = int(max(train_labels.max(), test_labels.max())) + 1
     priors = np.zeros((m, num_classes))
     for i, part in enumerate(train_parts):

@@ -1,0 +1,313 @@
+"""Problems whose constants (L, σ_l, σ_g, β) are known, and what to measure on them.
+
+DFedSAM's bounds (Theorem 4.5) need L (Assumption 4.3), σ_l and σ_g
+(Assumption 4.4), β (Definition 4.2) and f(x̄¹) − f*. For a neural network
+none of these is known; for the problems below they are, exactly or as a
+stated upper bound (``ProblemConstants.exact`` says which):
+
+* :class:`ShiftedQuadratics`, f_i(x) = ½(x − b_i)ᵀA(x − b_i) with a shared
+  Hessian A: ∇f_i − ∇f = −A(b_i − b̄) does not depend on x, so β and σ_g are
+  exact, and so is σ_l for minibatch sampling of per-sample shifts b_ij.
+* :class:`LeastSquares`: L exact; β, σ_g finite only if all clients share
+  the Hessian XᵢᵀXᵢ/nᵢ (otherwise ∇f_i − ∇f grows with ‖x‖ and the
+  assumptions fail on ℝ^d: reported as ``inf``).
+* :class:`LogisticRegression`: L ≤ maxᵢ ‖Xᵢ‖²/(4nᵢ) + μ and bounded
+  gradients give upper bounds for β, σ_g, σ_l.
+
+All arrays are numpy; a client's parameters are row i of an ``(m, d)`` array,
+as in ``dfl_core``. :func:`gossip_contraction`, :func:`consensus_distance`
+and :func:`reference_dfedsam` are the measurement side: the book's theory
+chapter puts them next to :mod:`theory.bounds`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+__all__ = [
+    "ProblemConstants",
+    "ShiftedQuadratics",
+    "shifted_quadratics",
+    "LeastSquares",
+    "LogisticRegression",
+    "minibatch_variance_factor",
+    "consensus_distance",
+    "gossip_contraction",
+    "reference_dfedsam",
+]
+
+
+@dataclass(frozen=True)
+class ProblemConstants:
+    """The constants of DFedSAM Assumptions 4.3/4.4 and Definition 4.2 for one problem."""
+
+    L: float
+    sigma_l: float
+    sigma_g: float
+    beta: float
+    f_star: float | None
+    exact: dict = field(default_factory=dict)  # name -> True (exact) / False (upper bound)
+    note: str = ""
+
+
+def minibatch_variance_factor(n: int, batch: int | None, replace: bool = False) -> float:
+    """Variance of a size-``batch`` sample mean relative to one sample's variance.
+
+    Without replacement from n items: (n − B)/(B(n − 1)) (finite-population
+    correction); with replacement: 1/B; full batch (``batch`` None or ≥ n
+    without replacement): 0.
+    """
+    if batch is None or (not replace and batch >= n):
+        return 0.0
+    if replace:
+        return 1.0 / batch
+    return (n - batch) / (batch * (n - 1))
+
+
+# --------------------------------------------------------------------------- #
+# Shifted quadratics with a shared Hessian
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True, eq=False)
+class ShiftedQuadratics:
+    """F_i(x; j) = ½(x − b_ij)ᵀA(x − b_ij), j uniform over client i's n samples.
+
+    f_i(x) = (1/n)Σ_j F_i(x; j) = ½(x − b_i)ᵀA(x − b_i) + const, b_i = mean_j b_ij.
+    """
+
+    A: np.ndarray  # (d, d) symmetric positive definite
+    b: np.ndarray  # (m, n, d) per-sample shifts
+    batch: int | None = None  # None: full batch, σ_l = 0
+    replace: bool = False
+
+    @property
+    def m(self) -> int:
+        return self.b.shape[0]
+
+    @property
+    def centers(self) -> np.ndarray:
+        """b_i, shape (m, d)."""
+        return self.b.mean(1)
+
+    def f(self, x: np.ndarray) -> float:
+        """f(x) = (1/m) Σ_i f_i(x), including the per-sample constant (so f* is exact)."""
+        r = x[None, None, :] - self.b  # (m, n, d)
+        return float(0.5 * np.einsum("mnd,de,mne->", r, self.A, r) / (self.b.shape[0] * self.b.shape[1]))
+
+    def grad_f(self, x: np.ndarray) -> np.ndarray:
+        """∇f(x) = A(x − b̄)."""
+        return self.A @ (x - self.centers.mean(0))
+
+    def local_grads(self, X: np.ndarray) -> np.ndarray:
+        """∇f_i(x_i) for every client, X of shape (m, d) → (m, d)."""
+        return (X - self.centers) @ self.A  # A symmetric
+
+    def stochastic_grads(self, X: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """∇F_i(x_i; ξ_i) with ξ_i a minibatch of ``batch`` samples (full batch if None)."""
+        m, n, _ = self.b.shape
+        if self.batch is None:
+            return self.local_grads(X)
+        idx = (rng.integers(0, n, size=(m, self.batch)) if self.replace
+               else np.argsort(rng.random((m, n)), axis=1)[:, : self.batch])
+        bb = np.take_along_axis(self.b, idx[:, :, None], axis=1).mean(1)  # (m, d)
+        return (X - bb) @ self.A
+
+    def constants(self) -> ProblemConstants:
+        """L = λ_max(A); β = maxᵢ‖A(bᵢ − b̄)‖; σ_g² = (1/m)Σᵢ‖A(bᵢ − b̄)‖²; σ_l from the b_ij; all exact.
+
+        ∇F_i(x; j) − ∇f_i(x) = −A(b_ij − b_i) does not depend on x, so the
+        sup over x in Assumption 4.4 is attained everywhere.
+        """
+        A, b = self.A, self.b
+        m, n, _ = b.shape
+        c = self.centers
+        dev = (c - c.mean(0)) @ A  # (m, d): ∇f − ∇f_i, constant in x
+        het = np.linalg.norm(dev, axis=1)
+        per = np.einsum("mnd,de->mne", b - c[:, None, :], A)  # per-sample gradient noise
+        one_sample_var = (per**2).sum(-1).mean(1)  # (m,)
+        sl2 = minibatch_variance_factor(n, self.batch, self.replace) * one_sample_var.max()
+        xs = c.mean(0)
+        return ProblemConstants(
+            L=float(np.linalg.eigvalsh(A).max()),
+            sigma_l=float(math.sqrt(sl2)),
+            sigma_g=float(math.sqrt((het**2).mean())),
+            beta=float(het.max()),
+            f_star=self.f(xs),
+            exact={"L": True, "sigma_l": True, "sigma_g": True, "beta": True, "f_star": True},
+            note="shared Hessian: gradient differences are constant in x",
+        )
+
+
+def shifted_quadratics(m: int = 16, d: int = 10, n: int = 1, spread: float = 1.0, noise: float = 0.0,
+                       L: float = 1.0, cond: float = 10.0, batch: int | None = None, seed: int = 0) -> ShiftedQuadratics:
+    """A random instance: A with eigenvalues log-spaced in [L/cond, L], centers with std ``spread``.
+
+    Per-sample shifts are b_i + ``noise``·ξ_ij, recentred so their mean is exactly b_i.
+    """
+    rng = np.random.default_rng(seed)
+    U, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    A = (U * np.geomspace(L / cond, L, d)) @ U.T
+    A = (A + A.T) / 2
+    centers = spread * rng.standard_normal((m, d))
+    eps = noise * rng.standard_normal((m, n, d))
+    eps -= eps.mean(1, keepdims=True)
+    return ShiftedQuadratics(A=A, b=centers[:, None, :] + eps, batch=batch)
+
+
+# --------------------------------------------------------------------------- #
+# Least squares and logistic regression
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True, eq=False)
+class LeastSquares:
+    """f_i(x) = ‖Xᵢx − yᵢ‖²/(2nᵢ), equal n per client; ``X`` (m, n, d), ``y`` (m, n)."""
+
+    X: np.ndarray
+    y: np.ndarray
+
+    def local_grads(self, W: np.ndarray) -> np.ndarray:
+        """∇f_i(w_i) = Xᵢᵀ(Xᵢwᵢ − yᵢ)/n, for W of shape (m, d)."""
+        r = np.einsum("mnd,md->mn", self.X, W) - self.y
+        return np.einsum("mnd,mn->md", self.X, r) / self.X.shape[1]
+
+    def constants(self) -> ProblemConstants:
+        """L = maxᵢ λ_max(Hᵢ) exactly. β, σ_g exact if all Hᵢ = XᵢᵀXᵢ/n are equal, else ∞.
+
+        ∇f_i − ∇f = (Hᵢ − H̄)x − (gᵢ − ḡ) with gᵢ = Xᵢᵀyᵢ/n: unbounded over
+        ℝ^d unless Hᵢ = H̄, so Definition 4.2 / Assumption 4.4 fail then.
+        σ_l is reported for full-batch gradients only (0): per-sample gradient
+        noise of least squares also grows with ‖x‖.
+        """
+        m, n, _ = self.X.shape
+        H = np.einsum("mnd,mne->mde", self.X, self.X) / n
+        g = np.einsum("mnd,mn->md", self.X, self.y) / n
+        Lc = float(max(np.linalg.eigvalsh(h).max() for h in H))
+        shared = bool(np.allclose(H, H.mean(0), atol=1e-12 * max(1.0, Lc)))
+        if shared:
+            dev = g - g.mean(0)
+            het = np.linalg.norm(dev, axis=1)
+            beta_v, sg = float(het.max()), float(math.sqrt((het**2).mean()))
+        else:
+            beta_v = sg = math.inf
+        Hbar, gbar = H.mean(0), g.mean(0)
+        xs = np.linalg.lstsq(Hbar, gbar, rcond=None)[0]
+        fstar = float(((np.einsum("mnd,d->mn", self.X, xs) - self.y) ** 2).mean() / 2)
+        return ProblemConstants(L=Lc, sigma_l=0.0, sigma_g=sg, beta=beta_v, f_star=fstar,
+                                exact={"L": True, "sigma_l": True, "sigma_g": shared, "beta": shared, "f_star": True},
+                                note="full batch; beta, sigma_g finite only with a shared Hessian")
+
+
+@dataclass(frozen=True, eq=False)
+class LogisticRegression:
+    """f_i(x) = (1/n)Σⱼ log(1 + exp(−y_ij x_ijᵀx)) + (μ/2)‖x‖², labels y ∈ {−1, +1}."""
+
+    X: np.ndarray  # (m, n, d)
+    y: np.ndarray  # (m, n) in {-1, +1}
+    mu: float = 0.0
+    batch: int | None = None
+
+    def local_grads(self, W: np.ndarray) -> np.ndarray:
+        z = self.y * np.einsum("mnd,md->mn", self.X, W)
+        s = 0.5 * (1 - np.tanh(z / 2))  # σ(−z), overflow-free
+        return -np.einsum("mnd,mn->md", self.X, self.y * s) / self.X.shape[1] + self.mu * W
+
+    def constants(self) -> ProblemConstants:
+        """Upper bounds: the Hessian is (1/n)Σ σ(1−σ) x xᵀ + μI ≼ XᵀX/(4n) + μI.
+
+        Per-sample gradients −y x σ(−y xᵀw) have norm ≤ ‖x‖, so with
+        Gᵢ = (1/n)Σⱼ‖x_ij‖: ‖∇f_i − ∇f‖ ≤ (1 − 1/m)Gᵢ + (1/m)Σ_{k≠i}G_k (μ
+        cancels), and σ_l² ≤ factor·maxᵢ (1/n)Σⱼ‖x_ij‖². f* is not computed.
+        """
+        m, n, _ = self.X.shape
+        Lc = max(np.linalg.norm(self.X[i], 2) ** 2 for i in range(m)) / (4 * n) + self.mu
+        norms = np.linalg.norm(self.X, axis=2)  # (m, n)
+        G = norms.mean(1)
+        bi = (1 - 1 / m) * G + (G.sum() - G) / m
+        sl2 = minibatch_variance_factor(n, self.batch) * (norms**2).mean(1).max()
+        return ProblemConstants(L=float(Lc), sigma_l=float(math.sqrt(sl2)), sigma_g=float(math.sqrt((bi**2).mean())),
+                                beta=float(bi.max()), f_star=None,
+                                exact={"L": False, "sigma_l": False, "sigma_g": False, "beta": False, "f_star": False},
+                                note="all upper bounds (L <= ||X_i||^2/(4n) + mu)")
+
+
+# --------------------------------------------------------------------------- #
+# Measurements
+# --------------------------------------------------------------------------- #
+
+
+def consensus_distance(X: np.ndarray) -> float:
+    """(1/m) Σᵢ ‖xᵢ − x̄‖², the left side of DFedSAM Lemmas D.5/D.6 (same as dfl_core.metrics)."""
+    X = np.asarray(X, float)
+    return float(((X - X.mean(0)) ** 2).sum(1).mean())
+
+
+def gossip_contraction(W: np.ndarray | Callable[[int], np.ndarray], steps: int = 60, d: int = 8, seed: int = 0) -> dict:
+    """Pure gossip x ← Wx on random vectors: the measured consensus contraction per step.
+
+    ``W`` is a matrix or a function step → matrix (time-varying). Returns the
+    per-step ratios ‖(I−P)x_{s+1}‖/‖(I−P)x_s‖ (Frobenius over d columns),
+    their geometric mean, the geometric mean of the last third (the
+    asymptotic rate, which tends to λ for a static symmetric W and generic
+    x), and the drift |x̄_steps − x̄_0| of the average, 0 for doubly stochastic W.
+    """
+    get = W if callable(W) else (lambda s: W)
+    m = get(0).shape[0]
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((m, d))
+    mean0 = x.mean(0)
+    dev = np.linalg.norm(x - x.mean(0))
+    ratios = []
+    for s in range(steps):
+        x = get(s) @ x
+        new = np.linalg.norm(x - x.mean(0))
+        if dev < 1e-250 or new < 1e-250:  # exact consensus reached (complete graph)
+            ratios.append(0.0)
+            break
+        ratios.append(new / dev)
+        dev = new
+    r = np.asarray(ratios)
+    tail = r[len(r) - max(1, len(r) // 3):]
+    geo = lambda a: float(np.exp(np.mean(np.log(np.maximum(a, 1e-300))))) if a.min() > 0 else 0.0
+    return {"ratios": r, "rate": geo(r), "asymptotic_rate": geo(tail),
+            "mean_drift": float(np.linalg.norm(x.mean(0) - mean0))}
+
+
+def reference_dfedsam(problem, W: np.ndarray | Callable[[int], np.ndarray], K: int, T: int, eta: float,
+                      rho: float, Q: int = 1, x0: np.ndarray | None = None, seed: int = 0) -> dict:
+    """A 20-line numpy DFedSAM / DFedSAM-MGS (DFedSAM Algorithm 1), for checking bounds offline.
+
+    Not the engine: a transcription of Algorithm 1 on stacked (m, d) arrays.
+    Line 4: g = ∇F_i(y; ξ), δ = ρ g/‖g‖, g̃ = ∇F_i(y + δ; ξ) with the same ξ;
+    line 5: y ← y − ηg̃; lines 6-9: x ← W^Q z. Records, for t = 1..T (x¹ = x0
+    on every client), ‖∇f(x̄ᵗ)‖², the consensus distance and (1/m)Σ‖∇f(xᵗ(i))‖².
+    """
+    get = W if callable(W) else (lambda t: W)
+    m, d = problem.m, problem.A.shape[0]
+    rng = np.random.default_rng(seed)
+    x = np.zeros((m, d)) if x0 is None else np.tile(np.asarray(x0, float), (m, 1))
+    gnorm, cons, g2 = [], [], []
+    for t in range(T):
+        xbar = x.mean(0)
+        gnorm.append(float(problem.grad_f(xbar) @ problem.grad_f(xbar)))
+        cons.append(consensus_distance(x))
+        gl = (x - problem.centers.mean(0)) @ problem.A  # ∇f at each client's model
+        g2.append(float((gl**2).sum(1).mean()))
+        y = x.copy()
+        for _ in range(K):
+            state = rng.bit_generator.state  # same minibatch ξ for g and g̃
+            g = problem.stochastic_grads(y, rng)
+            nrm = np.linalg.norm(g, axis=1, keepdims=True)
+            delta = rho * g / np.where(nrm > 0, nrm, 1.0)  # (m, d)
+            rng.bit_generator.state = state
+            y = y - eta * problem.stochastic_grads(y + delta, rng)
+        Wt = get(t)
+        for _ in range(Q):
+            y = Wt @ y
+        x = y
+    return {"grad_norm_sq": np.asarray(gnorm), "consensus": np.asarray(cons), "mean_grad_norm_sq": np.asarray(g2),
+            "f_x1": problem.f(np.zeros(d) if x0 is None else np.asarray(x0, float))}
