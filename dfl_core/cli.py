@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .algorithms import ALGORITHMS
-from .config import Config, ConfigError
+from .config import ALGORITHM_FIELDS, Config, ConfigError
 from .data import DATASETS, PARTITIONS
 from .models import MODEL_HELP
 from .results import History, command_line, write_results
@@ -93,17 +93,22 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def compare(base: Config, algorithms: Sequence[str], seeds: Sequence[int],
             progress: bool = True) -> dict[str, list[History]]:
-    """Run every algorithm for every seed from ``base``; fields an algorithm does not use are dropped."""
+    """Run every algorithm for every seed from ``base``.
+
+    When several algorithms are compared, optional fields an algorithm does not
+    use (say ``rho`` for DFedAvg) are dropped for it; a single algorithm given
+    a field it does not use is refused, as in :meth:`Config.resolved`.
+    """
     from .engine import Simulation
 
     configs = []
     for name in algorithms:
         if name not in ALGORITHMS:
             raise ConfigError(f"unknown algorithm {name!r}; allowed: {', '.join(ALGORITHMS)}")
-        algo = ALGORITHMS[name]
-        cfg = base.replace(algorithm=name,
-                           momentum=base.momentum if algo.uses_momentum else None,
-                           rho=base.rho if algo.uses_sam else None)
+        cfg = base.replace(algorithm=name)
+        if len(algorithms) > 1:      # in a comparison each algorithm takes only the fields it uses
+            unused = {f: None for f in ALGORITHM_FIELDS if f not in ALGORITHMS[name].defaults}
+            cfg = cfg.replace(**unused)
         for seed in seeds:
             configs.append(cfg.replace(seed=seed).resolved())     # validate all before running any
     out: dict[str, list[History]] = {name: [] for name in algorithms}
@@ -124,7 +129,7 @@ def summary_table(results: dict[str, list[History]]) -> str:
     for name, hs in results.items():
         acc = _mean_std([100 * h.final["test_acc"] for h in hs])
         cd = _mean_std([h.final["consensus_distance"] for h in hs])
-        q = hs[0].config["gossip_steps"]
+        q = hs[0].config["gossip_steps"] or "-"
         lines.append(f"{name:<14} {q:>2} {acc[0]:>9.2f} ± {acc[1]:<5.2f}"
                      f" {cd[0]:>12.3e} ± {cd[1]:<9.2e} {len(hs):>6}")
     return "\n".join(lines)
@@ -149,7 +154,7 @@ def plot_comparison(results: dict[str, list[History]], path: Path) -> Path:
     ax_cd.set(xlabel="round", ylabel="consensus distance", yscale="log")
     ax_acc.legend(fontsize=8)
     cfg = next(iter(results.values()))[0].config
-    fig.suptitle(f"{cfg['dataset']}, m = {cfg['num_clients']}, {cfg['topology']}, "
+    fig.suptitle(f"{cfg['dataset']}, m = {cfg['num_clients']}, {cfg['topology'] or 'server'}, "
                  f"{cfg['partition']} α = {cfg['alpha']}, {cfg['model']}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -14,12 +14,21 @@ from typing import Any
 
 import torch
 
-from .algorithms import ALGORITHMS
+from .algorithms import ALGORITHMS, MOFEDSAM_VARIANTS, REQUIRED
+from .local import FEDGF_READINGS
 from .data import DATASETS, PARTITIONS
 from .models import MODELS
 from .topology import TOPOLOGIES
 
-__all__ = ["Config", "ConfigError", "TOPOLOGY_OPTIONS"]
+__all__ = ["Config", "ConfigError", "TOPOLOGY_OPTIONS", "ALGORITHM_FIELDS"]
+
+#: Optional fields (``None`` by default) that only some algorithms read; see
+#: :class:`dfl_core.algorithms.Algorithm`.
+ALGORITHM_FIELDS = (
+    "topology", "gossip_steps", "local_steps", "momentum", "rho", "sam_variant", "asam_eta",
+    "asam_scale_all", "client_fraction", "clients_per_round", "server_lr", "mofedsam_alpha",
+    "mofedsam_variant", "fedgf_threshold", "fedgf_window", "fedgf_reading",
+)
 
 
 class ConfigError(ValueError):
@@ -58,15 +67,19 @@ class Config:
     train_size: int | None = _help("use a stratified subset of this many training samples")
     test_size: int | None = _help("use a stratified subset of this many test samples")
     data_dir: str | None = _help("folder with the dataset files (default: system copy or download)")
-    # --- communication
-    topology: str = _help("communication graph / mixing scheme", "ring")
-    gossip_steps: int | None = _help("Q, gossip steps per round (algorithm default: 1, dfedsam-mgs 4)")
+    # --- communication (decentralized)
+    topology: str | None = _help("communication graph / mixing scheme (decentralized; default ring)")
+    gossip_steps: int | None = _help("Q, gossip steps per round (decentralized; default 1, dfedsam-mgs 4)")
     fresh_matrix_per_gossip_step: bool = _help(
         "time-varying topologies: draw a new W for every gossip step (DFedSAM App. B.4)", False)
     edge_probability: float = _help("edge probability p of 'erdos-renyi'", 0.2)
     degree: int = _help("degree k of 'random-regular'", 4)
     max_degree: int = _help("maximum degree of 'random-symmetric'", 10)
     num_neighbors: int = _help("neighbours each client draws in 'random-as-coded'", 10)
+    # --- server (centralized)
+    client_fraction: float | None = _help("fraction of clients sampled per round (centralized; default 0.1)")
+    clients_per_round: int | None = _help("number of clients sampled per round (centralized; instead of a fraction)")
+    server_lr: float | None = _help("η_g, server learning rate (centralized; default 1)")
     # --- local training
     local_steps: int | None = _help("K, local steps per round (algorithm default: 5, dpsgd 1)")
     batch_size: int = _help("B, mini-batch size per client and step", 32)
@@ -76,7 +89,16 @@ class Config:
     momentum: float | None = _help("θ, heavy-ball momentum (dfedavgm only; default 0.9)")
     reset_momentum: bool = _help("reset the momentum buffer at the start of every round", True)
     weight_decay: float = _help("L2 weight decay added to the local gradient", 0.0)
-    rho: float | None = _help("ρ, SAM perturbation radius (SAM algorithms only; default 0.01)")
+    rho: float | None = _help("ρ, SAM perturbation radius (SAM algorithms only)")
+    sam_variant: str | None = _help("'sam' or 'asam' (adaptive SAM, Kwon et al. 2021) for SAM algorithms")
+    asam_eta: float | None = _help("η of ASAM's T_w = |w| + η (default 0.2)")
+    asam_scale_all: bool | None = _help("ASAM scales every parameter (paper); false: only weights (code)")
+    # --- algorithm-specific
+    mofedsam_alpha: float | None = _help("α of MoFedSAM: v = α·g_SAM + (1 − α)·Δ (default 0.1)")
+    mofedsam_variant: str | None = _help("MoFedSAM server step: " + ", ".join(MOFEDSAM_VARIANTS))
+    fedgf_threshold: float | None = _help("T_D, FedGF's drift threshold (required: the papers give no value)")
+    fedgf_window: int | None = _help("W, FedGF's window of rounds for c (default 30)")
+    fedgf_reading: str | None = _help("FedGF eq. (12): 'points' (as printed and coded) or 'vectors'")
     # --- runtime
     same_init: bool = _help("all clients start from the same initial model", True)
     eval_every: int = _help("evaluate every this many rounds (and after the last)", 1)
@@ -121,13 +143,23 @@ class Config:
         """Fill algorithm defaults into ``None`` fields and validate every field."""
         _check_name("algorithm", self.algorithm, ALGORITHMS)
         algo = ALGORITHMS[self.algorithm]
-        for name, allowed_when in (("momentum", algo.uses_momentum), ("rho", algo.uses_sam)):
-            if getattr(self, name) not in (None, 0) and not allowed_when:   # 0 = off, harmless
-                users = [a.name for a in ALGORITHMS.values()
-                         if (a.uses_momentum if name == "momentum" else a.uses_sam)]
-                raise ConfigError(f"{name}={getattr(self, name)} is not used by algorithm "
-                                  f"{self.algorithm!r}; algorithms that use it: {', '.join(users)}")
+        for name in ALGORITHM_FIELDS:
+            value = getattr(self, name)
+            off = name in ("momentum", "rho") and value == 0              # 0 = off, harmless
+            if value is not None and name not in algo.defaults and not off:
+                users = [a.name for a in ALGORITHMS.values() if name in a.defaults]
+                raise ConfigError(f"{name}={value} is not used by algorithm {self.algorithm!r}; "
+                                  f"algorithms that use it: {', '.join(users)}")
+        if self.client_fraction is not None and self.clients_per_round is not None:
+            raise ConfigError(f"give client_fraction ({self.client_fraction}) or clients_per_round "
+                              f"({self.clients_per_round}), not both")
         filled = {k: v for k, v in algo.defaults.items() if getattr(self, k) is None}
+        if self.clients_per_round is not None:
+            filled.pop("client_fraction", None)
+        missing = [k for k, v in filled.items() if v == REQUIRED]
+        if missing:
+            raise ConfigError(f"algorithm {self.algorithm!r} needs {', '.join(missing)}, which has no "
+                              f"default (the papers give none); set it explicitly")
         cfg = dataclasses.replace(self, **filled)
         cfg = dataclasses.replace(cfg, momentum=cfg.momentum or 0.0, rho=cfg.rho or 0.0)
         for name, value in algo.fixed.items():
@@ -141,7 +173,14 @@ class Config:
         _check_name("dataset", self.dataset, DATASETS)
         _check_name("model", self.model, MODELS)
         _check_name("partition", self.partition, PARTITIONS)
-        _check_name("topology", self.topology, TOPOLOGIES)
+        if self.topology is not None:
+            _check_name("topology", self.topology, TOPOLOGIES)
+        if self.sam_variant is not None:
+            _check_name("sam_variant", self.sam_variant, ("sam", "asam"))
+        if self.mofedsam_variant is not None:
+            _check_name("mofedsam_variant", self.mofedsam_variant, MOFEDSAM_VARIANTS)
+        if self.fedgf_reading is not None:
+            _check_name("fedgf_reading", self.fedgf_reading, FEDGF_READINGS)
         _check_name("dirichlet_method", self.dirichlet_method, ("prior", "hsu"))
         _check_name("dtype", self.dtype, ("float32", "float64"))
         _check_name("device", self.device, ("auto", "cpu", "cuda"))
@@ -152,15 +191,29 @@ class Config:
         _check_int("num_clients", self.num_clients, 1)
         _check_int("rounds", self.rounds, 0)
         _check_int("seed", self.seed, 0)
-        _check_int("gossip_steps", self.gossip_steps, 1)
         _check_int("local_steps", self.local_steps, 1)
         _check_int("batch_size", self.batch_size, 1)
         _check_int("eval_every", self.eval_every, 1)
         _check_int("shards_per_client", self.shards_per_client, 1)
         _check_int("bits_per_param", self.bits_per_param, 1)
-        for name in ("train_size", "test_size", "client_chunk"):
+        for name in ("train_size", "test_size", "client_chunk", "gossip_steps", "fedgf_window"):
             if getattr(self, name) is not None:
                 _check_int(name, getattr(self, name), 1)
+        if self.clients_per_round is not None:
+            _check_int("clients_per_round", self.clients_per_round, 1)
+            if self.clients_per_round > self.num_clients:
+                raise ConfigError(f"clients_per_round={self.clients_per_round} exceeds "
+                                  f"num_clients={self.num_clients}")
+        optional_ranges = {
+            "client_fraction": dict(low=0.0, high=1.0, low_open=True),
+            "server_lr": dict(low=0.0, low_open=True),
+            "asam_eta": dict(low=0.0),
+            "mofedsam_alpha": dict(low=0.0, high=1.0),
+            "fedgf_threshold": dict(low=0.0),
+        }
+        for name, bounds in optional_ranges.items():
+            if getattr(self, name) is not None:
+                _check_float(name, getattr(self, name), **bounds)
         _check_float("alpha", self.alpha, low=0.0)
         _check_float("lr", self.lr, low=0.0, low_open=True)
         _check_float("lr_decay", self.lr_decay, low=0.0, high=1.0, low_open=True)
@@ -168,7 +221,10 @@ class Config:
         _check_float("rho", self.rho, low=0.0)
         _check_float("weight_decay", self.weight_decay, low=0.0)
         _check_float("edge_probability", self.edge_probability, low=0.0, high=1.0, low_open=True)
-        for flag in ("full_batch", "reset_momentum", "same_init", "fresh_matrix_per_gossip_step"):
+        for flag in ("full_batch", "reset_momentum", "same_init", "fresh_matrix_per_gossip_step",
+                     "asam_scale_all"):
+            if flag == "asam_scale_all" and self.asam_scale_all is None:
+                continue
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
 

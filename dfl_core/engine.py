@@ -18,7 +18,13 @@ purpose        draws
 ``partition``  the split of the data over clients (and dataset subsets)
 ``batches``    each client's mini-batches
 ``topology``   random graphs and time-varying mixing matrices
+``clients``    the clients sampled in a round (centralized FL)
+``augment``    random crops and flips (CIFAR)
 =============  ==========================================================
+
+Per-round draws (batches, clients, augmentation, time-varying graphs) come from
+generators seeded by ``(seed, purpose, round)``, so round t's randomness does
+not depend on how the run got there.
 """
 from __future__ import annotations
 
@@ -35,7 +41,7 @@ from .algorithms import ALGORITHMS
 from .config import Config, ConfigError
 from .data import FederatedData, federate, load_dataset
 from .gossip import MixingOperator, mix
-from .local import StepContext, make_local_rule
+from .local import LocalRule, StepContext, asam, make_local_rule, sam
 from .metrics import consensus_distance, evaluate_clients, evaluate_model
 from .models import build_model
 from .results import History
@@ -44,7 +50,7 @@ from .topology import MixingMatrix, make_topology
 
 __all__ = ["Simulation", "run", "DivergenceError", "purpose_seed", "PURPOSES"]
 
-PURPOSES = ("init", "partition", "batches", "topology", "clients")
+PURPOSES = ("init", "partition", "batches", "topology", "clients", "augment")
 
 
 class DivergenceError(RuntimeError):
@@ -90,84 +96,141 @@ class Simulation:
         self.config = cfg
         self.algorithm = ALGORITHMS[cfg.algorithm]
         self.device, self.dtype = cfg.torch_device, cfg.torch_dtype
+        m = cfg.num_clients
         # 1. data: the dataset, split over the clients (errors here come before any training)
         if data is None:
             part_seed = purpose_seed(cfg.seed, "partition")
             dataset = load_dataset(cfg.dataset, data_dir=cfg.data_dir, train_size=cfg.train_size,
                                    test_size=cfg.test_size, seed=part_seed)
-            data = federate(dataset, cfg.num_clients, scheme=cfg.partition, alpha=cfg.alpha,
+            data = federate(dataset, m, scheme=cfg.partition, alpha=cfg.alpha,
                             shards_per_client=cfg.shards_per_client,
                             dirichlet_method=cfg.dirichlet_method,
                             rng=np.random.default_rng(part_seed), device=self.device, dtype=self.dtype)
-        if data.train.m != cfg.num_clients:
-            raise ConfigError(f"data has {data.train.m} clients but num_clients={cfg.num_clients}")
+        if data.train.m != m:
+            raise ConfigError(f"data has {data.train.m} clients but num_clients={m}")
         self.data = data
         ds = data.dataset
         # 2. model and initial parameters
         factory = partial(build_model, cfg.model, ds.input_shape, ds.num_classes)
         self.model = StackedModel(factory, cfg.forward_strategy, self.device)
-        self.x0 = self.model.init_params(cfg.num_clients, purpose_seed(cfg.seed, "init"),
-                                         same_init=cfg.same_init, dtype=self.dtype)
-        self.x = self.x0.clone()
-        # 3. communication graph; a bad graph fails here, before training
-        self.topology = make_topology(cfg.topology, cfg.num_clients,
-                                      seed=purpose_seed(cfg.seed, "topology") % 2**32,
-                                      **cfg.topology_options())
-        self.matrices(0)
-        # 4. local rule and per-purpose generator for mini-batches
-        self.rule = make_local_rule(rho=cfg.rho, weight_decay=cfg.weight_decay, momentum=cfg.momentum)
-        self.rule_state = self.rule.init(self.x)
-        self.client_chunk = cfg.client_chunk or default_client_chunk(self.model.d, cfg.num_clients, self.device)
-        self.batch_gen = torch.Generator(device="cpu").manual_seed(purpose_seed(cfg.seed, "batches"))
+        self.x0 = self.model.init_params(m, purpose_seed(cfg.seed, "init"),
+                                         same_init=cfg.same_init or self.centralized, dtype=self.dtype)
+        self.x = self.x0.clone() if not self.centralized else self.x0[0].clone().expand(m, -1)
+        # 3. communication graph (decentralized); a bad graph fails here, before training
+        self.topology = None
+        if not self.centralized:
+            self.topology = make_topology(cfg.topology, m, seed=purpose_seed(cfg.seed, "topology") % 2**32,
+                                          **cfg.topology_options())
+            self.matrices(0)
+        # 4. local rule: the algorithm's gradient-forming head, then weight decay, momentum, -η
+        self.default_head = self._default_head()
+        self.rule_state = None           # kept across rounds only with reset_momentum=False
+        self.client_chunk = cfg.client_chunk or default_client_chunk(self.model.d, m, self.device)
+        self.server: dict = {}           # state kept by a centralized algorithm across rounds
         self.t = 0
         self.transmissions = 0
         self.history = History(config=cfg.to_dict())
         self._start = time.perf_counter()
-        self._operators: list[MixingOperator] = []
+        self._operators: list[tuple[MixingOperator, MixingMatrix]] = []
 
-    # ------------------------------------------------------------- the two tools
+    @property
+    def centralized(self) -> bool:
+        return self.algorithm.kind == "centralized"
+
+    def _default_head(self) -> tuple[LocalRule, ...]:
+        cfg = self.config
+        if not self.algorithm.uses_sam:
+            return ()
+        if cfg.sam_variant == "asam":
+            return (asam(cfg.rho, cfg.asam_eta, None if cfg.asam_scale_all else self.model.weight_mask()),)
+        return (sam(cfg.rho),)
+
+    def _round_generator(self, purpose: str, t: int | None = None) -> torch.Generator:
+        """A generator for one purpose in the current round, a function of (seed, purpose, t) only.
+
+        Deriving it per round, instead of carrying one generator along, lets a
+        resumed run or another process draw exactly the same numbers.
+        """
+        t = self.t if t is None else t
+        seed = np.random.SeedSequence([purpose_seed(self.config.seed, purpose), t]).generate_state(1)[0]
+        return torch.Generator(device="cpu").manual_seed(int(seed))
+
+    # ------------------------------------------------------------ the round tools
     def matrices(self, t: int) -> list[MixingMatrix]:
         """The mixing matrices of round t, one per gossip step (the same W repeated by default)."""
+        if self.topology is None:
+            return []
         q = self.config.gossip_steps
         if self.topology.time_varying and self.config.fresh_matrix_per_gossip_step:
             return [self.topology.matrix(t, step) for step in range(q)]
         return [self.topology.matrix(t, 0)] * q
 
-    def local_train(self, x: Tensor) -> Tensor:
-        """K steps of the local rule on all clients, from ``x``; returns y^{t,K}.
+    def local_train(self, x: Tensor, clients: Tensor | None = None,
+                    head: tuple[LocalRule, ...] | None = None) -> Tensor:
+        """K steps of the local rule from ``x`` (rows = ``clients``, default all); returns y^{t,K}.
 
-        Clients are independent during local training, so they are processed in
-        chunks of :attr:`client_chunk` (all m at once when it equals m). Chunking
+        ``head`` replaces the algorithm's default gradient-forming pieces (SAM
+        for SAM algorithms) for this call. Clients are independent during local
+        training, so they run in chunks of :attr:`client_chunk`; chunking
         changes memory use and speed, never results.
         """
         cfg = self.config
-        batches = self._batches(cfg.local_steps)
+        clients = torch.arange(self.config.num_clients) if clients is None else clients.cpu()
+        rule = make_local_rule(*(self.default_head if head is None else head),
+                               weight_decay=cfg.weight_decay, momentum=cfg.momentum)
+        batches = self._batches(cfg.local_steps, clients)
+        if not cfg.reset_momentum and self.rule_state is None:
+            self.rule_state = rule.init(torch.zeros_like(self.x))    # every client's buffer starts at 0
         out = torch.empty_like(x)
-        losses = torch.zeros(len(batches) * (2 if cfg.rho else 1), x.shape[0], dtype=x.dtype)
-        for lo in range(0, x.shape[0], self.client_chunk):
-            sl = slice(lo, lo + self.client_chunk)
-            state = self.rule.init(x[sl]) if cfg.reset_momentum else _tree_slice(self.rule_state, sl)
-            y, evals = x[sl], []
+        losses = []
+        for lo in range(0, len(clients), self.client_chunk):
+            rows = slice(lo, lo + self.client_chunk)
+            ids = clients[rows]
+            state = rule.init(x[rows]) if cfg.reset_momentum else _tree_index(self.rule_state, ids)
+            y, evals = x[rows], []
             for inputs, labels, weights in batches:
-                def grad_fn(p: Tensor, batch=(inputs[sl], labels[sl], weights[sl])) -> Tensor:
+                def grad_fn(p: Tensor, batch=(inputs[rows], labels[rows], weights[rows])) -> Tensor:
                     g, loss = self._grad(p, *batch)
                     evals.append(loss)
                     return g
                 g = grad_fn(y)
-                u, state = self.rule.update(g, state, y, StepContext(grad_fn, self.lr))
+                u, state = rule.update(g, state, y, StepContext(grad_fn, self.lr))
                 y = y + u
-            out[sl] = y
-            losses[:, sl] = torch.stack(evals).cpu()
+            out[rows] = y
+            losses.append(torch.stack(evals).cpu())
             if not cfg.reset_momentum:
-                _tree_assign(self.rule_state, sl, state)
-        self._check_finite(losses)
+                _tree_assign(self.rule_state, ids, state)
+        self._check_finite(torch.cat(losses, dim=1), clients)
         return out
 
     def gossip(self, x: Tensor) -> Tensor:
         """Q gossip steps with this round's matrices; counts the models sent."""
-        for op, M in self._operators:
+        for _, M in self._operators:
             self.transmissions += M.num_messages
         return mix(x, [op for op, _ in self._operators])
+
+    def sample_clients(self) -> Tensor:
+        """The clients taking part in this round (centralized FL), sorted, without replacement.
+
+        A count (``clients_per_round``) or a fraction of m (``client_fraction``,
+        rounded, at least 1), drawn uniformly from the round's own generator.
+        """
+        return self.clients_of_round(self.t)
+
+    def clients_of_round(self, t: int) -> Tensor:
+        """The clients sampled in round t (a function of the seed and t only)."""
+        cfg, m = self.config, self.config.num_clients
+        n = cfg.clients_per_round or max(1, round(cfg.client_fraction * m))
+        return torch.randperm(m, generator=self._round_generator("clients", t))[:n].sort().values
+
+    def client_weights(self, clients: Tensor) -> Tensor:
+        """Aggregation weights n_i / Σ n_j over ``clients`` (McMahan et al. 2017), shape ``(n, 1)``."""
+        n = self.data.train.counts[clients.to(self.data.train.counts.device)].to(self.dtype)
+        return (n / n.sum()).unsqueeze(1).to(self.device)
+
+    def count_transmissions(self, models: int) -> None:
+        """Record ``models`` model-sized messages (e.g. downloads and uploads of centralized FL)."""
+        self.transmissions += models
 
     # --------------------------------------------------------------------- round
     @property
@@ -179,7 +242,11 @@ class Simulation:
         """Run one round of the algorithm."""
         self._operators = [(MixingOperator(M.W, self.device, self.dtype), M) for M in self.matrices(self.t)]
         with torch.no_grad():
-            self.x = self.algorithm.round(self.x, self).detach()
+            if self.centralized:
+                w = self.algorithm.round(self.x[0], self).detach()
+                self.x = w.expand(self.config.num_clients, -1)
+            else:
+                self.x = self.algorithm.round(self.x, self).detach()
         self.t += 1
         if not torch.isfinite(self.x.sum()):                         # one cheap pass; details only on failure
             client = int((~torch.isfinite(self.x)).any(1).nonzero()[0])
@@ -239,34 +306,47 @@ class Simulation:
             self._union = (train.x[idx], train.y[idx])
         return self._union
 
-    def _batches(self, k_steps: int):
-        """K mini-batches per client: ``(inputs (m,B,...), labels (m,B), weights (m,B))``.
+    def _batches(self, k_steps: int, clients: Tensor):
+        """K mini-batches for ``clients``: ``(inputs (n,B,...), labels (n,B), weights (n,B))``.
 
         Each round every client walks through a fresh random permutation of its
         own train split, B samples per step, wrapping around if K·B exceeds its
         size. A client with fewer than B samples uses all of them (the weights
         mask the padding). In full-batch mode every step uses the whole split.
+        The permutations of all m clients are drawn, so a client's batches do
+        not depend on which other clients take part.
         """
         train = self.data.train
-        counts = train.counts                                        # (m,)
+        dev = train.index.device
+        ids = clients.to(dev)
+        index, counts = train.index[ids], train.counts[ids]              # (n, n_max), (n,)
+        mask = train.mask()[ids]
         if self.config.full_batch:
-            w = train.mask().to(self.dtype)
-            inputs, labels = train.x[train.index], train.y[train.index]
-            return [(inputs, labels, w)] * k_steps
+            return [(train.x[index], train.y[index], mask.to(self.dtype))] * k_steps
         m, n_max = train.index.shape
         B = self.config.batch_size
-        keys = torch.rand(m, n_max, generator=self.batch_gen).to(train.index.device)
-        keys = keys.masked_fill(~train.mask(), 2.0)                  # padding sorts last
-        perm = keys.argsort(dim=1)                                   # (m, n_max)
-        b = torch.minimum(counts, torch.tensor(B, device=counts.device))
-        arange = torch.arange(B, device=counts.device)
-        w = (arange[None, :] < b[:, None]).to(self.dtype)            # (m, B)
+        keys = torch.rand(m, n_max, generator=self._round_generator("batches")).to(dev)[ids]
+        perm = keys.masked_fill(~mask, 2.0).argsort(dim=1)             # padding sorts last
+        b = counts.clamp(max=B)
+        arange = torch.arange(B, device=dev)
+        w = (arange[None, :] < b[:, None]).to(self.dtype)              # (n, B)
         out = []
         for k in range(k_steps):
             pos = (k * b[:, None] + arange[None, :]) % counts[:, None].clamp(min=1)
-            idx = train.index.gather(1, perm.gather(1, pos))         # (m, B) sample ids
-            out.append((train.x[idx], train.y[idx], w))
+            idx = index.gather(1, perm.gather(1, pos))                   # (n, B) sample ids
+            out.append((self._augment(train.x[idx]), train.y[idx], w))
         return out
+
+    def _augment(self, inputs: Tensor) -> Tensor:
+        """The dataset's on-device augmentation, if it has one (e.g. CIFAR crop and flip)."""
+        name = getattr(self.data.dataset, "augmentation", None)
+        if name is None:
+            return inputs
+        from .data.augment import AUGMENTATIONS
+        self._aug_calls = getattr(self, "_aug_calls", 0) + 1
+        gen = self._round_generator("augment")
+        gen.manual_seed(gen.initial_seed() + self._aug_calls)
+        return AUGMENTATIONS[name](inputs, gen)
 
     def _grad(self, p: Tensor, inputs: Tensor, labels: Tensor, weights: Tensor) -> tuple[Tensor, Tensor]:
         """Gradients ``(m, d)`` of each client's mean loss on its batch, and the losses ``(m,)``."""
@@ -278,33 +358,34 @@ class Simulation:
             grads = torch.autograd.grad(losses.sum(), list(leaves.values()))
         return self.model.gather_grads(grads, p), losses.detach()
 
-    def _check_finite(self, losses: Tensor) -> None:
+    def _check_finite(self, losses: Tensor, clients: Tensor) -> None:
         """Stop on a NaN/inf loss, naming the round, the local step and the client."""
-        bad = ~torch.isfinite(losses)                                # (gradient evaluations, m)
+        bad = ~torch.isfinite(losses)                                # (gradient evaluations, n)
         if bad.any():
-            step, client = (int(v) for v in bad.nonzero()[0])
+            step, row = (int(v) for v in bad.nonzero()[0])
+            client = int(clients[row])
             cfg = self.config
             hint = f"lr={cfg.lr}" + (f", rho={cfg.rho}" if cfg.rho else "")
             raise DivergenceError(
-                f"loss became {float(losses[step, client])} in round {self.t + 1} (local gradient "
+                f"loss became {float(losses[step, row])} in round {self.t + 1} (local gradient "
                 f"evaluation {step}) on client {client}; the run diverged, likely because the learning "
                 f"rate or the SAM radius is too large ({hint}); try a smaller value")
 
 
-def _tree_slice(state, sl: slice):
-    """Rows ``sl`` of every tensor in a rule state (a nested tuple of ``(m, d)`` tensors)."""
+def _tree_index(state, ids: Tensor):
+    """Rows ``ids`` of every tensor in a rule state (a nested tuple of ``(m, d)`` tensors)."""
     if isinstance(state, Tensor):
-        return state[sl]
-    return tuple(_tree_slice(s, sl) for s in state)
+        return state[ids.to(state.device)]
+    return tuple(_tree_index(s, ids) for s in state)
 
 
-def _tree_assign(state, sl: slice, part) -> None:
-    """Write ``part`` (as returned by :func:`_tree_slice`) back into rows ``sl`` of ``state``."""
+def _tree_assign(state, ids: Tensor, part) -> None:
+    """Write ``part`` (as returned by :func:`_tree_index`) back into rows ``ids`` of ``state``."""
     if isinstance(state, Tensor):
-        state[sl] = part
+        state[ids.to(state.device)] = part
         return
     for s, p in zip(state, part):
-        _tree_assign(s, sl, p)
+        _tree_assign(s, ids, p)
 
 
 def run(config: Config, progress: bool = False) -> History:

@@ -14,7 +14,7 @@ piece in order. The engine's rule for an algorithm is
 
     chain(sam(rho), add_decayed_weights(wd), trace(momentum), scale_by_lr())
 
-with the pieces an algorithm does not use left out. SAM needs a second
+with the pieces an algorithm does not use left out (:func:`make_local_rule`). SAM needs a second
 gradient at the perturbed point, so the context ``ctx`` carries ``grad_fn``,
 which evaluates the gradient of the *same* mini-batch at any ``(m, d)`` point
 (the lesson of ``optax.contrib.sam``).
@@ -28,7 +28,8 @@ from torch import Tensor
 
 __all__ = [
     "StepContext", "LocalRule", "chain", "identity", "scale_by_lr",
-    "add_decayed_weights", "trace", "sam", "make_local_rule", "SAM_EPS",
+    "add_decayed_weights", "trace", "sam", "asam", "blend_direction", "fedgf_perturbation", "clip_by_global_norm",
+    "make_local_rule", "SAM_EPS", "FEDGF_READINGS",
 ]
 
 #: Added to the gradient norm in SAM's ρ·g/‖g‖ so that a zero gradient gives a
@@ -103,6 +104,90 @@ def sam(rho: float) -> LocalRule:
     return LocalRule(lambda x: (), update)
 
 
+def asam(rho: float, eta: float, scaled: Tensor | None = None) -> LocalRule:
+    r"""Adaptive SAM (Kwon et al. 2021, eq. (7)): the perturbation in the metric of :math:`T_w`.
+
+    .. math::
+        T_w = \mathrm{diag}(|w| + \eta), \qquad
+        \delta = \rho\, \frac{T_w^2\, g}{\lVert T_w\, g \rVert_2}, \qquad
+        \tilde g = \nabla F(w + \delta)
+
+    ``scaled`` is a ``(d,)`` boolean mask of the coordinates that get the
+    adaptive scale; the others use :math:`T_w = 1`. The paper scales every
+    parameter (``scaled=None``); the public ASAM and FedASAM code scale only
+    parameters whose name contains ``"weight"`` (biases unscaled), which
+    :meth:`dfl_core.stacked.StackedModel.weight_mask` reproduces.
+    """
+    def update(g: Tensor, s, x: Tensor, ctx: StepContext):
+        t = x.abs() + eta
+        if scaled is not None:
+            t = torch.where(scaled, t, torch.ones_like(t))
+        tg = t * g
+        norm = torch.linalg.vector_norm(tg, dim=1, keepdim=True)       # (m, 1)
+        return ctx.grad_fn(x + rho * t * tg / (norm + SAM_EPS)), s
+
+    return LocalRule(lambda x: (), update)
+
+
+def clip_by_global_norm(max_norm: float) -> LocalRule:
+    r"""Scale each client's direction to norm at most ``max_norm`` (``torch.nn.utils.clip_grad_norm_``).
+
+    Not in any of the seed papers; the public DisPFL, D-PSGD and FL-Simulator
+    code clip at 10, so it is offered for the "as coded" variants.
+    """
+    def update(g: Tensor, s, x: Tensor, ctx: StepContext):
+        norm = torch.linalg.vector_norm(g, dim=1, keepdim=True)
+        return g * (max_norm / (norm + 1e-6)).clamp(max=1.0), s
+
+    return LocalRule(lambda x: (), update)
+
+
+def blend_direction(alpha: float, direction: Tensor) -> LocalRule:
+    r"""MoFedSAM/FedCM's local direction :math:`v = \alpha\, g + (1 - \alpha)\, \Delta`.
+
+    ``direction`` is the server's :math:`\Delta` (shape ``(d,)``), the same
+    for every client in a round.
+    """
+    return LocalRule(lambda x: (), lambda g, s, x, ctx: (alpha * g + (1 - alpha) * direction, s))
+
+
+#: FedGF's two readings of its interpolation, eq. (12).
+FEDGF_READINGS = ("points", "vectors")
+
+
+def fedgf_perturbation(rho: float, c: float, global_point: Tensor, global_delta: Tensor,
+                       reading: str = "points") -> LocalRule:
+    r"""FedGF's local gradient (Lee & Yoon, ICML 2024, eqs. (8)–(13)).
+
+    .. math::
+        \tilde w_{i,k} = w_{i,k} + \rho\, g_{i,k}/\lVert g_{i,k} \rVert, \qquad
+        \tilde w = w + \rho\, \Delta/\lVert \Delta \rVert, \qquad
+        \tilde w_{i,k,c} = c\, \tilde w + (1 - c)\, \tilde w_{i,k}
+
+    and the step uses :math:`\nabla F_i(\tilde w_{i,k,c})` (eq. (13)).
+
+    ``reading="points"`` is eq. (12) as printed and as the official code
+    computes it: an interpolation of two perturbed *points*, so c also pulls
+    the evaluation point towards the global model ``global_point`` = w̃.
+    ``reading="vectors"`` interpolates the two *perturbations* around the
+    client's own model, :math:`w_{i,k} + c\,\delta_g + (1-c)\,\delta_{i,k}`,
+    with ``global_delta`` = :math:`\rho\Delta/\lVert\Delta\rVert`; this is
+    how the slides' prose ("global and local perturbations") can be read.
+    """
+    if reading not in FEDGF_READINGS:
+        raise ValueError(f"unknown FedGF reading {reading!r}; allowed: {FEDGF_READINGS}")
+
+    def update(g: Tensor, s, x: Tensor, ctx: StepContext):
+        local_delta = rho * g / (torch.linalg.vector_norm(g, dim=1, keepdim=True) + SAM_EPS)
+        if reading == "points":
+            point = c * global_point + (1 - c) * (x + local_delta)
+        else:
+            point = x + c * global_delta + (1 - c) * local_delta
+        return ctx.grad_fn(point), s
+
+    return LocalRule(lambda x: (), update)
+
+
 def chain(*rules: LocalRule) -> LocalRule:
     """Apply ``rules`` in order; the state is the tuple of their states."""
     def init(x: Tensor):
@@ -118,11 +203,13 @@ def chain(*rules: LocalRule) -> LocalRule:
     return LocalRule(init, update)
 
 
-def make_local_rule(*, rho: float = 0.0, weight_decay: float = 0.0, momentum: float = 0.0) -> LocalRule:
-    """SGD with the optional pieces: SAM(ρ), weight decay and momentum."""
-    pieces = []
-    if rho > 0:
-        pieces.append(sam(rho))
+def make_local_rule(*head: LocalRule, weight_decay: float = 0.0, momentum: float = 0.0) -> LocalRule:
+    """``chain(*head, add_decayed_weights, trace, scale_by_lr)``, leaving out unused pieces.
+
+    ``head`` holds the pieces that form the gradient (``sam``, ``asam``,
+    ``blend_direction``, ``fedgf_perturbation`` …); an empty head is plain SGD.
+    """
+    pieces = list(head)
     if weight_decay > 0:
         pieces.append(add_decayed_weights(weight_decay))
     if momentum > 0:

@@ -105,6 +105,13 @@ class StackedModel:
         params = dict(module.named_parameters())
         return torch.cat([params[n].detach().reshape(-1).cpu() for n in self.names])
 
+    def weight_mask(self) -> Tensor:
+        """``(d,)`` bool: True on parameters whose name contains "weight" (the ASAM code's rule)."""
+        mask = torch.zeros(self.d, dtype=torch.bool, device=self.device)
+        for name, shape, o in zip(self.names, self.shapes, self.offsets):
+            mask[o:o + shape.numel()] = "weight" in name
+        return mask
+
     def unflatten(self, flat: Tensor) -> dict[str, Tensor]:
         """Views ``{name: (m, *shape)}`` (or ``(*shape)`` for a ``(d,)`` input) into ``flat``."""
         lead = flat.shape[:-1]

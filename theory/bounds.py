@@ -26,7 +26,7 @@ __all__ = [
     "C1", "C2", "C3", "BOUND_D2", "LEMMA_D4", "LEMMA_D5", "LEMMA_D6",
     "COROLLARY_4_6", "COROLLARY_4_8", "ABSTRACT_RATE_DFEDSAM", "ABSTRACT_RATE_MGS",
     "DFEDAVGM_RATE_AS_QUOTED", "QU_LEMMA_A5_AS_QUOTED", "QU_LEMMA_B1_AS_QUOTED",
-    "MissingFormula", "MISSING", "evaluate", "theorem45_terms", "derived_rate", "stepsize_margin",
+    "MissingFormula", "MISSING", "evaluate", "theorem45_terms", "derived_rate", "stepsize_margin", "predictions",
 ]
 
 # ---- symbols (DFedSAM notation, Section 4) ----------------------------------
@@ -112,6 +112,7 @@ QU_LEMMA_B1_AS_QUOTED = 2 * K**2 * beta**2 * eta**2 * rho**2
 class MissingFormula:
     """A result whose formula the seed text lost: recorded, never reconstructed."""
 
+    key: str  # short id, used by the claims checker as missing/<key>
     paper: str
     seed: str
     location: str
@@ -122,18 +123,18 @@ class MissingFormula:
 _Q22 = "Qu et al. 2022 (FedSAM/MoFedSAM)"
 _S22 = "Sun et al. 2022 (DFedAvgM)"
 MISSING: tuple[MissingFormula, ...] = (
-    MissingFormula(_Q22, "seeds/002_fb4940f60580daff.txt", "Assumptions 1-3 (Section 3)", "smoothness, heterogeneity and variance inequalities", "names only"),
-    MissingFormula(_Q22, "seeds/002_fb4940f60580daff.txt", "Theorem 3.1 (Section 3.1)", "FedSAM rate, full and partial participation; learning-rate and ρ choices", "prose: 'four main terms', an extra SAM term of higher order"),
-    MissingFormula(_Q22, "seeds/002_fb4940f60580daff.txt", "Remarks 3.2-3.4", "dominant terms; FedRobust's rate", "prose only"),
-    MissingFormula(_Q22, "seeds/002_fb4940f60580daff.txt", "Theorem 3.5 / Theorem C.3", "margin-based generalization bound of FedSAM", "assumptions in prose; bound lost"),
-    MissingFormula(_Q22, "seeds/002_fb4940f60580daff.txt", "Theorem 4.1 and Remark 4.2", "MoFedSAM rate, full and partial participation", "prose: 'achieves speedup'"),
-    MissingFormula(_Q22, "seeds/002_fb4940f60580daff.txt", "Appendix A (Lemmas A.1-A.5), B (B.1-B.9), D (D.1-D.7)", "all lemma and theorem statements", "Lemma A.5 and B.1 survive as quoted in DFedSAM Lemmas D.2/D.3 (QU_LEMMA_A5_AS_QUOTED, QU_LEMMA_B1_AS_QUOTED)"),
-    MissingFormula(_S22, "seeds/004_7fd48255468d247d.txt", "Assumptions 1-4, Definition 1 (Section 2)", "smoothness, variance, mixing-matrix and quantizer conditions", "Definition 1's four property names (same as DFedSAM Definition 4.1)"),
-    MissingFormula(_S22, "seeds/004_7fd48255468d247d.txt", "Theorem 1 (Section 4)", "DFedAvgM nonconvex bound, step-size condition and constants", "the rate as quoted by DFedSAM Remark 4.7 (DFEDAVGM_RATE_AS_QUOTED)"),
-    MissingFormula(_S22, "seeds/004_7fd48255468d247d.txt", "Proposition 1", "explicit DFedAvgM rate for the chosen step size", "prose: improves with K; momentum θ trade-off"),
-    MissingFormula(_S22, "seeds/004_7fd48255468d247d.txt", "Theorem 2 / Proposition 2", "rate under the PŁ condition, optimal step-size exponent", "prose only"),
-    MissingFormula(_S22, "seeds/004_7fd48255468d247d.txt", "Theorem 3 / Proposition 3", "quantized DFedAvgM rate; communication-saving condition", "prose only"),
-    MissingFormula(_S22, "seeds/004_7fd48255468d247d.txt", "Lemmas 1-5 (Section 5.1)", "technical lemmas (Lemma 1 is the ‖W^t − P‖ ≤ λ^t lemma by its prose)", "only 'for some C > 0 that depends on the matrix'"),
+    MissingFormula("fedsam/assumptions", _Q22, "seeds/002_fb4940f60580daff.txt", "Assumptions 1-3 (Section 3)", "smoothness, heterogeneity and variance inequalities", "names only"),
+    MissingFormula("fedsam/theorem-3.1", _Q22, "seeds/002_fb4940f60580daff.txt", "Theorem 3.1 (Section 3.1)", "FedSAM rate, full and partial participation; learning-rate and ρ choices", "prose: 'four main terms', an extra SAM term of higher order"),
+    MissingFormula("fedsam/remarks-3.2-3.4", _Q22, "seeds/002_fb4940f60580daff.txt", "Remarks 3.2-3.4", "dominant terms; FedRobust's rate", "prose only"),
+    MissingFormula("fedsam/theorem-3.5", _Q22, "seeds/002_fb4940f60580daff.txt", "Theorem 3.5 / Theorem C.3", "margin-based generalization bound of FedSAM", "assumptions in prose; bound lost"),
+    MissingFormula("mofedsam/theorem-4.1", _Q22, "seeds/002_fb4940f60580daff.txt", "Theorem 4.1 and Remark 4.2", "MoFedSAM rate, full and partial participation", "prose: 'achieves speedup'"),
+    MissingFormula("fedsam/appendix-lemmas", _Q22, "seeds/002_fb4940f60580daff.txt", "Appendix A (Lemmas A.1-A.5), B (B.1-B.9), D (D.1-D.7)", "all lemma and theorem statements", "Lemma A.5 and B.1 survive as quoted in DFedSAM Lemmas D.2/D.3 (QU_LEMMA_A5_AS_QUOTED, QU_LEMMA_B1_AS_QUOTED)"),
+    MissingFormula("dfedavgm/assumptions", _S22, "seeds/004_7fd48255468d247d.txt", "Assumptions 1-4, Definition 1 (Section 2)", "smoothness, variance, mixing-matrix and quantizer conditions", "Definition 1's four property names (same as DFedSAM Definition 4.1)"),
+    MissingFormula("dfedavgm/theorem-1", _S22, "seeds/004_7fd48255468d247d.txt", "Theorem 1 (Section 4)", "DFedAvgM nonconvex bound, step-size condition and constants", "the rate as quoted by DFedSAM Remark 4.7 (DFEDAVGM_RATE_AS_QUOTED)"),
+    MissingFormula("dfedavgm/proposition-1", _S22, "seeds/004_7fd48255468d247d.txt", "Proposition 1", "explicit DFedAvgM rate for the chosen step size", "prose: improves with K; momentum θ trade-off"),
+    MissingFormula("dfedavgm/theorem-2", _S22, "seeds/004_7fd48255468d247d.txt", "Theorem 2 / Proposition 2", "rate under the PŁ condition, optimal step-size exponent", "prose only"),
+    MissingFormula("dfedavgm/theorem-3", _S22, "seeds/004_7fd48255468d247d.txt", "Theorem 3 / Proposition 3", "quantized DFedAvgM rate; communication-saving condition", "prose only"),
+    MissingFormula("dfedavgm/lemmas", _S22, "seeds/004_7fd48255468d247d.txt", "Lemmas 1-5 (Section 5.1)", "technical lemmas (Lemma 1 is the ‖W^t − P‖ ≤ λ^t lemma by its prose)", "only 'for some C > 0 that depends on the matrix'"),
 )
 
 
@@ -199,3 +200,25 @@ def stepsize_margin() -> dict[str, sp.Expr]:
     increasing = sp.diff(32 * s**2 + 6 * s, s).is_positive
     return {"D_over_etaK": ratio, "max_numerator": worst_num, "numerator_increasing": bool(increasing),
             "min_ratio_K1": 1 - worst_num, "positive": bool(increasing and worst_num < 1)}
+
+
+def predictions(constants, *, K: int, T: int, eta: float, rho: float, lam_value: float, m_value: int, Q_value: int = 1,
+                f_x1: float | None = None, G2_value: float | None = None) -> dict[str, float | None]:
+    """What the theory predicts for a run, to put next to what the run measures.
+
+    ``constants`` is a :class:`theory.problems.ProblemConstants` (L, σ_l, σ_g,
+    f*). Returns Theorem 4.5's bound on min_t E‖∇f(x̄ᵗ)‖² (needs ``f_x1`` =
+    f(x̄¹)), Lemma D.6's bound C₂η²Φ on the consensus distance (needs the
+    measured ``G2_value`` = max_t (1/m)Σ_i‖∇f(xᵗ(i))‖², which C₂ contains), the
+    per-gossip-step contraction λ (Lemma D.1) and λ^Q per round, and whether
+    the step-size condition η ≤ 1/(10KL) holds.
+    """
+    base = dict(K=K, eta=eta, rho=rho, L=constants.L, sigma_l=constants.sigma_l, sigma_g=constants.sigma_g,
+                lam=lam_value, m=m_value, Q=Q_value)
+    grad = None
+    if f_x1 is not None and constants.f_star is not None:
+        grad = theorem45_terms(**base, T=T, Delta=f_x1 - constants.f_star)["bound"]
+    cons = None if G2_value is None else evaluate(LEMMA_D6, **base, G2=G2_value)
+    return {"min_grad_norm_sq_bound": grad, "consensus_distance_bound": cons,
+            "contraction_per_gossip_step": lam_value, "contraction_per_round": lam_value**Q_value,
+            "stepsize_condition": bool(eta <= 1 / (10 * K * constants.L))}

@@ -15,47 +15,100 @@ record (``uses_sam``, ``uses_momentum``); the engine builds it from the config.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 from torch import Tensor
 
-__all__ = ["Algorithm", "ALGORITHMS", "RoundTools"]
+if TYPE_CHECKING:
+    from ..config import Config
+
+__all__ = ["Algorithm", "ALGORITHMS", "RoundTools", "REQUIRED", "MOFEDSAM_VARIANTS"]
 
 
 class RoundTools(Protocol):
-    """What the engine provides to an algorithm for one round t."""
+    """What the engine (:class:`dfl_core.engine.Simulation`) provides to an algorithm for round t."""
 
-    def local_train(self, x: Tensor) -> Tensor:
-        """K steps of the local rule from ``x`` on every client; returns :math:`y^{t,K}`."""
+    config: "Config"        # the resolved config (hyperparameters such as server_lr)
+    t: int                  # rounds completed before this one
+    lr: float               # η_t
+    server: dict            # a centralized algorithm's state, kept across rounds
+    default_head: tuple     # the config's gradient-forming local pieces (SAM or ASAM, or none)
+
+    def local_train(self, x: Tensor, clients: Tensor | None = None, head=None) -> Tensor:
+        """K steps of the local rule from ``x`` (one row per client in ``clients``); returns y^{t,K}."""
 
     def gossip(self, x: Tensor) -> Tensor:
         """Q gossip steps with this round's mixing matrix: :math:`W_t^Q x`."""
 
+    def sample_clients(self) -> Tensor:
+        """The clients taking part in this round (centralized FL)."""
+
+    def client_weights(self, clients: Tensor) -> Tensor:
+        """Aggregation weights n_i / Σ n_j, shape ``(n, 1)``."""
+
+    def count_transmissions(self, models: int) -> None:
+        """Record model-sized messages sent (centralized FL)."""
+
+
+#: Marks a config field an algorithm needs but has no default for.
+REQUIRED = "<required>"
+
 
 @dataclass(frozen=True)
 class Algorithm:
-    """An algorithm's round function and what its local rule needs from the config."""
+    """An algorithm's round function and the optional config fields it reads.
+
+    ``defaults`` lists exactly the optional (``None`` by default) config fields
+    this algorithm uses, with the value each takes when left unset (its paper's
+    setting, or :data:`REQUIRED`). Setting any other optional field is an error,
+    so nothing the user asked for is silently ignored.
+    """
 
     name: str
     round: Callable[[Tensor, RoundTools], Tensor]
     summary: str
-    uses_sam: bool = False            # the local rule perturbs with SAM(ρ)
-    uses_momentum: bool = False       # the local rule uses heavy-ball momentum θ
-    defaults: Mapping[str, object] = field(default_factory=dict)   # config fields left as None
-    fixed: Mapping[str, object] = field(default_factory=dict)      # config fields that must take this value
+    kind: str = "decentralized"       # or "centralized": round(w (d,), r) -> w
+    defaults: Mapping[str, object] = field(default_factory=dict)
+    fixed: Mapping[str, object] = field(default_factory=dict)      # fields that must take this value
+
+    @property
+    def uses_sam(self) -> bool:
+        return "rho" in self.defaults
+
+    @property
+    def uses_momentum(self) -> bool:
+        return "momentum" in self.defaults
 
 
-from .decentralized import dfedavg, dfedsam, dpsgd  # noqa: E402  (they use RoundTools)
+from .centralized import MOFEDSAM_VARIANTS, fedavg, fedgf, mofedsam  # noqa: E402  (they use RoundTools)
+from .decentralized import dfedavg, dfedsam, dpsgd  # noqa: E402
+
+# Defaults shared by families (sources: DFedSAM App. B.3; FedGF slides; notes in the docs).
+_DECENTRALIZED = {"topology": "ring", "gossip_steps": 1, "local_steps": 5}
+_CENTRALIZED = {"local_steps": 5, "client_fraction": 0.1, "clients_per_round": None, "server_lr": 1.0}
+_SAM = {"rho": 0.01, "sam_variant": "sam", "asam_eta": 0.2, "asam_scale_all": True}
 
 ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in [
     Algorithm("dpsgd", dpsgd, "D-PSGD: one local SGD step, then gossip (Lian et al. 2017)",
-              defaults={"local_steps": 1, "gossip_steps": 1}, fixed={"local_steps": 1}),
+              defaults={**_DECENTRALIZED, "local_steps": 1}, fixed={"local_steps": 1}),
     Algorithm("dfedavg", dfedavg, "DFedAvg: K local SGD steps, then gossip (Sun et al. 2022)",
-              defaults={"local_steps": 5, "gossip_steps": 1}),
+              defaults=_DECENTRALIZED),
     Algorithm("dfedavgm", dfedavg, "DFedAvgM: K local heavy-ball SGD steps, then gossip (Sun et al. 2022)",
-              uses_momentum=True, defaults={"local_steps": 5, "gossip_steps": 1, "momentum": 0.9}),
+              defaults={**_DECENTRALIZED, "momentum": 0.9}),
     Algorithm("dfedsam", dfedsam, "DFedSAM: K local SAM steps, then one gossip step (Shi et al. 2023)",
-              uses_sam=True, defaults={"local_steps": 5, "gossip_steps": 1, "rho": 0.01}),
+              defaults={**_DECENTRALIZED, **_SAM}),
     Algorithm("dfedsam-mgs", dfedsam, "DFedSAM-MGS: DFedSAM with Q gossip steps per round (Shi et al. 2023)",
-              uses_sam=True, defaults={"local_steps": 5, "gossip_steps": 4, "rho": 0.01}),
+              defaults={**_DECENTRALIZED, **_SAM, "gossip_steps": 4}),
+    Algorithm("fedavg", fedavg, "FedAvg: sampled clients run K SGD steps, the server averages (McMahan et al. 2017)",
+              kind="centralized", defaults=_CENTRALIZED),
+    Algorithm("fedsam", fedavg, "FedSAM: FedAvg with local SAM steps (Qu et al. 2022)",
+              kind="centralized", defaults={**_CENTRALIZED, **_SAM, "rho": 0.05}),
+    Algorithm("fedasam", fedavg, "FedASAM: FedAvg with local adaptive SAM (Caldarola et al. 2022)",
+              kind="centralized", defaults={**_CENTRALIZED, **_SAM, "sam_variant": "asam", "rho": 0.7}),
+    Algorithm("mofedsam", mofedsam, "MoFedSAM: local SAM steps blended with the server's momentum (Qu et al. 2022)",
+              kind="centralized", defaults={**_CENTRALIZED, **_SAM, "rho": 0.05,
+                                            "mofedsam_alpha": 0.1, "mofedsam_variant": "paper"}),
+    Algorithm("fedgf", fedgf, "FedGF: local SAM towards a global perturbation, adaptive c (Lee & Yoon 2024)",
+              kind="centralized", defaults={**_CENTRALIZED, "rho": 0.05, "fedgf_threshold": REQUIRED,
+                                            "fedgf_window": 30, "fedgf_reading": "points"}),
 ]}

@@ -1,0 +1,154 @@
+"""Centralized algorithms (FedAvg, FedSAM, FedASAM, MoFedSAM, FedGF) against a per-client reference.
+
+As in ``test_algorithms.py``: float64, full-batch, one ``nn.Module`` per
+sampled client, gradients from ``torch.autograd.grad`` over its parameter list,
+and the server rules written out from the papers' equations. The engine only
+supplies the data, the initial model and which clients each round sampled.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from dfl_core import Config, Simulation
+from dfl_core.models import build_model
+
+ROUNDS = 4
+SMALL = dict(dataset="digits", train_size=240, test_size=60, num_clients=8, rounds=ROUNDS, full_batch=True,
+             dtype="float64", device="cpu", lr=0.2, lr_decay=0.9, weight_decay=1e-3, eval_every=ROUNDS,
+             local_steps=3, clients_per_round=3)
+
+
+def norm(vs):
+    return math.sqrt(sum(float((v ** 2).sum()) for v in vs))
+
+
+def reference(sim: Simulation):
+    """Replay the run: returns the global model as a parameter list, and FedGF's c per round."""
+    cfg = sim.config
+    ds = sim.data.dataset
+    net = build_model(cfg.model, ds.input_shape, ds.num_classes).to(torch.float64)
+    names = [n for n, _ in net.named_parameters()]
+    sizes = [p.numel() for p in net.parameters()]
+    w = [v.view_as(p).clone() for v, p in zip(torch.split(sim.x0[0], sizes), net.parameters())]
+    parts = sim.data.train.client_indices()
+    X, Y = sim.data.train.x, sim.data.train.y
+
+    def grad(params, i):
+        with torch.no_grad():
+            for p, v in zip(net.parameters(), params):
+                p.copy_(v)
+        idx = torch.as_tensor(parts[i])
+        loss = F.cross_entropy(net(X[idx]), Y[idx])
+        return [g.detach() for g in torch.autograd.grad(loss, list(net.parameters()))]
+
+    delta_mo = [torch.zeros_like(v) for v in w]          # MoFedSAM's Δ
+    previous, indicators, cs = None, [], []
+    for t in range(cfg.rounds):
+        lr = cfg.lr * cfg.lr_decay ** t
+        S = sim.clients_of_round(t).tolist()
+        c = sum(indicators[-cfg.fedgf_window:]) / cfg.fedgf_window if cfg.algorithm == "fedgf" else None
+        ys = []
+        for i in S:
+            y = [v.clone() for v in w]
+            for _ in range(cfg.local_steps):
+                g = grad(y, i)
+                if cfg.algorithm == "fedgf" and previous is not None:
+                    dg = [p - q for p, q in zip(previous, w)]
+                    ng, nd = norm(g), norm(dg)
+                    local_pt = [a + cfg.rho * b / (ng + 1e-12) for a, b in zip(y, g)]
+                    global_pt = [a + cfg.rho * b / (nd + 1e-12) for a, b in zip(w, dg)]
+                    if cfg.fedgf_reading == "points":
+                        point = [c * a + (1 - c) * b for a, b in zip(global_pt, local_pt)]
+                    else:
+                        point = [yy + c * cfg.rho * b / (nd + 1e-12) + (1 - c) * cfg.rho * a / (ng + 1e-12)
+                                 for yy, a, b in zip(y, g, dg)]
+                    g = grad(point, i)
+                elif cfg.rho > 0 and cfg.sam_variant == "asam":
+                    T = [p.abs() + cfg.asam_eta if (cfg.asam_scale_all or "weight" in n) else torch.ones_like(p)
+                         for n, p in zip(names, y)]
+                    tg = [a * b for a, b in zip(T, g)]
+                    nt = norm(tg)
+                    g = grad([p + cfg.rho * a * b / (nt + 1e-12) for p, a, b in zip(y, T, tg)], i)
+                elif cfg.rho > 0:
+                    ng = norm(g)
+                    g = grad([p + cfg.rho * a / (ng + 1e-12) for p, a in zip(y, g)], i)
+                if cfg.algorithm == "mofedsam":
+                    a = cfg.mofedsam_alpha
+                    g = [a * gi + (1 - a) * di for gi, di in zip(g, delta_mo)]
+                    if cfg.mofedsam_variant == "fl-simulator":
+                        scale = min(1.0, 10.0 / (norm(g) + 1e-6))
+                        g = [gi * scale for gi in g]
+                g = [gi + cfg.weight_decay * p for gi, p in zip(g, y)]
+                y = [p - lr * gi for p, gi in zip(y, g)]
+            ys.append(y)
+        n = torch.tensor([len(parts[i]) for i in S], dtype=torch.float64)
+        p_i = n / n.sum()
+        update = [sum(p_i[j] * (ys[j][k] - w[k]) for j in range(len(S))) for k in range(len(w))]
+        if cfg.algorithm == "fedgf":
+            drift = sum(norm([ys[j][k] - w[k] for k in range(len(w))]) for j in range(len(S))) / len(S)
+            indicators.append(int(drift > cfg.fedgf_threshold))
+            cs.append(c)
+            previous = w
+        if cfg.algorithm == "mofedsam":
+            delta_mo = [-u / (lr * cfg.local_steps) for u in update]
+            if cfg.mofedsam_variant == "official-fedgf":
+                w = [p - cfg.server_lr * d for p, d in zip(w, delta_mo)]
+                continue
+        w = [p + cfg.server_lr * u for p, u in zip(w, update)]
+    return torch.cat([v.reshape(-1) for v in w]), cs
+
+
+CASES = {
+    "fedavg": dict(algorithm="fedavg", server_lr=0.7),
+    "fedsam": dict(algorithm="fedsam", rho=0.05),
+    "fedasam": dict(algorithm="fedasam", rho=0.3, asam_eta=0.1),
+    "fedasam-weights-only": dict(algorithm="fedasam", rho=0.3, asam_scale_all=False),
+    "mofedsam-paper": dict(algorithm="mofedsam", mofedsam_alpha=0.3),
+    "mofedsam-official-fedgf": dict(algorithm="mofedsam", mofedsam_alpha=0.3,
+                                    mofedsam_variant="official-fedgf", server_lr=0.05),
+    "mofedsam-fl-simulator": dict(algorithm="mofedsam", mofedsam_alpha=0.3, mofedsam_variant="fl-simulator"),
+    "fedgf-points": dict(algorithm="fedgf", rho=0.1, fedgf_threshold=0.5, fedgf_window=2),
+    "fedgf-vectors": dict(algorithm="fedgf", rho=0.1, fedgf_threshold=0.5, fedgf_window=2,
+                          fedgf_reading="vectors"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_centralized_engine_equals_per_client_reference(case):
+    sim = Simulation(Config(**SMALL, **CASES[case]))
+    sim.run()
+    w_ref, cs = reference(sim)
+    assert torch.equal(sim.x[0], sim.x[-1])                  # every client holds the global model
+    err = float((sim.x[0] - w_ref).abs().max())
+    assert err < 1e-10, f"{case}: max |engine - reference| = {err:.2e}"
+    if sim.config.algorithm == "fedgf":
+        assert sim.server["c"] == pytest.approx(cs, abs=0)
+        assert 0 < max(cs), "the test should exercise c > 0; lower fedgf_threshold"
+
+
+def test_fedgf_readings_differ_once_c_is_positive():
+    a = Simulation(Config(**SMALL, **CASES["fedgf-points"]))
+    b = Simulation(Config(**SMALL, **CASES["fedgf-vectors"]))
+    a.run(), b.run()
+    assert float((a.x[0] - b.x[0]).abs().max()) > 1e-6
+
+
+def test_client_sampling_count_fraction_and_independence_from_algorithm():
+    by_count = Simulation(Config(algorithm="fedavg", num_clients=20, clients_per_round=5))
+    by_fraction = Simulation(Config(algorithm="fedsam", num_clients=20, client_fraction=0.25))
+    for t in range(5):
+        s = by_count.clients_of_round(t)
+        assert len(s) == 5 and len(set(s.tolist())) == 5 and bool((s.diff() > 0).all())
+        assert torch.equal(s, by_fraction.clients_of_round(t))        # same seed, same clients
+    draws = {tuple(by_count.clients_of_round(t).tolist()) for t in range(20)}
+    assert len(draws) > 15
+
+
+def test_fedgf_needs_a_threshold():
+    from dfl_core import ConfigError
+    with pytest.raises(ConfigError, match="fedgf_threshold"):
+        Config(algorithm="fedgf").resolved()
