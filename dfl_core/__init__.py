@@ -7,13 +7,30 @@ The public API::
     history.final["test_acc"], history.series("consensus_distance")
 
 See the README for the results schema and ``python -m dfl_core run --help``.
+The names below are imported on first use, so ``import dfl_core.topology``
+(as ``theory`` does) does not load the whole engine.
 """
+from __future__ import annotations
+
+import importlib
+
 __version__ = "0.1.0"
 
-from .algorithms import ALGORITHMS, Algorithm
-from .config import Config, ConfigError
-from .engine import DivergenceError, Simulation, run
-from .results import History, read_results, write_results
+_EXPORTS = {
+    "Config": ".config", "ConfigError": ".config",
+    "Simulation": ".engine", "run": ".engine", "DivergenceError": ".engine",
+    "History": ".results", "read_results": ".results", "write_results": ".results",
+    "ALGORITHMS": ".algorithms", "Algorithm": ".algorithms",
+    "PRESETS": ".presets", "get_preset": ".presets",
+}
+__all__ = [*_EXPORTS, "__version__"]
 
-__all__ = ["Config", "ConfigError", "run", "Simulation", "History", "DivergenceError",
-           "ALGORITHMS", "Algorithm", "read_results", "write_results", "__version__"]
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+    raise AttributeError(f"module 'dfl_core' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

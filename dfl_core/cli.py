@@ -19,6 +19,7 @@ from .algorithms import ALGORITHMS
 from .config import ALGORITHM_FIELDS, Config, ConfigError
 from .data import DATASETS, PARTITIONS
 from .models import MODEL_HELP
+from .presets import PRESETS, get_preset
 from .results import History, command_line, write_results
 from .topology import TOPOLOGIES
 
@@ -35,6 +36,8 @@ def _catalogue() -> str:
     return "\n\n".join([
         block("algorithms", ALGORITHMS), block("topologies", TOPOLOGIES),
         block("datasets", DATASETS), block("models", MODEL_HELP), block("partitions", PARTITIONS),
+        block("presets (--preset; --setting one of the listed columns)",
+              {p.name: f"{p.description} [settings: {', '.join(p.settings)}]" for p in PRESETS.values()}),
     ])
 
 
@@ -73,8 +76,12 @@ def _build_parser() -> argparse.ArgumentParser:
         description=("Run algorithms over seeds; with no options, the default comparison of "
                      + ", ".join(DEFAULT_ALGORITHMS) + " over seeds 0,1,2 on the bundled digits data."),
         epilog=_catalogue())
-    run.add_argument("--algorithms", "--algorithm", default=",".join(DEFAULT_ALGORITHMS),
-                     help="comma-separated algorithm names (default: %(default)s)")
+    run.add_argument("--algorithms", "--algorithm", default=None,
+                     help="comma-separated algorithm names (default: " + ",".join(DEFAULT_ALGORITHMS)
+                     + ", or the preset's rows)")
+    run.add_argument("--preset", default=None,
+                     help="start from a paper's setting (see the list below); other options override it")
+    run.add_argument("--setting", default=None, help="the preset's column, e.g. dir0.6 or iid")
     run.add_argument("--seeds", default=",".join(map(str, DEFAULT_SEEDS)),
                      help="comma-separated seeds (default: %(default)s)")
     run.add_argument("--out", default="dfl_results", help="folder for results.json and the plot")
@@ -91,29 +98,33 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def compare(base: Config, algorithms: Sequence[str], seeds: Sequence[int],
-            progress: bool = True) -> dict[str, list[History]]:
-    """Run every algorithm for every seed from ``base``.
+def configs_for(base: Config, algorithms: Sequence[str]) -> dict[str, Config]:
+    """One config per algorithm from ``base``.
 
     When several algorithms are compared, optional fields an algorithm does not
     use (say ``rho`` for DFedAvg) are dropped for it; a single algorithm given
     a field it does not use is refused, as in :meth:`Config.resolved`.
     """
-    from .engine import Simulation
-
-    configs = []
+    out = {}
     for name in algorithms:
         if name not in ALGORITHMS:
             raise ConfigError(f"unknown algorithm {name!r}; allowed: {', '.join(ALGORITHMS)}")
         cfg = base.replace(algorithm=name)
-        if len(algorithms) > 1:      # in a comparison each algorithm takes only the fields it uses
-            unused = {f: None for f in ALGORITHM_FIELDS if f not in ALGORITHMS[name].defaults}
-            cfg = cfg.replace(**unused)
-        for seed in seeds:
-            configs.append(cfg.replace(seed=seed).resolved())     # validate all before running any
-    out: dict[str, list[History]] = {name: [] for name in algorithms}
+        if len(algorithms) > 1:
+            cfg = cfg.replace(**{f: None for f in ALGORITHM_FIELDS if f not in ALGORITHMS[name].defaults})
+        out[name] = cfg
+    return out
+
+
+def compare(configs: dict[str, Config], seeds: Sequence[int], progress: bool = True) -> dict[str, list[History]]:
+    """Run every config for every seed; every config is validated before anything runs."""
     from tqdm.auto import tqdm
-    for cfg in tqdm(configs, desc="runs", disable=not progress):
+
+    from .engine import Simulation
+
+    runs = [cfg.replace(seed=seed).resolved() for cfg in configs.values() for seed in seeds]
+    out: dict[str, list[History]] = {name: [] for name in configs}
+    for cfg in tqdm(runs, desc="runs", disable=not progress):
         out[cfg.algorithm].append(Simulation(cfg).run(progress=progress, desc=f"{cfg.algorithm} seed {cfg.seed}"))
     return out
 
@@ -162,6 +173,10 @@ def plot_comparison(results: dict[str, list[History]], path: Path) -> Path:
     return path
 
 
+def _names(text: str | None) -> list[str]:
+    return [a.strip() for a in (text or "").split(",") if a.strip()]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
@@ -173,10 +188,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
         parser.error(f"--seeds must be comma-separated integers, got {args.seeds!r}")
-    algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     try:
-        base = Config().replace(**overrides)
-        results = compare(base, algorithms, seeds, progress=not args.no_progress)
+        if args.preset:
+            preset = get_preset(args.preset)
+            algorithms = _names(args.algorithms) or list(preset.algorithms)
+            configs = {a: preset.config(a, args.setting, **overrides) for a in algorithms}
+        else:
+            if args.setting:
+                raise ConfigError("--setting needs --preset")
+            algorithms = _names(args.algorithms) or list(DEFAULT_ALGORITHMS)
+            configs = configs_for(Config().replace(**overrides), algorithms)
+        results = compare(configs, seeds, progress=not args.no_progress)
     except (ConfigError, ValueError) as err:        # topology/data errors are ValueErrors too
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -31,6 +31,7 @@ from __future__ import annotations
 import time
 import zlib
 from functools import partial
+from typing import Callable
 
 import numpy as np
 import torch
@@ -57,16 +58,23 @@ class DivergenceError(RuntimeError):
     """The loss or the parameters became NaN or infinite."""
 
 
-def default_client_chunk(d: int, m: int, device: torch.device) -> int:
+def default_client_chunk(d: int, m: int, device: torch.device,
+                         bytes_per_client: Callable[[], int] | None = None) -> int:
     """How many clients train together when the config leaves ``client_chunk`` unset.
 
-    On CPU the local rule's element-wise passes over ``(chunk, d)`` tensors are
-    bound by memory bandwidth; measured for the 2NN at m = 100 (see
-    ``benchmarks/``), keeping a chunk's parameters near 8 MB, within the L3
-    cache, is fastest. On CUDA all clients train together.
+    CPU: the local rule's element-wise passes over ``(chunk, d)`` tensors are
+    bound by memory bandwidth; measured for the 2NN at m = 100, keeping a
+    chunk's parameters near 8 MB, within the L3 cache, is fastest.
+
+    CUDA: as many clients as fit in 60% of the free device memory, with the
+    memory one client needs measured by ``bytes_per_client`` (a probe that runs
+    one client's forward and backward pass); all m when they fit.
     """
     if device.type == "cuda":
-        return m
+        if bytes_per_client is None:
+            return m
+        free, _ = torch.cuda.mem_get_info(device)
+        return max(1, min(m, int(0.6 * free) // max(1, bytes_per_client())))
     return max(1, min(m, (8 << 20) // (4 * d)))
 
 
@@ -125,13 +133,25 @@ class Simulation:
         # 4. local rule: the algorithm's gradient-forming head, then weight decay, momentum, -η
         self.default_head = self._default_head()
         self.rule_state = None           # kept across rounds only with reset_momentum=False
-        self.client_chunk = cfg.client_chunk or default_client_chunk(self.model.d, m, self.device)
+        self.client_chunk = cfg.client_chunk or default_client_chunk(
+            self.model.d, m, self.device, self._bytes_per_client)
         self.server: dict = {}           # state kept by a centralized algorithm across rounds
         self.t = 0
         self.transmissions = 0
         self.history = History(config=cfg.to_dict())
         self._start = time.perf_counter()
         self._operators: list[tuple[MixingOperator, MixingMatrix]] = []
+
+    def _bytes_per_client(self) -> int:
+        """Peak device memory of one client's gradient on a batch, plus its (d,)-sized buffers (CUDA)."""
+        batch = [t[:1] for t in self._batches(1, torch.arange(1))[0]]
+        torch.cuda.synchronize(self.device)
+        before = torch.cuda.memory_allocated(self.device)
+        torch.cuda.reset_peak_memory_stats(self.device)
+        self._grad(self.x[:1], *batch)
+        peak = torch.cuda.max_memory_allocated(self.device) - before
+        buffers = 8 * self.model.d * self.x.element_size()   # x, y, g, u, SAM point, momentum, leaves, out
+        return int(2 * peak + buffers)                       # 2x: SAM's second pass, allocator slack
 
     @property
     def centralized(self) -> bool:
@@ -240,6 +260,7 @@ class Simulation:
 
     def step(self) -> None:
         """Run one round of the algorithm."""
+        self._augment_calls = 0
         self._operators = [(MixingOperator(M.W, self.device, self.dtype), M) for M in self.matrices(self.t)]
         with torch.no_grad():
             if self.centralized:
@@ -278,8 +299,8 @@ class Simulation:
         x_bar = x.mean(0)
         test_acc, test_loss = evaluate_model(self.model, x_bar, self.data.test.x, self.data.test.y)
         train_acc, train_loss = evaluate_model(self.model, x_bar, *self._train_union())
-        c_train_acc, c_train_loss = evaluate_clients(self.model, x, self.data.train)
-        c_test_acc, c_test_loss = evaluate_clients(self.model, x, self.data.test)
+        c_train_acc, c_train_loss = evaluate_clients(self.model, x, self.data.train, self.client_chunk)
+        c_test_acc, c_test_loss = evaluate_clients(self.model, x, self.data.test, self.client_chunk)
         d = self.model.d
         rec = {
             "round": self.t, "lr": self.config.lr * self.config.lr_decay ** max(self.t - 1, 0),
@@ -294,6 +315,7 @@ class Simulation:
             "transmissions": self.transmissions,
             "bytes_sent": self.transmissions * d * self.config.bits_per_param // 8,
             "wall_time_s": time.perf_counter() - self._start,
+            **self.server.get("record", {}),          # an algorithm's own per-round quantities
         }
         self.history.records.append(rec)
         return rec
@@ -338,15 +360,13 @@ class Simulation:
         return out
 
     def _augment(self, inputs: Tensor) -> Tensor:
-        """The dataset's on-device augmentation, if it has one (e.g. CIFAR crop and flip)."""
-        name = getattr(self.data.dataset, "augmentation", None)
-        if name is None:
+        """The dataset's on-device augmentation, if it has one (CIFAR: random crop and flip)."""
+        if getattr(self.data.dataset, "augmentation", None) is None:
             return inputs
-        from .data.augment import AUGMENTATIONS
-        self._aug_calls = getattr(self, "_aug_calls", 0) + 1
+        self._augment_calls = getattr(self, "_augment_calls", 0) + 1          # one stream per step
         gen = self._round_generator("augment")
-        gen.manual_seed(gen.initial_seed() + self._aug_calls)
-        return AUGMENTATIONS[name](inputs, gen)
+        gen.manual_seed(gen.initial_seed() + self._augment_calls)
+        return self.data.dataset.augment(inputs, gen)
 
     def _grad(self, p: Tensor, inputs: Tensor, labels: Tensor, weights: Tensor) -> tuple[Tensor, Tensor]:
         """Gradients ``(m, d)`` of each client's mean loss on its batch, and the losses ``(m,)``."""

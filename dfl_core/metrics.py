@@ -39,21 +39,31 @@ def evaluate_model(model: StackedModel, flat: Tensor, x: Tensor, y: Tensor,
 
 
 @torch.no_grad()
-def evaluate_clients(model: StackedModel, x: Tensor, split: ClientData,
+def evaluate_clients(model: StackedModel, x: Tensor, split: ClientData, client_chunk: int | None = None,
                      chunk: int = EVAL_CHUNK) -> tuple[Tensor, Tensor]:
-    """Each client's model on its own samples of ``split``: accuracy and loss, each ``(m,)``."""
+    """Each client's model on its own samples of ``split``: accuracy and loss, each ``(m,)``.
+
+    Clients are evaluated ``client_chunk`` at a time (all at once by default),
+    with about ``chunk`` samples per forward pass.
+    """
     m = x.shape[0]
-    per_step = max(1, chunk // max(m, 1))            # samples per client per forward pass
-    correct = torch.zeros(m, dtype=torch.float64, device=x.device)
-    loss = torch.zeros(m, dtype=torch.float64, device=x.device)
+    client_chunk = client_chunk or m
+    acc, loss = torch.zeros(m, dtype=torch.float64), torch.zeros(m, dtype=torch.float64)
     mask = split.mask()
-    for a in range(0, split.n_max, per_step):
-        idx = split.index[:, a:a + per_step]                       # (m, b)
-        valid = mask[:, a:a + per_step].to(torch.float64)          # (m, b)
-        logits = model.forward(x, split.x[idx])                     # (m, b, C)
-        labels = split.y[idx]
-        ce = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none").view_as(valid)
-        loss += (ce.to(torch.float64) * valid).sum(1)
-        correct += ((logits.argmax(-1) == labels).to(torch.float64) * valid).sum(1)
-    counts = split.counts.clamp(min=1).to(torch.float64)
-    return (correct / counts).cpu(), (loss / counts).cpu()
+    counts = split.counts.clamp(min=1).to(torch.float64).cpu()
+    for lo in range(0, m, client_chunk):
+        rows = slice(lo, lo + client_chunk)
+        n = x[rows].shape[0]
+        per_step = max(1, chunk // n)                          # samples per client per forward pass
+        correct = torch.zeros(n, dtype=torch.float64, device=x.device)
+        total = torch.zeros(n, dtype=torch.float64, device=x.device)
+        for a in range(0, split.n_max, per_step):
+            idx = split.index[rows, a:a + per_step]                     # (n, b)
+            valid = mask[rows, a:a + per_step].to(torch.float64)         # (n, b)
+            logits = model.forward(x[rows], split.x[idx])                 # (n, b, C)
+            labels = split.y[idx]
+            ce = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none").view_as(valid)
+            total += (ce.to(torch.float64) * valid).sum(1)
+            correct += ((logits.argmax(-1) == labels).to(torch.float64) * valid).sum(1)
+        acc[rows], loss[rows] = correct.cpu() / counts[rows], total.cpu() / counts[rows]
+    return acc, loss

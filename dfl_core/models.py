@@ -104,7 +104,10 @@ def cnn_cifar(input_shape: tuple[int, ...], num_classes: int) -> nn.Sequential:
     :func:`dfl_core.stacked.choose_strategy`).
     """
     c, h, w = _image_shape("cnn-cifar", input_shape, 16)
-    side = lambda s: ((s - 4) // 2 - 4) // 2  # noqa: E731
+
+    def side(s: int) -> int:                         # conv5, pool2, conv5, pool2
+        return ((s - 4) // 2 - 4) // 2
+
     return nn.Sequential(
         nn.Conv2d(c, 64, 5), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(64, 64, 5), nn.ReLU(), nn.MaxPool2d(2),

@@ -24,7 +24,8 @@ Results schema ``dfl-book/results/v1`` (one file per CLI invocation)::
               "consensus_distance": 0.0,     # (1/m) Σ_i ||x_i - x̄||²
               "transmissions": 0,            # models sent so far (one per nonzero off-diagonal w_ij per gossip step)
               "bytes_sent": 0,               # transmissions · d · bits_per_param / 8
-              "wall_time_s": 0.0             # seconds since the run started
+              "wall_time_s": 0.0,            # seconds since the run started
+              "fedgf_c": 0.0, "fedgf_drift": 0.0   # FedGF only: the c used and the drift D of the last round
             }, ...
           ]
         }, ...

@@ -41,3 +41,20 @@ def test_bad_value_exits_with_code_2_and_a_message(tmp_path, capsys):
     code = main(["run", "--alpha", "-1", "--out", str(tmp_path), "--no-progress"])
     assert code == 2
     assert "alpha must be in [0.0, inf), got -1.0" in capsys.readouterr().err
+
+
+def test_preset_runs_with_overrides(tmp_path, capsys):
+    code = main(["run", "--preset", "dfedavgm-mnist-2nn", "--setting", "noniid-e1", "--algorithms", "dfedavgm",
+                 "--dataset", "digits", "--rounds", "1", "--local-steps", "2", "--seeds", "0",
+                 "--out", str(tmp_path), "--no-progress", "--no-plot"])
+    assert code == 0, capsys.readouterr().err
+    (h,) = read_results(tmp_path / "results.json")
+    cfg = h.config
+    assert (cfg["partition"], cfg["lr"], cfg["batch_size"], cfg["momentum"], cfg["num_clients"]) == \
+        ("shards", 0.01, 50, 0.9, 20)
+    assert (cfg["dataset"], cfg["local_steps"]) == ("digits", 2)           # the overrides win
+
+
+def test_setting_without_preset_is_refused(tmp_path, capsys):
+    assert main(["run", "--setting", "iid", "--out", str(tmp_path), "--no-progress"]) == 2
+    assert "--setting needs --preset" in capsys.readouterr().err

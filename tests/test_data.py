@@ -431,9 +431,11 @@ def test_bad_counts_and_rng():
 
 
 def test_unknown_dataset_and_sizes(digits):
-    with pytest.raises(DataError, match="unknown dataset 'mnist'.*digits, fashion-mnist"):
-        load_dataset("mnist")
-    assert set(DATASETS) == {"digits", "fashion-mnist"}
+    # (mnist is a real dataset now, see tests/test_datasets_torchvision.py)
+    with pytest.raises(DataError, match="unknown dataset 'svhn'.*cifar10, cifar100, digits, emnist, "
+                                        "fashion-mnist, mnist"):
+        load_dataset("svhn")
+    assert set(DATASETS) == {"digits", "fashion-mnist", "mnist", "emnist", "cifar10", "cifar100"}
     with pytest.raises(DataError, match="train_size=5000.*1..1438"):
         load_dataset("digits", train_size=5000)
     with pytest.raises(DataError, match="test_size=0"):

@@ -110,5 +110,6 @@ def fedgf(w: Tensor, r: RoundTools) -> Tensor:
     window.append(int(drift > cfg.fedgf_threshold))
     s.setdefault("c", []).append(c)
     s.setdefault("drift", []).append(drift)
+    s["record"] = {"fedgf_c": c, "fedgf_drift": drift}               # reported in the history
     s["previous"] = w
     return w + cfg.server_lr * (r.client_weights(clients) * (y - w)).sum(0)

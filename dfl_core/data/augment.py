@@ -46,7 +46,7 @@ def crop_flip_params(shape: Sequence[int], generator: torch.Generator, padding: 
     _check_args(shape, generator, padding, flip_p)
     batch = tuple(shape[:-3])
     n = math.prod(batch)
-    top = torch.randint(0, 2 * padding, (n,), generator=generator)
+    top = torch.randint(0, 2 * padding + 1, (n,), generator=generator)
     left = torch.randint(0, 2 * padding + 1, (n,), generator=generator)
     flip = torch.rand(n, generator=generator) < flip_p
     return top.reshape(batch), left.reshape(batch), flip.reshape(batch)
