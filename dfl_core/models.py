@@ -17,12 +17,25 @@ from typing import Callable
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["MODELS", "MODEL_HELP", "mlp_2nn", "cnn_mnist", "cnn_cifar", "vgg11_gn", "resnet18_gn",
+__all__ = ["MODELS", "MODEL_HELP", "linear", "mlp_2nn", "cnn_mnist", "cnn_cifar", "vgg11_gn", "resnet18_gn",
            "build_model", "ModelError"]
 
 
 class ModelError(ValueError):
     """An unknown model name or an input shape the model cannot take."""
+
+
+def linear(input_shape: tuple[int, ...], num_classes: int) -> nn.Sequential:
+    """Multinomial logistic (softmax) regression: one ``Linear`` layer on the flattened input.
+
+    With the engine's cross-entropy loss this is a convex problem whose
+    smoothness constant is known: the Hessian of a client's mean loss is
+    ``(1/n) Σ_j (diag(p_j) − p_j p_jᵀ) ⊗ x̃_j x̃_jᵀ`` with ``x̃ = [x, 1]``, so
+    ``L ≤ λ_max(X̃ᵀX̃)/(2n)`` (:func:`theory.problems.softmax_regression_constants`).
+    :mod:`theory.measured` runs it to put measured quantities next to the
+    DFedSAM bounds. ``prod(input_shape) · C + C`` parameters: 650 on the 8x8 digits.
+    """
+    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), num_classes))
 
 
 def mlp_2nn(input_shape: tuple[int, ...], num_classes: int) -> nn.Sequential:
@@ -286,6 +299,7 @@ MODELS: dict[str, Callable[[tuple[int, ...], int], nn.Module]] = {
     "cnn-cifar": cnn_cifar,
     "vgg11-gn": vgg11_gn,
     "resnet18-gn": resnet18_gn,
+    "linear": linear,
 }
 MODEL_HELP: dict[str, str] = {
     "2nn": "MLP with two hidden layers of 200 (McMahan et al. 2017; DFedAvgM §6)",
@@ -296,6 +310,7 @@ MODEL_HELP: dict[str, str] = {
                 "(DFedSAM App. B.1, CIFAR-10; DisPFL code)",
     "resnet18-gn": "ResNet-18, CIFAR stem, GroupNorm(32); H, W >= 8 "
                    "(DFedSAM App. B.1, CIFAR-100; DisPFL code)",
+    "linear": "softmax regression (convex; used by theory/ to compare runs with the bounds)",
 }
 
 

@@ -6,7 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SYSTEM_PACKAGES="dataset-fashion-mnist"   # the original Fashion-MNIST IDX files, no download at run time
+# dataset-fashion-mnist: the original Fashion-MNIST IDX files (no download at run time);
+# chromium + libjs-mathjax: the offline browser test of the book (tests/test_book_site.py)
+SYSTEM_PACKAGES="dataset-fashion-mnist chromium libjs-mathjax"
 if command -v apt-get >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else SUDO="none"; fi
   if [ "$SUDO" != none ]; then

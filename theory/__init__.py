@@ -8,6 +8,9 @@
   constants as sympy expressions; what the seed texts lost (``MISSING``).
 * :mod:`theory.problems`: problems with known L, σ_l, σ_g, β; gossip and
   consensus measurements; a numpy reference DFedSAM for offline bound checks.
+* :mod:`theory.measured`: ``dfl_core`` runs on softmax regression, measured
+  quantities next to the bounds' predictions (imported on first use: it loads
+  torch, the rest of ``theory`` does not).
 * :mod:`theory.claims`: ``python -m theory check``.
 
 References: Shi et al., "Improving the Model Consistency of Decentralized
@@ -43,6 +46,7 @@ from .problems import (
     gossip_contraction,
     reference_dfedsam,
     shifted_quadratics,
+    softmax_regression_constants,
 )
 from .spectral import (
     CLOSED_FORMS,
@@ -66,9 +70,22 @@ __all__ = [
     "REQUIRED_IDS", "VERDICTS", "Claim", "all_claims", "format_claim", "format_table",
     "PHI", "phi_limit_q_infinity", "phi_monotone_symbolic", "phi_q1", "phi_table",
     "LeastSquares", "LogisticRegression", "ProblemConstants", "ShiftedQuadratics", "consensus_distance",
-    "gossip_contraction", "reference_dfedsam", "shifted_quadratics",
+    "gossip_contraction", "reference_dfedsam", "shifted_quadratics", "softmax_regression_constants",
     "CLOSED_FORMS", "STATIC", "TIME_VARYING", "as_coded_exact", "check_closed_forms", "closed_form_lambda",
     "gap_series", "grid_gap_scaling", "lemma_d1_static", "mean_square_contraction", "spectral_table",
     "static_spectrum",
     "load_quotes", "load_table", "quote",
+    "measure_against_bounds", "format_report", "objective_and_gradients", "simulation_constants", "theory_config",
 ]
+
+#: names of :mod:`theory.measured`, imported on first use (it needs torch and the engine)
+_LAZY = {"measure_against_bounds", "format_report", "objective_and_gradients", "simulation_constants",
+         "theory_config"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from . import measured
+
+        return getattr(measured, name)
+    raise AttributeError(f"module 'theory' has no attribute {name!r}")

@@ -13,6 +13,10 @@ stated upper bound (``ProblemConstants.exact`` says which):
   assumptions fail on ℝ^d: reported as ``inf``).
 * :class:`LogisticRegression`: L ≤ maxᵢ ‖Xᵢ‖²/(4nᵢ) + μ and bounded
   gradients give upper bounds for β, σ_g, σ_l.
+* :func:`softmax_regression_constants`: the engine's ``"linear"`` model with
+  cross-entropy (multinomial logistic regression), L ≤ maxᵢ ‖X̃ᵢ‖²/(2nᵢ) and
+  upper bounds for β, σ_g, σ_l; f* is unknown, but f* ≥ 0 (``f_lower``).
+  :mod:`theory.measured` runs ``dfl_core`` on it.
 
 All arrays are numpy; a client's parameters are row i of an ``(m, d)`` array,
 as in ``dfl_core``. :func:`gossip_contraction`, :func:`consensus_distance`
@@ -33,6 +37,7 @@ __all__ = [
     "shifted_quadratics",
     "LeastSquares",
     "LogisticRegression",
+    "softmax_regression_constants",
     "minibatch_variance_factor",
     "consensus_distance",
     "gossip_contraction",
@@ -51,6 +56,9 @@ class ProblemConstants:
     f_star: float | None
     exact: dict = field(default_factory=dict)  # name -> True (exact) / False (upper bound)
     note: str = ""
+    #: a lower bound on f* when f* itself is unknown (``f_star`` None): Δ = f(x̄¹) − f_lower
+    #: is then an upper bound on Theorem 4.5's f(x̄¹) − f*, so the bound computed with it stays valid
+    f_lower: float | None = None
 
 
 def minibatch_variance_factor(n: int, batch: int | None, replace: bool = False) -> float:
@@ -233,6 +241,68 @@ class LogisticRegression:
                                 beta=float(bi.max()), f_star=None,
                                 exact={"L": False, "sigma_l": False, "sigma_g": False, "beta": False, "f_star": False},
                                 note="all upper bounds (L <= ||X_i||^2/(4n) + mu)")
+
+
+def softmax_regression_constants(X_parts: list[np.ndarray], num_classes: int,
+                                 batch: int | None = None) -> ProblemConstants:
+    """Upper bounds on L, σ_l, σ_g, β for softmax regression (the engine's ``"linear"`` model).
+
+    Client i holds inputs ``X_parts[i]`` (nᵢ samples of any shape, flattened
+    to p features); the model is logits = W x + b with W (C, p), b (C,), and
+    f_i is the mean cross-entropy over the client's nᵢ samples; f = (1/m)Σᵢ f_i
+    (DFedSAM eq. (1): clients weigh equally, whatever their sizes). With
+    x̃ = [x, 1] and V = [W | b] (C, p+1):
+
+    * **L.** The per-sample Hessian w.r.t. vec(V) is A ⊗ x̃x̃ᵀ with
+      A = diag(p) − ppᵀ, p = softmax(Vx̃). For a unit direction U (C, p+1),
+      vec(U)ᵀ(A ⊗ x̃x̃ᵀ)vec(U) = (Ux̃)ᵀA(Ux̃) ≤ ‖A‖₂‖Ux̃‖², and
+      uᵀAu = Var_p(u) ≤ (max u − min u)²/4 ≤ 1/2 for a unit u (Popoviciu), so
+      ‖A‖₂ ≤ 1/2. Summing, Σⱼ‖Ux̃ⱼ‖² = tr(U X̃ᵀX̃ Uᵀ) ≤ λ_max(X̃ᵢᵀX̃ᵢ)‖U‖²_F:
+      Lᵢ ≤ λ_max(X̃ᵢᵀX̃ᵢ)/(2nᵢ), L = maxᵢ Lᵢ (Assumption 4.3 asks it of every
+      f_i). Torch flattens ``weight`` row by row and appends ``bias``: a fixed
+      permutation of vec(V) (and A ⊗ x̃x̃ᵀ vs x̃x̃ᵀ ⊗ A is another), which
+      leaves the Hessian's eigenvalues, hence L, unchanged. The bound is tight
+      as a sup over V: with W = 0 and a bias giving two classes equal,
+      dominant logits, p → (½, ½, 0, …) for every sample, A → a matrix with
+      eigenvalue ½, and the Hessian A ⊗ X̃ᵢᵀX̃ᵢ/nᵢ has top eigenvalue → Lᵢ.
+      Near p uniform (a small initial model) it is about (1/C)·λ_max(X̃ᵢᵀX̃ᵢ)/nᵢ.
+    * **Gradients.** A per-sample gradient is (p − e_y)x̃ᵀ, of Frobenius norm
+      ‖p − e_y‖‖x̃‖ ≤ √2‖x̃‖ (‖p − e_y‖² = (1−p_y)² + Σ_{c≠y}p_c² ≤ 2(1−p_y)²),
+      and the sup over V is √2‖x̃‖. With Gᵢ = (√2/nᵢ)Σⱼ‖x̃ᵢⱼ‖ ≥ ‖∇f_i‖:
+      ‖∇f_i − ∇f‖ ≤ (1 − 1/m)Gᵢ + (1/m)Σ_{k≠i}G_k =: bᵢ, so β ≤ maxᵢ bᵢ and
+      σ_g² ≤ (1/m)Σᵢbᵢ² (as :class:`LogisticRegression`).
+    * **σ_l.** A size-``batch`` minibatch drawn without replacement (the
+      engine's marginal per step) has variance
+      ``minibatch_variance_factor(nᵢ, batch)`` times the per-sample variance
+      ≤ (2/nᵢ)Σⱼ‖x̃ᵢⱼ‖²; σ_l² ≤ the max over clients. 0 in full batch (``batch`` None).
+    * **Optimum.** f* is unknown in general (``f_star`` None; the infimum may not even
+      be attained on separable data). Cross-entropy is ≥ 0, so ``f_lower`` = 0:
+      Δ = f(x̄¹) − 0 overestimates f(x̄¹) − f*, which keeps Theorem 4.5's bound valid.
+
+    Every constant is an upper bound (``exact`` all False).
+    """
+    if num_classes < 2:
+        raise ValueError(f"softmax regression needs num_classes >= 2, got {num_classes}")
+    if len(X_parts) == 0 or any(len(x) == 0 for x in X_parts):
+        raise ValueError("every client needs at least one sample")
+    m = len(X_parts)
+    parts = [np.asarray(x, np.float64).reshape(len(x), -1) for x in X_parts]
+    tilde = [np.hstack([x, np.ones((len(x), 1))]) for x in parts]
+    n = np.array([len(x) for x in tilde])
+    Li = np.array([np.linalg.norm(xt, 2) ** 2 / (2 * len(xt)) for xt in tilde])
+    norms = [np.linalg.norm(xt, axis=1) for xt in tilde]
+    G = math.sqrt(2) * np.array([r.mean() for r in norms])
+    bi = (1 - 1 / m) * G + (G.sum() - G) / m
+    sl2 = max(minibatch_variance_factor(int(ni), batch) * 2 * float((r**2).mean()) for ni, r in zip(n, norms))
+    return ProblemConstants(
+        L=float(Li.max()), sigma_l=float(math.sqrt(sl2)), sigma_g=float(math.sqrt((bi**2).mean())),
+        beta=float(bi.max()), f_star=None,
+        exact={"L": False, "sigma_l": False, "sigma_g": False, "beta": False, "f_star": False},
+        note=(f"softmax regression, C={num_classes}, p={parts[0].shape[1]}, m={m}, n_i in [{n.min()}, {n.max()}]; "
+              "upper bounds (L <= max_i lambda_max(X~_i'X~_i)/(2 n_i)); f* unknown, f_lower = 0 "
+              "(cross-entropy >= 0), so Delta = f(x1) - 0 is an upper bound"),
+        f_lower=0.0,
+    )
 
 
 # --------------------------------------------------------------------------- #

@@ -1,0 +1,79 @@
+"""The book's two profiles and the set-up every chapter runs first.
+
+``DFL_PROFILE=fast`` (the default) runs every chapter in seconds on a CPU, on
+real data (a Fashion-MNIST subset, or the bundled digits where a chapter needs
+seconds); the committed notebooks are executed under it. ``DFL_PROFILE=full``
+uses the papers' settings (:mod:`dfl_core.presets`) and is meant for a GPU.
+Both run the same code: a chapter reads its sizes from the profile.
+"""
+from __future__ import annotations
+
+import os
+import random
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+__all__ = ["Profile", "PROFILES", "get_profile", "setup_notebook"]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Sizes a chapter's experiments take under one profile."""
+
+    name: str
+    dataset: str                 # the main dataset of the training chapters
+    train_size: int | None       # stratified subset of the training set (None: all of it)
+    test_size: int | None
+    model: str
+    num_clients: int             # m
+    rounds: int                  # T
+    seeds: tuple[int, ...]       # every training claim is checked over these seeds
+    eval_every: int
+    presets: dict[str, str] = field(default_factory=dict)   # chapter experiment -> paper preset (full only)
+
+    def config(self, **changes):
+        """A :class:`dfl_core.Config` with this profile's sizes, then ``changes``."""
+        from .config import Config
+        base = dict(dataset=self.dataset, train_size=self.train_size, test_size=self.test_size,
+                    model=self.model, num_clients=self.num_clients, rounds=self.rounds,
+                    eval_every=self.eval_every)
+        return Config().replace(**{**base, **changes})
+
+
+PROFILES: dict[str, Profile] = {
+    "fast": Profile("fast", dataset="fashion-mnist", train_size=6000, test_size=1000, model="2nn",
+                    num_clients=20, rounds=30, seeds=(0, 1, 2), eval_every=5),
+    "full": Profile("full", dataset="cifar10", train_size=None, test_size=None, model="vgg11-gn",
+                    num_clients=100, rounds=1000, seeds=(0, 1, 2), eval_every=10,
+                    presets={"table1": "dfedsam-table1-cifar10", "table2": "dfedsam-table2-cifar10"}),
+}
+
+
+def get_profile(name: str | None = None) -> Profile:
+    """The profile named ``name``, else ``$DFL_PROFILE``, else ``fast``."""
+    name = name or os.environ.get("DFL_PROFILE", "fast")
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile {name!r} (from DFL_PROFILE); allowed: {', '.join(PROFILES)}")
+    return PROFILES[name]
+
+
+def setup_notebook(seed: int = 0) -> Profile:
+    """Seed every generator, fix print precision, quiet progress bars; print and return the profile.
+
+    Deterministic outputs (theory numbers, graphs, configs) are then identical
+    on every machine, which is what lets ``pytest --nbval`` compare them strictly.
+    """
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    np.set_printoptions(precision=4, suppress=True)
+    torch.set_printoptions(precision=4, sci_mode=False)
+    os.environ["TQDM_DISABLE"] = "1"
+    warnings.filterwarnings("ignore", category=UserWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    profile = get_profile()
+    print(f"profile: {profile.name}")
+    return profile

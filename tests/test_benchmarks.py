@@ -1,0 +1,81 @@
+"""The benchmark harness: its loops compute what the engine computes, and its smoke run works.
+
+No timings are asserted here (they live in benchmarks/RESULTS.md).
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchmarks.loops import (LocalSpec, ReferenceLoop, client_tensors, flat_from_states, lean_round,
+                              states_from_flat)
+from benchmarks.round import engine_config, synthetic_data
+from dfl_core.engine import Simulation
+
+ROOT = Path(__file__).resolve().parents[1]
+M, K, B = 4, 3, 8
+
+
+def _one_round(algorithm: str, rho: float, momentum: float = 0.0, weight_decay: float = 0.0):
+    """The engine's round and both loops' rounds from the same start on the engine's own batches."""
+    data = synthetic_data((1, 28, 28), M, n_train=2 * B, n_test=5, dtype=torch.float64)
+    extra = {"momentum": momentum} if momentum else {}
+    cfg = engine_config("2nn", algorithm, M, K=K, B=B, lr=0.05, dtype="float64", device="cpu",
+                        weight_decay=weight_decay, **extra)
+    sim = Simulation(cfg, data=data)
+    model = sim.model
+    template = model.template.double()
+    x0 = sim.x.clone()
+    # the engine's batches of round 0, client by client
+    engine_batches = sim._batches(K, torch.arange(M))
+    assert all(bool((w == 1).all()) for _, _, w in engine_batches)      # no padding: every client has >= B samples
+    batches = [[(inp[i], lab[i]) for inp, lab, _ in engine_batches] for i in range(M)]
+    W = sim.matrices(0)[0].W
+    spec = LocalSpec(lr=cfg.lr, K=K, B=B, rho=rho, momentum=momentum, weight_decay=weight_decay)
+
+    states0 = states_from_flat(model.names, model.unflatten, x0)
+    lean = flat_from_states(model.names, lean_round(template, states0, W, spec, batches=batches))
+
+    ref = ReferenceLoop(template, client_tensors(data), W, spec)
+    ref.states = states_from_flat(model.names, model.unflatten, x0)
+    ref.train_round(batches=batches)
+    reference = flat_from_states(model.names, ref.states)
+    ref.evaluate(train_too=True)                                          # runs; changes nothing
+    assert torch.equal(flat_from_states(model.names, ref.states), reference)
+
+    sim.step()
+    return x0, sim.x, lean, reference
+
+
+@pytest.mark.parametrize("algorithm,rho", [("dfedavg", 0.0), ("dfedsam", 0.01)], ids=["sgd", "sam"])
+def test_loops_and_engine_compute_the_same_round(algorithm, rho):
+    x0, engine, lean, reference = _one_round(algorithm, rho)
+    assert (engine - x0).abs().max() > 1e-4                              # the round did something
+    torch.testing.assert_close(lean, engine, rtol=0, atol=1e-10)
+    torch.testing.assert_close(reference, engine, rtol=0, atol=1e-10)
+
+
+def test_loops_match_engine_with_momentum_and_weight_decay():
+    x0, engine, lean, reference = _one_round("dfedavgm", 0.0, momentum=0.9, weight_decay=1e-3)
+    torch.testing.assert_close(lean, engine, rtol=0, atol=1e-10)
+    torch.testing.assert_close(reference, engine, rtol=0, atol=1e-10)
+
+
+def test_quick_run_writes_results(tmp_path):
+    out = tmp_path / "RESULTS.md"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    text = out.read_text()
+    for section in ("## Machine", "## Command", "## Targets", "## Round", "## End to end", "## Gossip",
+                    "## Memory"):
+        assert section in text, section
+    for word in ("engine", "lean loop", "reference loop", "floor", "PASS", "MISS"):
+        pass                                                              # words checked below, loosely
+    assert "engine" in text and "floor" in text
+    assert "regenerate" in text.lower()
+    assert not (ROOT / "benchmarks" / "RESULTS.md").exists() or out != ROOT / "benchmarks" / "RESULTS.md"
