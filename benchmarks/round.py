@@ -91,10 +91,6 @@ def engine_bytes_estimate(d: int, m: int, data_bytes: int = 0, bytes_per_value: 
     return 4 * m * d * bytes_per_value + data_bytes
 
 
-def _data_bytes(data: FederatedData) -> int:
-    return sum(t.numel() * t.element_size() for t in (data.train.x, data.test.x))
-
-
 # ------------------------------------------------------------------ one model, one big batch
 def _big_batch_step_fn(model: str, m: int, s: RoundSettings, sam: bool, c: int,
                        x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
@@ -171,17 +167,21 @@ def run(s: RoundSettings, log: Callable[[str], None] = print) -> list[RoundResul
         template = build_model(model, shape, NUM_CLASSES)
         cost = model_cost(template, shape)
         for m in s.sizes:
-            data = synthetic_data(shape, m, s.n_train, s.n_test, device=s.device)
-            need = engine_bytes_estimate(cost.d, m, _data_bytes(data))
+            data_bytes = m * (s.n_train + s.n_test) * math.prod(shape) * 4
+            need = engine_bytes_estimate(cost.d, m, data_bytes)
             engine_fits = need <= s.budget_gib * GIB
             n_loop = min(m, s.sample)
             scale = m / n_loop
-            tensors = client_tensors(data, range(n_loop))
+            reuse = not engine_fits and all((model, a) in sample_cache for a in s.algos)
+            # data only where something runs on it (the loops reuse their 100-client timings otherwise)
+            data = synthetic_data(shape, m if engine_fits else n_loop, s.n_train, s.n_test, device=s.device) \
+                if not reuse else None
+            tensors = client_tensors(data, range(n_loop)) if data is not None else None
             W_loop = make_topology("ring", n_loop).matrix(0).W
-            nnz = int(np.count_nonzero(make_topology("ring", m).matrix(0).W)) if m <= 4096 else 3 * m
+            nnz = 3 * m if m > 2 else m * m                         # ring: self + 2 neighbours
             # one model, one big batch: the best chunk, probed once per (model, m)
-            xs, ys = data.train.x, data.train.y
-            best_c, probes = _best_chunk(model, m, s, xs, ys) if engine_fits or m <= s.sample else (0, {})
+            xs, ys = (data.train.x, data.train.y) if data is not None else (None, None)
+            best_c, probes = _best_chunk(model, m, s, xs, ys) if engine_fits else (0, {})
             for algo in s.algos:
                 sam = algo == "SAM"
                 res = RoundResult(model, algo, m, cost.d, loops_scale=scale, big_chunk=best_c)
@@ -293,38 +293,45 @@ def tables(results: list[RoundResult]) -> str:
 # --------------------------------------------------------------- strategy sweep
 def strategy_sweep(s: RoundSettings, m: int = 100, algo: str = "SAM",
                    log: Callable[[str], None] = print) -> list[dict]:
-    """The engine's round under each forward strategy and a few client chunks (to pick the defaults)."""
+    """The engine's round under each forward strategy and a few client chunks (to pick the defaults).
+
+    One :class:`Simulation` is alive at a time: each contender builds its own
+    in its (untimed) setup, replacing the previous one.
+    """
     out = []
     for model in s.models:
         shape = MODEL_SHAPES[model]
         data = synthetic_data(shape, m, s.n_train, s.n_test, device=s.device)
-        contenders, meta = [], {}
+        auto = Simulation(engine_config(model, ALGOS[algo], m, s.K, s.B, s.lr, device=s.device), data=data)
+        default = f"{auto.model.strategy}/{auto.client_chunk}"
+        del auto
+        holder: dict[str, Simulation] = {}
+        contenders, seen = [], set()
         for strategy in ("batched", "vmap", "loop"):
-            d = build_model(model, shape, NUM_CLASSES)
-            chunks = sorted({None, 1, 10, m} if strategy != "loop" else {None, 1, 10})
-            for chunk in chunks:
+            # None: the engine's default chunk; all m at once; for the loop, a 10-client chunk
+            for chunk in dict.fromkeys((None, 10) if strategy == "loop" else (None, m)):
                 cfg = engine_config(model, ALGOS[algo], m, s.K, s.B, s.lr, device=s.device,
                                     forward_strategy=strategy, client_chunk=chunk)
                 try:
-                    sim = Simulation(cfg, data=data)
-                except ValueError as err:
+                    probe = Simulation(cfg, data=data)
+                except ValueError as err:                            # e.g. 'batched' on a non-Sequential model
                     log(f"    {model} {strategy}: {err}")
                     break
-                name = f"{strategy}/{sim.client_chunk}{'*' if chunk is None else ''}"
-                if name.rstrip("*") in {n.rstrip("*") for n in meta}:
+                name = f"{strategy}/{probe.client_chunk}"
+                del probe
+                if name in seen:
                     continue
-                meta[name] = sim
+                seen.add(name)
 
-                def reset(sim=sim):
-                    sim.x, sim.t = sim.x0.clone(), 0
-                contenders.append(Contender(name, sim.step, setup=reset))
-            del d
+                def setup(cfg=cfg):
+                    holder.clear()
+                    holder["sim"] = Simulation(cfg, data=data)
+                contenders.append(Contender(name, lambda: holder["sim"].step(), setup=setup))
         log(f"  strategies: {model} {algo} m={m}: {', '.join(c.name for c in contenders)}")
         times = interleaved(contenders, s.repeats, warmup=False, device=s.device, log=log)
-        auto = Simulation(engine_config(model, ALGOS[algo], m, s.K, s.B, s.lr, device=s.device), data=data)
+        holder.clear()
         best = min(times, key=lambda n: median(times[n]))
-        out.append({"model": model, "algo": algo, "m": m, "times": times, "best": best,
-                    "default": f"{auto.model.strategy}/{auto.client_chunk}"})
+        out.append({"model": model, "algo": algo, "m": m, "times": times, "best": best, "default": default})
     return out
 
 
@@ -334,6 +341,5 @@ def strategy_table(sweep: list[dict]) -> str:
         best = median(r["times"][r["best"]])
         for name, ts in sorted(r["times"].items(), key=lambda kv: median(kv[1])):
             rows.append([r["model"], r["algo"], r["m"], name, fmt_s(median(ts)), fmt_ratio(median(ts) / best),
-                         "default" if name.rstrip("*") == r["default"] else ""])
-    return markdown_table(["model", "rule", "m", "strategy/client_chunk", "round", "vs best", "engine default"], rows) \
-        + "\n\n(* = the chunk the engine picks when `client_chunk` is unset.)"
+                         "**default**" if name == r["default"] else ""])
+    return markdown_table(["model", "rule", "m", "strategy/client_chunk", "round", "vs best", "engine default"], rows)

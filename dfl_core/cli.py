@@ -118,7 +118,7 @@ def configs_for(base: Config, algorithms: Sequence[str]) -> dict[str, Config]:
 
 def compare(configs: dict[str, Config], seeds: Sequence[int], progress: bool = True) -> dict[str, list[History]]:
     """Run every config for every seed; every config is validated before anything runs."""
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     from .engine import Simulation
 

@@ -28,6 +28,7 @@ ALGORITHM_FIELDS = (
     "topology", "gossip_steps", "local_steps", "momentum", "rho", "sam_variant", "asam_eta",
     "asam_scale_all", "client_fraction", "clients_per_round", "server_lr", "mofedsam_alpha",
     "mofedsam_variant", "fedgf_threshold", "fedgf_window", "fedgf_reading",
+    "quant_bits", "quant_step", "quant_stochastic", "quant_mixing",
 )
 
 
@@ -99,6 +100,13 @@ class Config:
     fedgf_threshold: float | None = _help("T_D, FedGF's drift threshold (required: the papers give no value)")
     fedgf_window: int | None = _help("W, FedGF's window of rounds for c (default 30)")
     fedgf_reading: str | None = _help("FedGF eq. (12): 'points' (as printed and coded) or 'vectors'")
+    quant_bits: int | None = _help("b, bits per coordinate of a quantized message (dfedavgm-q; default 16)")
+    quant_step: float | None = _help("s, quantization step (dfedavgm-q; default none: max|v|/(2^(b-1)-1) "
+                                     "per message)")
+    quant_stochastic: bool | None = _help("unbiased stochastic rounding instead of nearest (dfedavgm-q; "
+                                          "default false)")
+    quant_mixing: str | None = _help("dfedavgm-q: 'difference' x + W·Q(z − x) (eq. (7) as read here) or "
+                                     "'models' W·(x + Q(z − x)) (equals DFedAvgM without quantization)")
     # --- runtime
     same_init: bool = _help("all clients start from the same initial model", True)
     eval_every: int = _help("evaluate every this many rounds (and after the last)", 1)
@@ -179,6 +187,8 @@ class Config:
             _check_name("sam_variant", self.sam_variant, ("sam", "asam"))
         if self.mofedsam_variant is not None:
             _check_name("mofedsam_variant", self.mofedsam_variant, MOFEDSAM_VARIANTS)
+        if self.quant_mixing is not None:
+            _check_name("quant_mixing", self.quant_mixing, ("difference", "models"))
         if self.fedgf_reading is not None:
             _check_name("fedgf_reading", self.fedgf_reading, FEDGF_READINGS)
         _check_name("dirichlet_method", self.dirichlet_method, ("prior", "hsu"))
@@ -199,6 +209,10 @@ class Config:
         for name in ("train_size", "test_size", "client_chunk", "gossip_steps", "fedgf_window"):
             if getattr(self, name) is not None:
                 _check_int(name, getattr(self, name), 1)
+        if self.quant_bits is not None:
+            _check_int("quant_bits", self.quant_bits, 2)
+            if self.quant_bits > 32:
+                raise ConfigError(f"quant_bits must be <= 32, got {self.quant_bits}")
         if self.clients_per_round is not None:
             _check_int("clients_per_round", self.clients_per_round, 1)
             if self.clients_per_round > self.num_clients:
@@ -210,6 +224,7 @@ class Config:
             "asam_eta": dict(low=0.0),
             "mofedsam_alpha": dict(low=0.0, high=1.0),
             "fedgf_threshold": dict(low=0.0),
+            "quant_step": dict(low=0.0, low_open=True),
         }
         for name, bounds in optional_ranges.items():
             if getattr(self, name) is not None:
@@ -222,8 +237,8 @@ class Config:
         _check_float("weight_decay", self.weight_decay, low=0.0)
         _check_float("edge_probability", self.edge_probability, low=0.0, high=1.0, low_open=True)
         for flag in ("full_batch", "reset_momentum", "same_init", "fresh_matrix_per_gossip_step",
-                     "asam_scale_all"):
-            if flag == "asam_scale_all" and self.asam_scale_all is None:
+                     "asam_scale_all", "quant_stochastic"):
+            if flag in ("asam_scale_all", "quant_stochastic") and getattr(self, flag) is None:
                 continue
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(f"{flag} must be true or false, got {getattr(self, flag)!r}")

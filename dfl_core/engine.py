@@ -20,6 +20,7 @@ purpose        draws
 ``topology``   random graphs and time-varying mixing matrices
 ``clients``    the clients sampled in a round (centralized FL)
 ``augment``    random crops and flips (CIFAR)
+``quantize``   stochastic rounding of quantized messages (dfedavgm-q)
 =============  ==========================================================
 
 Per-round draws (batches, clients, augmentation, time-varying graphs) come from
@@ -51,7 +52,7 @@ from .topology import MixingMatrix, make_topology
 
 __all__ = ["Simulation", "run", "DivergenceError", "purpose_seed", "PURPOSES"]
 
-PURPOSES = ("init", "partition", "batches", "topology", "clients", "augment")
+PURPOSES = ("init", "partition", "batches", "topology", "clients", "augment", "quantize")
 
 
 class DivergenceError(RuntimeError):
@@ -138,6 +139,8 @@ class Simulation:
         self.server: dict = {}           # state kept by a centralized algorithm across rounds
         self.t = 0
         self.transmissions = 0
+        self.bits_sent = 0               # bits of all messages so far (see count_transmissions)
+        self.bits_last_round = 0
         self.history = History(config=cfg.to_dict())
         self._start = time.perf_counter()
         self._operators: list[tuple[MixingOperator, MixingMatrix]] = []
@@ -165,7 +168,7 @@ class Simulation:
             return (asam(cfg.rho, cfg.asam_eta, None if cfg.asam_scale_all else self.model.weight_mask()),)
         return (sam(cfg.rho),)
 
-    def _round_generator(self, purpose: str, t: int | None = None) -> torch.Generator:
+    def round_generator(self, purpose: str, t: int | None = None) -> torch.Generator:
         """A generator for one purpose in the current round, a function of (seed, purpose, t) only.
 
         Deriving it per round, instead of carrying one generator along, lets a
@@ -223,10 +226,10 @@ class Simulation:
         self._check_finite(torch.cat(losses, dim=1), clients)
         return out
 
-    def gossip(self, x: Tensor) -> Tensor:
-        """Q gossip steps with this round's matrices; counts the models sent."""
+    def gossip(self, x: Tensor, bits_per_message: int | None = None) -> Tensor:
+        """Q gossip steps with this round's matrices; counts the messages sent and their bits."""
         for _, M in self._operators:
-            self.transmissions += M.num_messages
+            self.count_transmissions(M.num_messages, bits_per_message)
         return mix(x, [op for op, _ in self._operators])
 
     def sample_clients(self) -> Tensor:
@@ -241,16 +244,23 @@ class Simulation:
         """The clients sampled in round t (a function of the seed and t only)."""
         cfg, m = self.config, self.config.num_clients
         n = cfg.clients_per_round or max(1, round(cfg.client_fraction * m))
-        return torch.randperm(m, generator=self._round_generator("clients", t))[:n].sort().values
+        return torch.randperm(m, generator=self.round_generator("clients", t))[:n].sort().values
 
     def client_weights(self, clients: Tensor) -> Tensor:
         """Aggregation weights n_i / Σ n_j over ``clients`` (McMahan et al. 2017), shape ``(n, 1)``."""
         n = self.data.train.counts[clients.to(self.data.train.counts.device)].to(self.dtype)
         return (n / n.sum()).unsqueeze(1).to(self.device)
 
-    def count_transmissions(self, models: int) -> None:
-        """Record ``models`` model-sized messages (e.g. downloads and uploads of centralized FL)."""
+    def count_transmissions(self, models: int, bits_per_message: int | None = None) -> None:
+        """Record ``models`` messages (e.g. downloads and uploads of centralized FL) and their bits.
+
+        A message is one model-sized vector; unless the algorithm says otherwise
+        (a quantized message, :func:`dfl_core.instruments.quantize.message_bits`)
+        it carries ``d * bits_per_param`` bits.
+        """
         self.transmissions += models
+        bits = self.model.d * self.config.bits_per_param if bits_per_message is None else bits_per_message
+        self.bits_sent += models * int(bits)
 
     # --------------------------------------------------------------------- round
     @property
@@ -262,12 +272,14 @@ class Simulation:
         """Run one round of the algorithm."""
         self._augment_calls = 0
         self._operators = [(MixingOperator(M.W, self.device, self.dtype), M) for M in self.matrices(self.t)]
+        bits_before = self.bits_sent
         with torch.no_grad():
             if self.centralized:
                 w = self.algorithm.round(self.x[0], self).detach()
                 self.x = w.expand(self.config.num_clients, -1)
             else:
                 self.x = self.algorithm.round(self.x, self).detach()
+        self.bits_last_round = self.bits_sent - bits_before
         self.t += 1
         if not torch.isfinite(self.x.sum()):                         # one cheap pass; details only on failure
             client = int((~torch.isfinite(self.x)).any(1).nonzero()[0])
@@ -276,7 +288,7 @@ class Simulation:
 
     def run(self, progress: bool = False, desc: str | None = None) -> History:
         """Run all remaining rounds, evaluating every ``eval_every`` rounds and at the end."""
-        from tqdm.auto import tqdm
+        from tqdm import tqdm
 
         cfg = self.config
         if self.t == 0 and not self.history.records:
@@ -301,7 +313,6 @@ class Simulation:
         train_acc, train_loss = evaluate_model(self.model, x_bar, *self._train_union())
         c_train_acc, c_train_loss = evaluate_clients(self.model, x, self.data.train, self.client_chunk)
         c_test_acc, c_test_loss = evaluate_clients(self.model, x, self.data.test, self.client_chunk)
-        d = self.model.d
         rec = {
             "round": self.t, "lr": self.config.lr * self.config.lr_decay ** max(self.t - 1, 0),
             "test_acc": test_acc, "test_loss": test_loss,
@@ -313,7 +324,8 @@ class Simulation:
             "client_train_acc_mean": float(c_train_acc.mean()),
             "consensus_distance": consensus_distance(x),
             "transmissions": self.transmissions,
-            "bytes_sent": self.transmissions * d * self.config.bits_per_param // 8,
+            "bits_sent": self.bits_sent, "bits_last_round": self.bits_last_round,
+            "bytes_sent": self.bits_sent // 8,
             "wall_time_s": time.perf_counter() - self._start,
             **self.server.get("record", {}),          # an algorithm's own per-round quantities
         }
@@ -347,7 +359,7 @@ class Simulation:
             return [(train.x[index], train.y[index], mask.to(self.dtype))] * k_steps
         m, n_max = train.index.shape
         B = self.config.batch_size
-        keys = torch.rand(m, n_max, generator=self._round_generator("batches")).to(dev)[ids]
+        keys = torch.rand(m, n_max, generator=self.round_generator("batches")).to(dev)[ids]
         perm = keys.masked_fill(~mask, 2.0).argsort(dim=1)             # padding sorts last
         b = counts.clamp(max=B)
         arange = torch.arange(B, device=dev)
@@ -364,7 +376,7 @@ class Simulation:
         if getattr(self.data.dataset, "augmentation", None) is None:
             return inputs
         self._augment_calls = getattr(self, "_augment_calls", 0) + 1          # one stream per step
-        gen = self._round_generator("augment")
+        gen = self.round_generator("augment")
         gen.manual_seed(gen.initial_seed() + self._augment_calls)
         return self.data.dataset.augment(inputs, gen)
 

@@ -23,7 +23,10 @@ Results schema ``dfl-book/results/v1`` (one file per CLI invocation)::
               "client_test_acc_mean": 0.1, "client_train_acc_mean": 0.1,
               "consensus_distance": 0.0,     # (1/m) Σ_i ||x_i - x̄||²
               "transmissions": 0,            # models sent so far (one per nonzero off-diagonal w_ij per gossip step)
-              "bytes_sent": 0,               # transmissions · d · bits_per_param / 8
+              "bits_sent": 0,                # bits of all messages so far: d · bits_per_param per model
+                                             # (32 by default), d · b + 32 per b-bit quantized message (dfedavgm-q)
+              "bits_last_round": 0,          # bits sent in the last round (0 before the first)
+              "bytes_sent": 0,               # bits_sent // 8 (= transmissions · d · bits_per_param / 8 unquantized)
               "wall_time_s": 0.0,            # seconds since the run started
               "fedgf_c": 0.0, "fedgf_drift": 0.0   # FedGF only: the c used and the drift D of the last round
             }, ...

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 from torch import Tensor
 
 if TYPE_CHECKING:
+    import torch
+
     from ..config import Config
 
 __all__ = ["Algorithm", "ALGORITHMS", "RoundTools", "REQUIRED", "MOFEDSAM_VARIANTS"]
@@ -37,8 +39,9 @@ class RoundTools(Protocol):
     def local_train(self, x: Tensor, clients: Tensor | None = None, head=None) -> Tensor:
         """K steps of the local rule from ``x`` (one row per client in ``clients``); returns y^{t,K}."""
 
-    def gossip(self, x: Tensor) -> Tensor:
-        """Q gossip steps with this round's mixing matrix: :math:`W_t^Q x`."""
+    def gossip(self, x: Tensor, bits_per_message: int | None = None) -> Tensor:
+        """Q gossip steps with this round's mixing matrix: :math:`W_t^Q x` (messages of ``bits_per_message``
+        bits each; default d·bits_per_param)."""
 
     def sample_clients(self) -> Tensor:
         """The clients taking part in this round (centralized FL)."""
@@ -46,8 +49,11 @@ class RoundTools(Protocol):
     def client_weights(self, clients: Tensor) -> Tensor:
         """Aggregation weights n_i / Σ n_j, shape ``(n, 1)``."""
 
-    def count_transmissions(self, models: int) -> None:
-        """Record model-sized messages sent (centralized FL)."""
+    def count_transmissions(self, models: int, bits_per_message: int | None = None) -> None:
+        """Record model-sized messages sent (centralized FL), each of d·bits_per_param bits by default."""
+
+    def round_generator(self, purpose: str) -> torch.Generator:
+        """This round's random stream for one purpose (a function of seed, purpose and t only)."""
 
 
 #: Marks a config field an algorithm needs but has no default for.
@@ -81,12 +87,14 @@ class Algorithm:
 
 
 from .centralized import MOFEDSAM_VARIANTS, fedavg, fedgf, mofedsam  # noqa: E402  (they use RoundTools)
-from .decentralized import dfedavg, dfedsam, dpsgd  # noqa: E402
+from .decentralized import dfedavg, dfedavgm_q, dfedsam, dpsgd  # noqa: E402
 
 # Defaults shared by families (sources: DFedSAM App. B.3; FedGF slides; notes in the docs).
 _DECENTRALIZED = {"topology": "ring", "gossip_steps": 1, "local_steps": 5}
 _CENTRALIZED = {"local_steps": 5, "client_fraction": 0.1, "clients_per_round": None, "server_lr": 1.0}
 _SAM = {"rho": 0.01, "sam_variant": "sam", "asam_eta": 0.2, "asam_scale_all": True}
+# quant_step None: the step is chosen per message (dfl_core.instruments.quantize.adaptive_step)
+_QUANT = {"quant_bits": 16, "quant_step": None, "quant_stochastic": False, "quant_mixing": "difference"}
 
 ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in [
     Algorithm("dpsgd", dpsgd, "D-PSGD: one local SGD step, then gossip (Lian et al. 2017)",
@@ -95,6 +103,9 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in [
               defaults=_DECENTRALIZED),
     Algorithm("dfedavgm", dfedavg, "DFedAvgM: K local heavy-ball SGD steps, then gossip (Sun et al. 2022)",
               defaults={**_DECENTRALIZED, "momentum": 0.9}),
+    Algorithm("dfedavgm-q", dfedavgm_q, "Quantized DFedAvgM: K heavy-ball steps, b-bit model differences "
+              "gossiped (Sun et al. 2022, §3.2; reconstructed)",
+              defaults={**_DECENTRALIZED, "momentum": 0.9, **_QUANT}, fixed={"gossip_steps": 1}),
     Algorithm("dfedsam", dfedsam, "DFedSAM: K local SAM steps, then one gossip step (Shi et al. 2023)",
               defaults={**_DECENTRALIZED, **_SAM}),
     Algorithm("dfedsam-mgs", dfedsam, "DFedSAM-MGS: DFedSAM with Q gossip steps per round (Shi et al. 2023)",

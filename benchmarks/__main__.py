@@ -1,0 +1,176 @@
+"""``python -m benchmarks``: run the benchmarks, print the tables, write RESULTS.md.
+
+    python -m benchmarks                         # everything (tens of minutes on 2 cores)
+    python -m benchmarks --quick --out /tmp/r.md # the CI smoke run (m = 10, one repeat, tiny sizes)
+    python -m benchmarks --only round,gossip --repeats 5
+"""
+from __future__ import annotations
+
+import argparse
+import os
+
+os.environ.setdefault("KINETO_LOG_LEVEL", "5")    # quiet torch.profiler's device-probing messages
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from dfl_core.config import Config
+from dfl_core.data import DataError, load_dataset
+
+from . import e2e as e2e_bench
+from . import gossip as gossip_bench
+from . import memory as memory_bench
+from . import profiling
+from . import report
+from . import round as round_bench
+from .common import machine_info
+
+BENCHMARKS = ("round", "strategy", "profile", "e2e", "gossip", "memory")
+DEFAULT_ONLY = ("round", "strategy", "profile", "e2e", "gossip", "memory")
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+
+
+def _fashion_available() -> bool:
+    try:
+        load_dataset("fashion-mnist", train_size=100, test_size=100)
+        return True
+    except (DataError, OSError, RuntimeError):
+        return False
+
+
+def settings(quick: bool, repeats: int | None, budget: float, device: str):
+    """The settings of every benchmark: the full run, or the tiny smoke run."""
+    r = repeats or (1 if quick else 3)
+    if not quick:
+        return dict(
+            round=round_bench.RoundSettings(repeats=r, budget_gib=budget, device=device),
+            strategy=round_bench.RoundSettings(repeats=1 if repeats is None else r, device=device),
+            profile=profiling.ProfileSettings(device=device),
+            e2e=e2e_bench.E2ESettings(repeats=r),
+            gossip=gossip_bench.GossipSettings(repeats=r, budget_gib=budget, device=device),
+            memory=memory_bench.MemorySettings(budget_gib=budget),
+        )
+    fashion = _fashion_available()
+    mgs = Config(algorithm="dfedsam-mgs", dataset="fashion-mnist" if fashion else "digits", model="2nn",
+                 num_clients=10, rounds=2, eval_every=1, train_size=1000 if fashion else None,
+                 test_size=200 if fashion else None)
+    return dict(
+        round=round_bench.RoundSettings(sizes=(10,), K=2, B=8, n_train=16, n_test=4, repeats=r, chunks=(1, 10),
+                                        budget_gib=budget, device=device),
+        strategy=round_bench.RoundSettings(models=("2nn",), K=2, B=8, n_train=16, n_test=4, repeats=1, device=device),
+        profile=profiling.ProfileSettings(models=("2nn",), m=10, count_sizes=(5, 10), K=2, B=8, device=device),
+        e2e=e2e_bench.E2ESettings(cli_base=Config(rounds=2), cli_seeds=(0,), mgs=mgs, ref_rounds=1, ref_evals=1,
+                                  repeats=r, label_cli="default CLI comparison, 2 rounds, seed 0 (quick)",
+                                  label_mgs=f"DFedSAM-MGS, m = 10, 2 rounds, {mgs.dataset} subset (quick)"),
+        gossip=gossip_bench.GossipSettings(sizes=(10,), dims={"2NN": 199_210}, repeats=r, budget_gib=budget,
+                                           device=device),
+        memory=memory_bench.MemorySettings(models=("2nn",), sizes=(10,), K=2, B=8, n_train=16, n_test=4,
+                                           budget_gib=budget),
+    )
+
+
+def _settings_text(st: dict, only: tuple[str, ...]) -> str:
+    s = st["round"]
+    return (f"Round benchmark sizes: models {', '.join(s.models)}; m ∈ {{{', '.join(map(str, s.sizes))}}}; "
+            f"K = {s.K}, B = {s.B}; {s.n_train} train / {s.n_test} test samples per client; loops sampled at "
+            f"{s.sample} clients above that; {s.repeats} repeat(s); memory budget {s.budget_gib:g} GiB. "
+            f"Benchmarks run: {', '.join(only)}.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="CI smoke run: m = 10, one repeat, tiny sizes")
+    p.add_argument("--only", default=None,
+                   help=f"comma-separated subset of {', '.join(BENCHMARKS)} (default: all)")
+    p.add_argument("--repeats", type=int, default=None, help="repeats per measurement (default 3; quick 1)")
+    p.add_argument("--out", default=None,
+                   help="where to write the results (default benchmarks/RESULTS.md; with --quick a temp file)")
+    p.add_argument("--budget-gib", type=float, default=8.0,
+                   help="skip configurations whose estimated memory exceeds this (default 8)")
+    p.add_argument("--device", default="auto", help="'auto' (cuda if available), 'cpu' or 'cuda'")
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
+    args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    only = tuple(b.strip() for b in (args.only or ",".join(DEFAULT_ONLY)).split(",") if b.strip())
+    bad = [b for b in only if b not in BENCHMARKS]
+    if bad:
+        p.error(f"unknown benchmark(s) {bad}; allowed: {', '.join(BENCHMARKS)}")
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    if args.out:
+        out = Path(args.out)
+    elif args.quick:
+        out = Path(tempfile.mkdtemp(prefix="dfl-bench-")) / "RESULTS.md"
+    else:
+        out = RESULTS
+    if args.quick and out.resolve() == RESULTS:
+        p.error("--quick does not overwrite benchmarks/RESULTS.md; give another --out")
+
+    def log(line: str) -> None:
+        print(line, flush=True)
+
+    st = settings(args.quick, args.repeats, args.budget_gib, device)
+    machine = machine_info(device)
+    command = "python -m benchmarks" + ("" if not (argv if argv is not None else sys.argv[1:]) else
+                                        " " + shlex.join(argv if argv is not None else sys.argv[1:]))
+    log(f"benchmarks: {', '.join(only)} on {machine['CPU']} ({machine['torch threads']} threads) -> {out}")
+    t0 = time.perf_counter()
+    sections: dict[str, str] = {}
+    rounds = e2e = gossip = memory = profiles = None
+    if "round" in only:
+        log("round benchmark")
+        rounds = round_bench.run(st["round"], log)
+        sections["round"] = (f"One round, medians of {st['round'].repeats} interleaved repeat(s). Ratios < 1 mean "
+                             "the engine is faster.\n\n" + round_bench.tables(rounds))
+        print(sections["round"], flush=True)
+    if "strategy" in only:
+        log("engine strategy sweep")
+        sweep = round_bench.strategy_sweep(st["strategy"], m=10 if args.quick else 100, log=log)
+        sections["strategy"] = ("The engine's SAM round at m = "
+                                f"{10 if args.quick else 100} under each `forward_strategy` and a few "
+                                "`client_chunk` values (what its defaults should pick); medians of "
+                                f"{st['strategy'].repeats} interleaved repeat(s).\n\n"
+                                + round_bench.strategy_table(sweep))
+        print(sections["strategy"], flush=True)
+    if "profile" in only:
+        log("engine profile")
+        profiles = profiling.run(st["profile"], log)
+        sections["profile"] = profiling.tables(profiles)
+        print(sections["profile"], flush=True)
+    if "e2e" in only:
+        log("end-to-end benchmark")
+        e2e = e2e_bench.run(st["e2e"], log)
+        sections["e2e"] = e2e_bench.tables(e2e, st["e2e"])
+        print(sections["e2e"], flush=True)
+    if "gossip" in only:
+        log("gossip benchmark")
+        gossip, skipped = gossip_bench.run(st["gossip"], log)
+        sections["gossip"] = gossip_bench.tables(gossip, skipped)
+        print(sections["gossip"], flush=True)
+    if "memory" in only:
+        log("memory benchmark")
+        memory, skipped = memory_bench.run(st["memory"], log)
+        sections["memory"] = memory_bench.tables(memory, skipped)
+        print(sections["memory"], flush=True)
+    wall = time.perf_counter() - t0
+    targets = report.evaluate_targets(rounds, e2e, gossip, memory, profiles)
+    try:
+        load_end = os.getloadavg()
+    except OSError:
+        load_end = None
+    text = report.render(machine=machine, command=command, wall_s=wall, load_end=load_end, quick=args.quick,
+                         targets=targets, sections=sections, settings_text=_settings_text(st, only))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(report._targets_table(targets))
+    log(f"\nwrote {out} ({wall:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,242 @@
+"""The b-bit quantizer, quantized DFedAvgM (``dfedavgm-q``) and the engine's bit accounting.
+
+The per-client reference below is written independently of the engine (as in
+tests/test_algorithms.py): one client at a time, an ``nn.Module`` per client,
+heavy-ball steps over its parameter list, its own quantizer (a flat vector per
+client, step max|v|/(2^{b-1}-1) or the given one, round half up, clip) and
+eq. (7) as an explicit sum over neighbours with the engine's mixing matrices.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from dfl_core import Config, ConfigError, Simulation
+from dfl_core.instruments.quantize import (adaptive_step, decode, encode, message_bits, quantize,
+                                           quantize_levels)
+from dfl_core.models import build_model
+
+ROUNDS = 3
+SMALL = dict(dataset="digits", train_size=240, test_size=60, num_clients=6, rounds=ROUNDS,
+             full_batch=True, dtype="float64", device="cpu", lr=0.2, lr_decay=0.9,
+             weight_decay=1e-3, eval_every=ROUNDS, local_steps=3, momentum=0.5)
+
+
+# ------------------------------------------------------------------ the quantizer
+@pytest.mark.parametrize("bits", [2, 4, 8, 16])
+def test_error_bounds_inside_the_range(bits):
+    low, high = quantize_levels(bits)
+    s = 0.37
+    gen = torch.Generator().manual_seed(bits)
+    v = (low + (high - low) * torch.rand(20_000, generator=gen, dtype=torch.float64)) * s   # [low s, high s]
+    det = quantize(v, bits, s)
+    sto = quantize(v, bits, s, stochastic=True, generator=gen)
+    for q in (det, sto):                                   # values are levels k s, k in [low, high]
+        k = q / s
+        assert torch.allclose(k, k.round(), atol=1e-9) and k.min() >= low and k.max() <= high
+    assert float((det - v).abs().max()) <= s / 2 * (1 + 1e-12)
+    assert float((sto - v).abs().max()) < s
+    # the bounds are tight: errors come close to s/2 (deterministic) and to s (stochastic)
+    assert float((det - v).abs().max()) > 0.45 * s and float((sto - v).abs().max()) > 0.9 * s
+
+
+def test_values_outside_the_range_saturate():
+    q = quantize(torch.tensor([-100.0, -0.3, 0.3, 100.0], dtype=torch.float64), 4, 0.1)
+    assert q.tolist() == pytest.approx([-0.8, -0.3, 0.3, 0.7])          # levels -8..7 times 0.1
+
+
+def test_adaptive_step_maps_each_rows_largest_entry_to_the_top_level():
+    gen = torch.Generator().manual_seed(0)
+    v = torch.randn(5, 1000, generator=gen, dtype=torch.float64) * torch.tensor([[1e-4], [1], [3], [0], [1e3]])
+    bits = 8
+    s = adaptive_step(v, bits)                                           # (5, 1), one step per message
+    assert s.shape == (5, 1) and float(s[3]) == 1.0                       # an all-zero row: any step
+    q = quantize(v, bits)
+    assert float(((q - v).abs() / s).max()) <= 0.5 + 1e-9                 # the clip never binds
+    assert torch.equal(q[3], v[3])
+    top = v.abs().amax(1)
+    assert torch.allclose(q.abs().amax(1), top, rtol=1e-12)
+
+
+def test_stochastic_rounding_is_unbiased():
+    s, n = 0.25, 40_000
+    v = torch.linspace(-1.9, 1.7, 37, dtype=torch.float64) + 0.013        # off the grid, inside [-2, 1.75]
+    draws = quantize(v.expand(n, -1), 4, s, stochastic=True, generator=torch.Generator().manual_seed(1))
+    frac = v / s - torch.floor(v / s)                                     # P(round up)
+    se = s * torch.sqrt(frac * (1 - frac)) / math.sqrt(n)                 # standard error of the mean
+    z = (draws.mean(0) - v) / se
+    assert float(z.abs().max()) < 5, f"largest |bias| is {float(z.abs().max()):.2f} standard errors"
+    det_bias = (quantize(v, 4, s) - v).abs().max()
+    assert float(det_bias) > 0.1 * s                                      # the deterministic rule is biased
+
+
+@pytest.mark.parametrize("bits, dtype", [(2, torch.int8), (8, torch.int8), (12, torch.int16), (32, torch.int32)])
+@pytest.mark.parametrize("stochastic", [False, True])
+def test_encode_decode_round_trip(bits, dtype, stochastic):
+    v = torch.randn(3, 500, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    msg = encode(v, bits, stochastic=stochastic, generator=torch.Generator().manual_seed(3))
+    q = quantize(v, bits, stochastic=stochastic, generator=torch.Generator().manual_seed(3))
+    assert msg.payload.dtype == dtype and msg.scale.shape == (3, 1)
+    low, high = quantize_levels(bits)
+    assert int(msg.payload.min()) >= low and int(msg.payload.max()) <= high
+    assert torch.equal(decode(msg), q)
+    assert msg.num_bits == message_bits(1500, bits) == 1500 * bits + 32
+
+
+def test_bad_arguments_are_refused():
+    v = torch.ones(3)
+    for bits in (1, 33, 2.5, True):
+        with pytest.raises(ValueError, match="bits"):
+            quantize(v, bits)
+    with pytest.raises(ValueError, match="step"):
+        quantize(v, 8, 0.0)
+    with pytest.raises(TypeError):
+        quantize(torch.ones(3, dtype=torch.int64), 8, 1.0)
+
+
+# --------------------------------------------------------------- the config fields
+def test_config_fields_belong_to_dfedavgm_q():
+    cfg = Config(algorithm="dfedavgm-q").resolved()
+    resolved = (cfg.quant_bits, cfg.quant_step, cfg.quant_stochastic, cfg.momentum, cfg.gossip_steps)
+    assert resolved == (16, None, False, 0.9, 1)
+    with pytest.raises(ConfigError, match="dfedavgm-q"):
+        Config(algorithm="dfedavgm", quant_bits=8).resolved()
+    for bad in (dict(quant_bits=1), dict(quant_bits=33), dict(quant_step=0.0), dict(quant_stochastic=1),
+                dict(gossip_steps=2)):
+        with pytest.raises(ConfigError):
+            Config(algorithm="dfedavgm-q", **bad).resolved()
+
+
+# ------------------------------------------------------- quantized DFedAvgM itself
+def reference_run(sim: Simulation, rounds: int) -> torch.Tensor:
+    """Replay dfedavgm-q one client at a time (deterministic rounding); returns ``(m, d)``."""
+    cfg = sim.config
+    ds, m = sim.data.dataset, cfg.num_clients
+    x_train, y_train = sim.data.train.x, sim.data.train.y
+    parts = sim.data.train.client_indices()
+    nets = [build_model(cfg.model, ds.input_shape, ds.num_classes).to(torch.float64) for _ in range(m)]
+    shapes = [p.shape for p in nets[0].parameters()]
+
+    def split(flat):
+        out, o = [], 0
+        for sh in shapes:
+            out.append(flat[o:o + sh.numel()].view(sh))
+            o += sh.numel()
+        return out
+
+    def grad(i, params):
+        with torch.no_grad():
+            for p, v in zip(nets[i].parameters(), params):
+                p.copy_(v)
+        idx = torch.as_tensor(parts[i])
+        loss = F.cross_entropy(nets[i](x_train[idx]), y_train[idx])
+        return [g.detach() for g in torch.autograd.grad(loss, list(nets[i].parameters()))]
+
+    def q(v):                                            # b-bit, round half up, clipped
+        low, high = -2 ** (cfg.quant_bits - 1), 2 ** (cfg.quant_bits - 1) - 1
+        s = cfg.quant_step or float(v.abs().max()) / high
+        return s * torch.clamp(torch.floor(v / s + 0.5), low, high)
+
+    xs = [sim.x0[i].clone() for i in range(m)]
+    for t in range(rounds):
+        lr = cfg.lr * cfg.lr_decay ** t
+        sent = []
+        for i in range(m):
+            y = [p.clone() for p in split(xs[i])]
+            buf = [torch.zeros_like(p) for p in y]
+            for _ in range(cfg.local_steps):
+                g = [gj + cfg.weight_decay * yj for gj, yj in zip(grad(i, y), y)]
+                buf = [cfg.momentum * bj + gj for bj, gj in zip(buf, g)]
+                y = [yj - lr * bj for yj, bj in zip(y, buf)]
+            sent.append(q(torch.cat([p.reshape(-1) for p in y]) - xs[i]))       # Q(z_i - x_i)
+        (M,) = sim.matrices(t)
+        xs = [xs[i] + sum(M.W[i, j] * sent[j] for j in range(m) if M.W[i, j] != 0) for i in range(m)]
+    return torch.stack(xs)
+
+
+@pytest.mark.parametrize("quant", [dict(quant_bits=8), dict(quant_bits=4, quant_step=2e-3)],
+                         ids=["8-bit-adaptive", "4-bit-fixed-step"])
+@pytest.mark.parametrize("topology", ["ring", "random-symmetric"])
+def test_engine_equals_per_client_reference(topology, quant):
+    cfg = Config(algorithm="dfedavgm-q", topology=topology, max_degree=4, **SMALL, **quant)
+    sim = Simulation(cfg)
+    sim.run()
+    err = float((sim.x - reference_run(sim, ROUNDS)).abs().max())
+    assert err < 1e-10, f"max |engine - reference| = {err:.2e}"
+    fine = Simulation(cfg.replace(quant_bits=32, quant_step=1e-9))      # eq. (7) without quantization error
+    fine.run()
+    assert float((sim.x - fine.x).abs().max()) > 1e-4                  # quantization did something
+
+
+def _pair(rounds: int, topology: str, **quant):
+    base = dict(SMALL, rounds=rounds, eval_every=rounds)
+    q = Simulation(Config(algorithm="dfedavgm-q", topology=topology, quant_bits=32, **quant, **base))
+    p = Simulation(Config(algorithm="dfedavgm", topology=topology, **base))
+    q.run(), p.run()
+    return float((q.x - p.x).abs().max())
+
+
+def test_32_bits_with_a_tiny_step_equals_dfedavgm():
+    # s = 1e-9: range ±2.1, rounding error ≤ 5e-10 per coordinate and round
+    assert _pair(1, "ring", quant_step=1e-9) < 1e-9          # round 0 starts in consensus: W x = x
+    assert _pair(ROUNDS, "complete", quant_step=1e-9) < 1e-8  # the complete graph keeps consensus
+    assert _pair(ROUNDS, "complete") < 1e-8                   # adaptive step at b = 32 is tinier still
+
+
+def test_eq7_is_not_dfedavgm_once_clients_disagree():
+    """x^{t+1} = W z + (I - W) x: off consensus the old disagreement is carried over (see the docstring)."""
+    assert _pair(ROUNDS, "ring", quant_step=1e-9) > 1e-6
+
+
+def test_stochastic_rounding_is_reproducible_and_differs_from_nearest():
+    cfg = Config(algorithm="dfedavgm-q", quant_bits=4, quant_stochastic=True, **SMALL)
+    a, b, c = Simulation(cfg), Simulation(cfg), Simulation(cfg.replace(quant_stochastic=False))
+    a.run(), b.run(), c.run()
+    assert torch.equal(a.x, b.x) and not torch.equal(a.x, c.x)
+
+
+# ------------------------------------------------------------------------- bits
+@pytest.mark.parametrize("algorithm, bits_per_message", [
+    ("dfedavg", lambda d: d * 32), ("dfedavgm-q", lambda d: d * 16 + 32),
+    ("dfedavgm-q-3bit", lambda d: d * 3 + 32)])
+def test_bits_per_round_on_a_ring(algorithm, bits_per_message):
+    extra = dict(quant_bits=3) if algorithm.endswith("3bit") else {}
+    cfg = Config(algorithm=algorithm.removesuffix("-3bit"), topology="ring",
+                 **dict(SMALL, rounds=2, eval_every=1, momentum=None), **extra)
+    sim = Simulation(cfg)
+    h = sim.run()
+    m, d = cfg.num_clients, sim.model.d
+    per_round = 2 * m * bits_per_message(d)                            # 2m messages on a ring
+    assert h.series("bits_last_round") == [0, per_round, per_round]
+    assert h.series("bits_sent") == [0, per_round, 2 * per_round]
+    assert h.series("transmissions") == [0, 2 * m, 4 * m]
+    assert h.series("bytes_sent") == [b // 8 for b in h.series("bits_sent")]
+
+
+def test_bits_of_centralized_and_of_bits_per_param():
+    sim = Simulation(Config(algorithm="fedavg", clients_per_round=3, **dict(SMALL, rounds=2, momentum=None)))
+    h = sim.run()
+    d = sim.model.d
+    assert h.final["transmissions"] == 2 * 2 * 3                       # 3 clients, down and up, 2 rounds
+    assert h.final["bits_sent"] == 12 * d * 32 and h.final["bits_last_round"] == 6 * d * 32
+    h16 = Simulation(Config(algorithm="dfedavg", bits_per_param=16, **dict(SMALL, rounds=1, eval_every=1,
+                                                                           momentum=None))).run()
+    assert h16.final["bits_sent"] == 2 * 6 * d * 16 and h16.final["bytes_sent"] == 2 * 6 * d * 2
+
+
+def test_models_mixing_without_quantization_is_dfedavgm_on_a_ring():
+    """quant_mixing='models' averages rebuilt neighbour models: with b = 32 and a tiny step it is DFedAvgM."""
+    from dfl_core import Config, Simulation
+
+    base = dict(dataset="digits", train_size=240, test_size=60, num_clients=6, rounds=3, full_batch=True,
+                dtype="float64", device="cpu", topology="ring", local_steps=2, eval_every=3)
+    plain = Simulation(Config(algorithm="dfedavgm", **base))
+    quant = Simulation(Config(algorithm="dfedavgm-q", quant_bits=32, quant_step=1e-9, quant_mixing="models", **base))
+    plain.run(), quant.run()
+    assert float((plain.x - quant.x).abs().max()) < 1e-7
+    diff = Simulation(Config(algorithm="dfedavgm-q", quant_bits=32, quant_step=1e-9, **base))
+    diff.run()
+    assert float((plain.x - diff.x).abs().max()) > 1e-4      # the 'difference' reading is not DFedAvgM here
