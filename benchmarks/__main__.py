@@ -48,7 +48,7 @@ def settings(quick: bool, repeats: int | None, budget: float, device: str):
     if not quick:
         return dict(
             round=round_bench.RoundSettings(repeats=r, budget_gib=budget, device=device),
-            strategy=round_bench.RoundSettings(repeats=1 if repeats is None else r, device=device),
+            strategy=round_bench.RoundSettings(repeats=2 if repeats is None else r, device=device),
             profile=profiling.ProfileSettings(device=device),
             e2e=e2e_bench.E2ESettings(repeats=r),
             gossip=gossip_bench.GossipSettings(repeats=r, budget_gib=budget, device=device),
