@@ -58,6 +58,7 @@ References:
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 import numbers
 import random
 from dataclasses import dataclass
@@ -329,7 +330,7 @@ def metropolis_hastings(G: nx.Graph) -> np.ndarray:
 # --------------------------------------------------------------------------- #
 
 
-class Topology:
+class Topology(ABC):
     """A source of mixing matrices: ``matrix(round, step)`` is W for gossip step ``step`` of ``round``.
 
     Attributes:
@@ -342,8 +343,9 @@ class Topology:
     m: int
     time_varying: bool = False
 
+    @abstractmethod
     def matrix(self, round: int, step: int = 0) -> MixingMatrix:
-        raise NotImplementedError
+        """W for gossip step ``step`` of round ``round``."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, m={self.m}, time_varying={self.time_varying})"
@@ -390,8 +392,9 @@ class _TimeVarying(Topology):
         self._last = (key, mixing)
         return mixing
 
+    @abstractmethod
     def _draw(self, rng: np.random.Generator, label: str) -> MixingMatrix:
-        raise NotImplementedError
+        """One random W from ``rng`` (each time-varying scheme defines how)."""
 
 
 class RandomSymmetric(_TimeVarying):
