@@ -83,6 +83,7 @@ def interleaved(contenders: list[Contender], repeats: int, warmup: bool = True,
             value = c.fn()
             sync(device)
             dt = (float(value) if c.measures else time.perf_counter() - t0) * c.scale
+            del value                                          # free a big result before the next contender
             times[c.name].append(dt)
             if log:
                 log(f"    {c.name:<28} {fmt_s(dt)}")

@@ -106,6 +106,23 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
+def _engine_run(cfg: Config, data, parts: dict[str, float]) -> None:
+    """``Simulation(cfg, data).run()``, adding the seconds spent in its rounds and its evaluations to ``parts``."""
+    t0 = time.perf_counter()
+    sim = Simulation(cfg, data=data)
+    parts["setup"] = parts.get("setup", 0.0) + time.perf_counter() - t0
+    for name in ("step", "evaluate"):
+        method = getattr(sim, name)
+
+        def wrapper(method=method, name=name):
+            t = time.perf_counter()
+            out = method()
+            parts[name] = parts.get(name, 0.0) + time.perf_counter() - t
+            return out
+        setattr(sim, name, wrapper)                    # run() calls self.step() / self.evaluate()
+    sim.run()
+
+
 @dataclass
 class E2EResult:
     name: str
@@ -113,6 +130,15 @@ class E2EResult:
     times: dict[str, list[float]]
     ref_parts: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    engine_split: dict[str, float] = field(default_factory=dict)   # seconds in setup, rounds, evaluations
+    ref_split: dict[str, float] = field(default_factory=dict)
+
+
+def _ref_split(parts: list[dict], copies: int = 1) -> dict[str, float]:
+    """Total reference seconds in setup, rounds and evaluations over runs (each counted ``copies`` times)."""
+    return {"setup": copies * sum(p["setup"] for p in parts),
+            "rounds": copies * sum(p["round"] * p["rounds"] for p in parts),
+            "evals": copies * sum(p["eval"] * p["evals"] for p in parts)}
 
 
 def run(s: E2ESettings, log: Callable[[str], None] = print) -> list[E2EResult]:
@@ -121,8 +147,21 @@ def run(s: E2ESettings, log: Callable[[str], None] = print) -> list[E2EResult]:
     configs = configs_for(s.cli_base, s.cli_algorithms)
     cli_parts: list[dict] = []
 
+    cli_engine_parts: list[dict] = []
+
     def engine_cli():
         compare(configs, s.cli_seeds, progress=False)
+
+    def engine_cli_parts():                            # the same runs, timing rounds and evaluations apart
+        parts: dict[str, float] = {}
+        for cfg in configs.values():
+            for seed in s.cli_seeds:
+                c = cfg.replace(seed=seed).resolved()
+                t0 = time.perf_counter()
+                data = _load(c)
+                parts["setup"] = parts.get("setup", 0.0) + time.perf_counter() - t0
+                _engine_run(c, data, parts)
+        cli_engine_parts.append(parts)
 
     def reference_cli():
         parts = {name: reference_estimate(cfg.replace(seed=s.cli_seeds[0]), s.ref_rounds, s.ref_evals)
@@ -133,8 +172,14 @@ def run(s: E2ESettings, log: Callable[[str], None] = print) -> list[E2EResult]:
     log(f"  e2e: {s.label_cli}")
     times = interleaved([Contender("engine", engine_cli), Contender("reference", reference_cli, measures=True)],
                         s.repeats, warmup=False, log=log)
+    engine_cli_parts()                                  # once more, untimed as a whole, for the split
     res = E2EResult("cli", s.label_cli, times, cli_parts)
+    e = cli_engine_parts[-1]
+    res.notes.append(f"engine split (one extra run): setup and data {fmt_s(e.get('setup', 0))}, rounds "
+                     f"{fmt_s(e.get('step', 0))}, evaluations {fmt_s(e.get('evaluate', 0))}")
     last = cli_parts[-1]
+    res.engine_split = {"setup": e.get("setup", 0.0), "rounds": e.get("step", 0.0), "evals": e.get("evaluate", 0.0)}
+    res.ref_split = _ref_split(list(last.values()), len(s.cli_seeds))
     res.notes.append("reference per algorithm (seed 0; setup / round / evaluation): " + "; ".join(
         f"{a}: {fmt_s(p['setup'])} / {fmt_s(p['round'])} / {fmt_s(p['eval'])}" for a, p in last.items()))
     results.append(res)
@@ -145,8 +190,12 @@ def run(s: E2ESettings, log: Callable[[str], None] = print) -> list[E2EResult]:
     data = _load(cfg)
     mgs_parts: list[dict] = []
 
+    mgs_engine_parts: list[dict] = []
+
     def engine_mgs():
-        Simulation(cfg, data=data).run()
+        parts: dict[str, float] = {}
+        _engine_run(cfg, data, parts)
+        mgs_engine_parts.append(parts)
 
     def reference_mgs():
         p = reference_estimate(cfg, s.ref_rounds, s.ref_evals, data=data)
@@ -157,8 +206,13 @@ def run(s: E2ESettings, log: Callable[[str], None] = print) -> list[E2EResult]:
                         s.repeats, warmup=False, log=log)
     res = E2EResult("mgs", s.label_mgs, times, mgs_parts)
     p = mgs_parts[-1]
+    e = {k: median([d.get(k, 0.0) for d in mgs_engine_parts]) for k in ("setup", "step", "evaluate")}
+    res.notes.append(f"engine (median split): setup {fmt_s(e['setup'])}, round {fmt_s(e['step'] / cfg.rounds)} × "
+                     f"{cfg.rounds}, evaluation {fmt_s(e['evaluate'] / _num_evals(cfg))} × {_num_evals(cfg)}")
     res.notes.append(f"reference: setup {fmt_s(p['setup'])}, round {fmt_s(p['round'])} × {p['rounds']}, "
                      f"evaluation {fmt_s(p['eval'])} × {p['evals']}")
+    res.engine_split = {"setup": e["setup"], "rounds": e["step"], "evals": e["evaluate"]}
+    res.ref_split = _ref_split([p])
     results.append(res)
     return results
 

@@ -2,18 +2,23 @@
 
 Contenders, interleaved for each (d, m):
 
-* ``engine <topology>``: :class:`dfl_core.gossip.MixingOperator` (CSR when W is
-  sparse, dense otherwise), for ring, exponential and complete graphs;
+* ``engine <topology>``: :class:`dfl_core.gossip.MixingOperator` (on a CPU, row
+  sums over W's nonzeros when W is sparse; a dense product otherwise), for
+  ring, exponential and complete graphs;
 * ``dense``: ``torch.mm`` of the dense (m×m) W and the (m×d) parameters, the
   O(m²·d) product a sparse graph must not cost;
 * ``copy``: ``out.copy_(x)`` into a preallocated tensor, the memory floor
   (every parameter read once and written once);
 * ``clone``: ``x.clone()``, the same copy into freshly allocated memory (what
-  any out-of-place product pays for its output).
+  any out-of-place product pays for its output);
+* ``CSR <topology>`` (sparse graphs only): torch's sparse CSR @ dense product,
+  what the engine uses for sparse graphs on a GPU (on a CPU it uses the row
+  sums, ``engine <topology> (rows)``).
 
 A sparse product should cost O(nnz·d), nnz = m·(degree + 1): the table gives
 the time per nonzero and parameter, which should stay flat across m and graphs.
-Sizes whose x plus one output exceed the memory budget are skipped.
+Sizes whose x, output and the CSR product's temporary (measured: torch's CSR @ dense
+allocates one more (m, d) tensor besides its output) exceed the memory budget are skipped.
 """
 from __future__ import annotations
 
@@ -48,26 +53,28 @@ class GossipResult:
     m: int
     times: dict[str, list[float]]
     nnz: dict[str, int]
-    sparse: dict[str, bool]
+    sparse: dict[str, str]      # the engine operator's mode per topology
 
 
 def run(s: GossipSettings, log: Callable[[str], None] = print) -> tuple[list[GossipResult], list[str]]:
     results, skipped = [], []
     for dim_name, d in s.dims.items():
         for m in s.sizes:
-            need = 2 * m * d * 4
+            need = 3 * m * d * 4                 # x, the output, and the CSR product's temporary of x's size
             if need > s.budget_gib * GIB:
-                skipped.append(f"{dim_name} (d = {d:,}) at m = {m}: x and one output need "
-                               f"{need / GIB:.1f} GiB > {s.budget_gib:g} GiB")
+                skipped.append(f"{dim_name} (d = {d:,}) at m = {m}: x, the output and the CSR product's "
+                               f"temporary need {need / GIB:.1f} GiB > {s.budget_gib:g} GiB")
                 continue
             log(f"  gossip: {dim_name} d={d:,} m={m}")
             x = torch.randn(m, d, device=s.device)
             buf: dict[str, torch.Tensor] = {}
-            ops, nnz, sparse = {}, {}, {}
+            ops, nnz, sparse, csr = {}, {}, {}, {}
             for topo in s.topologies:
                 W = make_topology(topo, m).matrix(0).W
                 ops[topo] = MixingOperator(W, s.device, torch.float32)
-                nnz[topo], sparse[topo] = int(np.count_nonzero(W)), ops[topo].sparse
+                nnz[topo], sparse[topo] = int(np.count_nonzero(W)), ops[topo].mode
+                if ops[topo].mode == "rows":
+                    csr[topo] = torch.as_tensor(W, dtype=torch.float32, device=s.device).to_sparse_csr()
             dense = torch.as_tensor(make_topology("ring", m).matrix(0).W, dtype=torch.float32, device=s.device)
 
             def copy_setup():
@@ -84,6 +91,7 @@ def run(s: GossipSettings, log: Callable[[str], None] = print) -> tuple[list[Gos
                           Contender("clone", lambda: x.clone(), setup=clone_setup),
                           Contender("dense", lambda: torch.mm(dense, x), setup=clone_setup)]
             contenders += [Contender(f"engine {t}", (lambda op=op: op(x)), setup=clone_setup) for t, op in ops.items()]
+            contenders += [Contender(f"CSR {t}", (lambda A=A: A @ x), setup=clone_setup) for t, A in csr.items()]
             times = interleaved(contenders, s.repeats, warmup=True, device=s.device, log=log)
             buf.clear()
             results.append(GossipResult(dim_name, d, m, times, nnz, sparse))
@@ -99,12 +107,13 @@ def tables(results: list[GossipResult], skipped: list[str]) -> str:
         rows.append([r.dim_name, r.m, "dense (m×m)·(m×d)", f"{r.m * r.m:,}", fmt_s(dense), fmt_ratio(dense / copy),
                      f"{dense / (r.m * r.m * r.d) * 1e9:.3f}"])
         for name, ts in r.times.items():
-            if not name.startswith("engine "):
+            if not name.startswith(("engine ", "CSR ")):
                 continue
-            topo = name.split(" ", 1)[1]
+            topo = name.rsplit(" ", 1)[1]
             t = median(ts)
-            kind = "CSR" if r.sparse[topo] else "dense"
-            rows.append([r.dim_name, r.m, f"engine {topo} ({kind})", f"{r.nnz[topo]:,}", fmt_s(t),
+            label = (f"engine {topo} ({r.sparse[topo]})" if name.startswith("engine ")
+                     else f"sparse CSR product, {topo}")
+            rows.append([r.dim_name, r.m, label, f"{r.nnz[topo]:,}", fmt_s(t),
                          fmt_ratio(t / copy), f"{t / (r.nnz[topo] * r.d) * 1e9:.3f}"])
         rows.append([r.dim_name, r.m, "clone (alloc + copy)", "–", fmt_s(median(r.times["clone"])),
                      fmt_ratio(median(r.times["clone"]) / copy), "–"])

@@ -18,7 +18,8 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Config": ".config", "ConfigError": ".config",
-    "Simulation": ".engine", "run": ".engine", "DivergenceError": ".engine",
+    "Simulation": ".engine", "run": ".engine", "DivergenceError": ".engine", "DataCache": ".engine",
+    "CheckpointError": ".checkpoint",
     "History": ".results", "read_results": ".results", "write_results": ".results",
     "ALGORITHMS": ".algorithms", "Algorithm": ".algorithms",
     "PRESETS": ".presets", "get_preset": ".presets",

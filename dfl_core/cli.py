@@ -13,14 +13,16 @@ import dataclasses
 import statistics
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .algorithms import ALGORITHMS
 from .config import ALGORITHM_FIELDS, Config, ConfigError
 from .data import DATASETS, PARTITIONS
+from .engine import DivergenceError
 from .models import MODEL_HELP
 from .presets import PRESETS, get_preset
-from .results import History, command_line, write_results
+from .checkpoint import CheckpointError
+from .results import History, command_line, read_results, write_results
 from .topology import TOPOLOGIES
 
 __all__ = ["main", "DEFAULT_ALGORITHMS", "DEFAULT_SEEDS", "compare", "summary_table"]
@@ -87,6 +89,11 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default="dfl_results", help="folder for results.json and the plot")
     run.add_argument("--no-plot", action="store_true", help="do not draw the plot")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    run.add_argument("--checkpoint-every", type=int, default=10, metavar="N",
+                     help="save each run's state to OUT/checkpoints every N rounds (default: %(default)s)")
+    run.add_argument("--resume", action="store_true",
+                     help="continue an interrupted invocation with the same options: finished runs are read "
+                          "from OUT/results.json, unfinished ones continue from OUT/checkpoints")
     defaults = Config()
     for f in dataclasses.fields(Config):
         if f.name in ("algorithm", "seed"):
@@ -116,16 +123,36 @@ def configs_for(base: Config, algorithms: Sequence[str]) -> dict[str, Config]:
     return out
 
 
-def compare(configs: dict[str, Config], seeds: Sequence[int], progress: bool = True) -> dict[str, list[History]]:
-    """Run every config for every seed; every config is validated before anything runs."""
+def compare(configs: dict[str, Config], seeds: Sequence[int], progress: bool = True,
+            checkpoints: Path | None = None, checkpoint_every: int = 10, resume: bool = False,
+            done: dict[tuple[str, int], History] | None = None,
+            on_run_done: Callable[[dict[str, list[History]]], None] | None = None) -> dict[str, list[History]]:
+    """Run every config for every seed; every config is validated before anything runs.
+
+    With ``checkpoints`` (a folder), each run saves ``<algorithm>-seed<seed>.pt``
+    there every ``checkpoint_every`` rounds; with ``resume`` a run continues from
+    its file, and runs found in ``done`` (keyed by algorithm and seed, with the
+    same resolved config) are not rerun. ``on_run_done`` sees the results so
+    far after every finished run (the CLI writes its results file there).
+    """
     from tqdm import tqdm
 
-    from .engine import Simulation
+    from .engine import run
 
     runs = [cfg.replace(seed=seed).resolved() for cfg in configs.values() for seed in seeds]
     out: dict[str, list[History]] = {name: [] for name in configs}
     for cfg in tqdm(runs, desc="runs", disable=not progress):
-        out[cfg.algorithm].append(Simulation(cfg).run(progress=progress, desc=f"{cfg.algorithm} seed {cfg.seed}"))
+        previous = (done or {}).get((cfg.algorithm, cfg.seed))
+        if previous is not None and previous.config == cfg.to_dict():
+            out[cfg.algorithm].append(previous)
+            continue
+        path = checkpoints / f"{cfg.algorithm}-seed{cfg.seed}.pt" if checkpoints is not None else None
+        out[cfg.algorithm].append(run(cfg, progress=progress, checkpoint=path, checkpoint_every=checkpoint_every,
+                                      resume=resume))
+        if on_run_done is not None:
+            on_run_done(out)
+        if path is not None:
+            path.unlink(missing_ok=True)             # the results file now holds this run
     return out
 
 
@@ -198,13 +225,31 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise ConfigError("--setting needs --preset")
             algorithms = _names(args.algorithms) or list(DEFAULT_ALGORITHMS)
             configs = configs_for(Config().replace(**overrides), algorithms)
-        results = compare(configs, seeds, progress=not args.no_progress)
-    except (ConfigError, ValueError) as err:        # topology/data errors are ValueErrors too
+        if args.checkpoint_every < 1:
+            raise ConfigError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
+        out = Path(args.out)
+        done = {}
+        if args.resume and (out / "results.json").exists():
+            done = {(h.config["algorithm"], h.config["seed"]): h for h in read_results(out / "results.json")}
+
+        def save(results_so_far: dict[str, list[History]]) -> None:     # after every run: lose at most one run's rounds
+            write_results(out / "results.json", [h for hs in results_so_far.values() for h in hs],
+                          command=command_line())
+
+        results = compare(configs, seeds, progress=not args.no_progress, checkpoints=out / "checkpoints",
+                          checkpoint_every=args.checkpoint_every, resume=args.resume, done=done, on_run_done=save)
+    except (ConfigError, CheckpointError, ValueError) as err:   # topology/data errors are ValueErrors too
         print(f"error: {err}", file=sys.stderr)
         return 2
-    out = Path(args.out)
-    histories = [h for hs in results.values() for h in hs]
-    path = write_results(out / "results.json", histories, command=command_line())
+    except DivergenceError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 3
+    path = out / "results.json"
+    save(results)
+    try:
+        (out / "checkpoints").rmdir()                    # empty once every run has finished
+    except OSError:
+        pass
     print(summary_table(results))
     print(f"\nresults: {path}")
     if not args.no_plot:

@@ -1,8 +1,8 @@
 r"""Gossip: :math:`X \leftarrow W X`, applied Q times (DFedSAM eqs. (4)–(5)).
 
 Row i of ``X`` (shape ``(m, d)``) is client i's model, so one gossip step is a
-matrix product. ``W`` is kept sparse when most of its entries are zero, so a
-ring costs O(m·degree·d) rather than O(m²·d). Gossip never sees a graph: the
+matrix product. When most of W's entries are zero only its nonzeros are used,
+so a ring costs O(m·degree·d) rather than O(m²·d). Gossip never sees a graph: the
 topology module builds ``W``, this module only multiplies by it.
 """
 from __future__ import annotations
@@ -16,18 +16,36 @@ from torch import Tensor
 
 __all__ = ["MixingOperator", "mix", "SPARSE_DENSITY"]
 
-#: Below this fraction of nonzeros, W is stored sparse (CSR).
+#: Below this fraction of nonzeros, W is treated as sparse.
 SPARSE_DENSITY = 0.25
 
 
 class MixingOperator:
-    """A mixing matrix on the device, ready to multiply ``(m, d)`` parameters."""
+    """A mixing matrix on the device, ready to multiply ``(m, d)`` parameters.
+
+    Three ways to compute ``W @ x`` (``mode``), chosen from W's density and the device:
+
+    * ``"dense"``: one matrix product (dense graphs; O(m²·d));
+    * ``"rows"`` (sparse W on a CPU): each output row is written once as the
+      weighted sum of the rows it mixes, ``out[i] = Σ_j w_ij x[j]`` over the
+      nonzeros of row i: O(nnz·d) arithmetic and no temporary; measured 2–3×
+      faster than a sparse CSR product on CPU, which zero-fills its output
+      and allocates an (m, d) temporary (``benchmarks/``);
+    * ``"csr"`` (sparse W on a GPU): one sparse CSR product, so the number of
+      kernel launches does not grow with m.
+    """
 
     def __init__(self, W: np.ndarray, device: torch.device | str, dtype: torch.dtype):
-        dense = torch.as_tensor(W, dtype=dtype, device=device)
+        device = torch.device(device)
         density = float(np.count_nonzero(W)) / W.size
         self.sparse = density < SPARSE_DENSITY
-        if self.sparse:
+        self.mode = "dense" if not self.sparse else ("rows" if device.type == "cpu" else "csr")
+        if self.mode == "rows":
+            self.rows = [(cols.tolist(), W[i, cols].tolist()) for i, cols in
+                         enumerate(np.flatnonzero(row) for row in W)]
+            return
+        dense = torch.as_tensor(W, dtype=dtype, device=device)
+        if self.mode == "csr":
             with warnings.catch_warnings():      # "sparse CSR support is in beta": we rely only on CSR @ dense
                 warnings.simplefilter("ignore", UserWarning)
                 self.matrix = dense.to_sparse_csr()
@@ -35,7 +53,15 @@ class MixingOperator:
             self.matrix = dense
 
     def __call__(self, x: Tensor) -> Tensor:
-        return self.matrix @ x
+        if self.mode != "rows":
+            return self.matrix @ x
+        out = torch.empty_like(x)
+        for i, (cols, weights) in enumerate(self.rows):
+            row = out[i]
+            torch.mul(x[cols[0]], weights[0], out=row)
+            for j, w in zip(cols[1:], weights[1:]):
+                row.add_(x[j], alpha=w)
+        return out
 
 
 def mix(x: Tensor, operators: Sequence[MixingOperator]) -> Tensor:

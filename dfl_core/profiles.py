@@ -8,15 +8,25 @@ Both run the same code: a chapter reads its sizes from the profile.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import random
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
 
-__all__ = ["Profile", "PROFILES", "get_profile", "setup_notebook"]
+__all__ = ["Profile", "PROFILES", "get_profile", "setup_notebook", "checkpoint_dir"]
+
+_DATA = None        # one DataCache for every chapter run in this process
+
+
+def checkpoint_dir() -> Path:
+    """Where the full profile keeps its runs' checkpoints: ``$DFL_CHECKPOINTS``, else ``~/.cache/dfl-book``."""
+    return Path(os.environ.get("DFL_CHECKPOINTS", Path.home() / ".cache" / "dfl-book" / "checkpoints"))
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,29 @@ class Profile:
                     model=self.model, num_clients=self.num_clients, rounds=self.rounds,
                     eval_every=self.eval_every)
         return Config().replace(**{**base, **changes})
+
+    def data(self, cfg):
+        """The clients' data of ``cfg``, built once per dataset subset and split (a :class:`DataCache`)."""
+        global _DATA
+        if _DATA is None:
+            from .engine import DataCache
+            _DATA = DataCache()
+        return _DATA(cfg)
+
+    def run(self, cfg, progress: bool = False):
+        """Run ``cfg`` to the end on cached data; returns its :class:`~dfl_core.results.History`.
+
+        Under ``full`` every run checkpoints every 10 rounds into
+        :func:`checkpoint_dir`, named by a hash of its resolved config, and
+        resumes from there: a chapter rerun after a disconnected Colab session
+        continues where it stopped, and finished runs are not recomputed.
+        """
+        from .engine import run
+        checkpoint = None
+        if self.name == "full":
+            key = json.dumps(cfg.resolved().to_dict(), sort_keys=True)
+            checkpoint = checkpoint_dir() / f"{cfg.algorithm}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.pt"
+        return run(cfg, progress=progress, checkpoint=checkpoint, resume=True, data=self.data(cfg))
 
 
 PROFILES: dict[str, Profile] = {

@@ -30,7 +30,7 @@ MYST = Path(sys.executable).with_name("myst")
 CHROMIUM = Path("/usr/bin/chromium")
 MATHJAX = Path("/usr/share/javascript/mathjax/MathJax.js")
 SCREENSHOTS = ROOT / "build" / "screenshots"
-NOTEBOOKS = sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "book").glob("[0-9][0-9]*_*.ipynb"))
 
 
 def need(condition: bool, what: str) -> None:

@@ -135,3 +135,13 @@ def test_client_membership_auc_on_a_simulation(monkeypatch):
     hist = [torch.bincount(xy[1], minlength=10).tolist() for xy in seen["sets"]]
     assert hist[0] == hist[1] == hist[2] == hist[3] and sum(hist[0]) == n
     assert len(rows(nonmembers[0], test.x)) == n
+
+
+def test_a_diverging_shadow_model_is_reported_not_turned_into_nan_scores():
+    from dfl_core import DivergenceError
+    from dfl_core.instruments.privacy import train_classifier
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 3))
+    x, y = torch.randn(40, 4) * 100, torch.randint(0, 3, (40,))
+    with pytest.raises(DivergenceError, match=r"diverged at step \d+ of 50: loss .*lower lr=1e\+38"):
+        train_classifier(net, x, y, steps=50, lr=1e38)

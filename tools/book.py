@@ -1,6 +1,6 @@
 """Maintain the book: regenerate the executed notebooks, and keep Colab links in sync.
 
-    python tools/book.py execute [CHAPTER ...]   # run book/NN_x.md into book/NN_x.ipynb (DFL_PROFILE=fast)
+    python tools/book.py execute [CHAPTER ...]   # run book/NN_x.md (or NNb_x.md) into book/NN_x.ipynb (DFL_PROFILE=fast)
     python tools/book.py links                   # rewrite Colab badges and install cells from pyproject.toml
     python tools/book.py check                   # exit 1 if a badge or install cell is out of date
 
@@ -46,7 +46,7 @@ def install_line() -> str:
 
 def chapters(names: list[str] | None = None) -> list[Path]:
     """The chapter sources ``book/NN_*.md``, all or those whose name contains one of ``names``."""
-    found = sorted(BOOK.glob("[0-9][0-9]_*.md"))
+    found = sorted(BOOK.glob("[0-9][0-9]*_*.md"))
     if names:
         found = [p for p in found if any(n in p.stem for n in names)]
     return found

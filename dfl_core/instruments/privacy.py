@@ -43,6 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..engine import DivergenceError
 from ..stacked import StackedModel
 
 if TYPE_CHECKING:
@@ -116,13 +117,18 @@ def train_classifier(model: nn.Module, x: Tensor, y: Tensor, *, steps: int, lr: 
     n, b = len(y), min(batch_size, len(y))
     order, pos = torch.randperm(n, generator=gen), 0
     model.train()
-    for _ in range(steps):
+    for step in range(steps):
         if pos + b > n:
             order, pos = torch.randperm(n, generator=gen), 0
         idx = order[pos:pos + b].to(y.device)
         pos += b
         opt.zero_grad()
-        F.cross_entropy(model(x[idx]), y[idx]).backward()
+        loss = F.cross_entropy(model(x[idx]), y[idx])
+        if not torch.isfinite(loss):         # a diverged shadow would surface later as NaN attack scores
+            raise DivergenceError(f"training the classifier (e.g. the attack's shadow model) diverged at step "
+                                  f"{step + 1} of {steps}: loss {float(loss)}; lower lr={lr} (or momentum="
+                                  f"{momentum}), e.g. with client_membership_auc(..., shadow_lr=...)")
+        loss.backward()
         opt.step()
     model.eval()
     return model

@@ -1,0 +1,90 @@
+"""Checkpoints: the whole state of a :class:`~dfl_core.engine.Simulation`, written atomically.
+
+A checkpoint is a ``torch.save`` file of plain containers (dicts, lists,
+numbers, strings, tensors), so it loads with ``torch.load(..., weights_only=True)``
+and never unpickles code. It holds everything a run carries from one round to
+the next (its format, ``dfl-book/checkpoint/v1``)::
+
+    {"format": ..., "config": {...},      # the resolved Config
+     "t": 12,                             # rounds completed
+     "x": tensor (m, d) or (d,),          # parameters (one row for centralized FL)
+     "rule_state": None or (tensors...),  # momentum buffers kept across rounds
+     "server": {...},                     # an algorithm's state (FedGF's window, MoFedSAM's Δ, ...)
+     "counters": {"transmissions", "bits_sent", "bits_last_round"},
+     "history": [records...], "elapsed_s": 3.2}
+
+Randomness needs no state: every round draws from generators derived from
+``(seed, purpose, round)``, so a resumed run draws the same numbers as an
+uninterrupted one and ends with bit-for-bit the same parameters and history.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = ["FORMAT", "CheckpointError", "RESUMABLE_CHANGES", "save_atomic", "load", "check_compatible"]
+
+FORMAT = "dfl-book/checkpoint/v1"
+
+#: Config fields a resumed run may change: they do not alter the rounds already run
+#: (``client_chunk`` never changes results; ``data_dir`` is only where files live).
+RESUMABLE_CHANGES = ("rounds", "eval_every", "client_chunk", "data_dir")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read, or that belongs to another configuration."""
+
+
+def save_atomic(state: dict[str, Any], path: str | os.PathLike) -> Path:
+    """Write ``state`` to ``path``: a temporary file in the same folder, fsync, then rename.
+
+    A crash at any moment leaves either the previous checkpoint or the new
+    one, never a half-written file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a checkpoint with ``weights_only=True`` (no code is unpickled); tensors land on the CPU."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint at {str(path)!r}")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:                                  # truncated, not a torch file, or foreign objects
+        raise CheckpointError(f"{str(path)!r} is not a readable checkpoint ({type(e).__name__}: "
+                              f"{str(e).splitlines()[0] if str(e) else ''})") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        found = state.get("format") if isinstance(state, dict) else type(state).__name__
+        raise CheckpointError(f"{str(path)!r} has format {found!r}; expected {FORMAT!r}")
+    return state
+
+
+def check_compatible(saved: dict[str, Any], wanted: dict[str, Any], rounds_done: int,
+                     path: str | os.PathLike = "") -> None:
+    """Refuse to resume a checkpoint into a different run (only :data:`RESUMABLE_CHANGES` may differ)."""
+    diff = sorted(k for k in set(saved) | set(wanted)
+                  if k not in RESUMABLE_CHANGES and saved.get(k) != wanted.get(k))
+    if diff:
+        pairs = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {wanted.get(k)!r}" for k in diff)
+        raise CheckpointError(f"checkpoint {str(path)!r} belongs to another run ({pairs}); only "
+                              f"{', '.join(RESUMABLE_CHANGES)} may change on resume")
+    if wanted["rounds"] < rounds_done:
+        raise CheckpointError(f"checkpoint {str(path)!r} has {rounds_done} rounds done, more than "
+                              f"rounds={wanted['rounds']}")

@@ -1,0 +1,228 @@
+"""Checkpoint and resume: an interrupted-then-resumed run equals an uninterrupted one, bit for bit.
+
+Also: same seed, same result, for every algorithm; changing the number of
+rounds or the evaluation interval leaves the first rounds alone; a run killed
+with SIGKILL from outside loses at most the round in progress.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from dfl_core import ALGORITHMS, Config, DivergenceError, Simulation
+from dfl_core.checkpoint import FORMAT, CheckpointError, load, save_atomic
+
+# one small config per algorithm; the extras make every kind of carried state appear
+EXTRA = {"fedgf": dict(fedgf_threshold=0.05, fedgf_window=3), "dfedavgm": dict(reset_momentum=False),
+         "dfedavgm-q": dict(quant_stochastic=True), "mofedsam": dict(mofedsam_variant="official-fedgf")}
+SMALL = dict(dataset="digits", model="2nn", num_clients=6, rounds=5, eval_every=2, device="cpu",
+             batch_size=16, lr=0.05)
+
+
+def small(algorithm: str, **changes) -> Config:
+    return Config(algorithm=algorithm, **{**SMALL, **EXTRA.get(algorithm, {}), **changes})
+
+
+def strip_wall(records: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k != "wall_time_s"} for r in records]
+
+
+@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+def test_resumed_run_equals_uninterrupted_run_bit_for_bit(algorithm, tmp_path):
+    cfg = small(algorithm)
+    whole = Simulation(cfg)
+    whole.run()
+
+    first = Simulation(cfg.replace(rounds=4))                 # stops after round 4 ...
+    first.run(checkpoint=tmp_path / "c.pt", checkpoint_every=3)
+    assert load(tmp_path / "c.pt")["t"] == 4                  # (saved at round 3 and at its end)
+    resumed = Simulation.resume(tmp_path / "c.pt", cfg)       # ... and continues to round 5
+    resumed.run()
+    assert torch.equal(resumed.x, whole.x)
+    assert strip_wall(resumed.history.records) == strip_wall(whole.history.records)
+    assert resumed.server.keys() == whole.server.keys()
+
+
+def test_ctrl_c_in_the_middle_of_a_round_saves_the_last_completed_round(tmp_path, monkeypatch):
+    cfg = small("dfedavgm")                                    # momentum buffers carried across rounds
+    whole = Simulation(cfg)
+    whole.run()
+
+    sim = Simulation(cfg)
+    gossip = sim.gossip
+    def interrupted_gossip(x, *a, **k):                       # local training of round 4 is done, then Ctrl-C
+        if sim.t == 3:
+            raise KeyboardInterrupt
+        return gossip(x, *a, **k)
+    monkeypatch.setattr(sim, "gossip", interrupted_gossip)
+    with pytest.raises(KeyboardInterrupt):
+        sim.run(checkpoint=tmp_path / "c.pt", checkpoint_every=100)
+    state = load(tmp_path / "c.pt")
+    assert state["t"] == 3 and [r["round"] for r in state["history"]] == [0, 2]   # round 4 is not kept
+    resumed = Simulation.resume(tmp_path / "c.pt")
+    resumed.run()
+    assert torch.equal(resumed.x, whole.x)
+    assert strip_wall(resumed.history.records) == strip_wall(whole.history.records)
+
+
+def test_more_rounds_on_resume_equal_a_longer_run(tmp_path):
+    cfg = small("dfedsam-mgs")
+    Simulation(cfg).run(checkpoint=tmp_path / "c.pt")
+    longer = Simulation.resume(tmp_path / "c.pt", cfg.replace(rounds=7))
+    longer.run()
+    direct = Simulation(cfg.replace(rounds=7))
+    direct.run()
+    assert torch.equal(longer.x, direct.x)
+
+
+def test_resume_into_another_config_is_refused(tmp_path):
+    cfg = small("dfedavg")
+    Simulation(cfg).run(checkpoint=tmp_path / "c.pt")
+    with pytest.raises(CheckpointError, match=r"lr: checkpoint 0.05 vs now 0.1"):
+        Simulation.resume(tmp_path / "c.pt", cfg.replace(lr=0.1))
+    with pytest.raises(CheckpointError, match="5 rounds done, more than rounds=2"):
+        Simulation.resume(tmp_path / "c.pt", cfg.replace(rounds=2))
+
+
+class Payload:
+    """Any object a pickle could carry (and whose loading would run code)."""
+
+
+def test_checkpoints_never_unpickle_code_and_broken_files_are_refused(tmp_path):
+    torch.save({"format": FORMAT, "t": 0, "evil": Payload()}, tmp_path / "evil.pt")
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        load(tmp_path / "evil.pt")
+    good = save_atomic({"format": FORMAT, "t": 1, "x": torch.ones(3)}, tmp_path / "good.pt")
+    (tmp_path / "cut.pt").write_bytes(good.read_bytes()[:100])
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        load(tmp_path / "cut.pt")
+    save_atomic({"format": "something/else"}, tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="expected 'dfl-book/checkpoint/v1'"):
+        load(tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="no checkpoint at"):
+        load(tmp_path / "missing.pt")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.pt", "evil.pt", "good.pt", "other.pt"]  # no temp files
+
+
+def test_divergence_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+    sim = Simulation(small("dfedavg", rounds=8))
+    train = sim.local_train
+    def nan_in_round_5(x, *a, **k):
+        return train(x, *a, **k) * (float("nan") if sim.t == 4 else 1.0)
+    monkeypatch.setattr(sim, "local_train", nan_in_round_5)
+    with pytest.raises(DivergenceError) as err:
+        sim.run(checkpoint=tmp_path / "c.pt", checkpoint_every=1)
+    msg = str(err.value)
+    assert "client 0" in msg and "round 5" in msg and "lr=0.05" in msg
+    assert "last good checkpoint (round 4)" in msg and "c.pt" in msg
+    state = load(tmp_path / "c.pt")
+    assert state["t"] == 4 and torch.isfinite(state["x"]).all()
+
+
+def test_cli_reports_divergence_with_exit_code_3(tmp_path, capsys):
+    from dfl_core.cli import main
+    code = main(["run", "--algorithms", "dfedavg", "--seeds", "0", "--num-clients", "4", "--rounds", "20",
+                 "--lr", "1e6", "--lr-decay", "1", "--device", "cpu", "--no-plot", "--no-progress",
+                 "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 3 and ("diverged" in err or "NaN" in err)
+    assert "lr=1000000.0" in err
+
+
+@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+def test_same_seed_same_results_and_prefixes_do_not_depend_on_rounds_or_eval_every(algorithm):
+    a, b = Simulation(small(algorithm)), Simulation(small(algorithm))
+    a.run(), b.run()
+    assert torch.equal(a.x, b.x) and strip_wall(a.history.records) == strip_wall(b.history.records)
+    dense = Simulation(small(algorithm, rounds=3, eval_every=1))   # fewer rounds, evaluated every round
+    dense.run()
+    by_round = {r["round"]: r for r in strip_wall(dense.history.records)}
+    for r in strip_wall(a.history.records):
+        if r["round"] in by_round:
+            assert r == {**by_round[r["round"]], "lr": r["lr"]}  # lr recorded is η of the last round run
+    other_seed = Simulation(small(algorithm, seed=1))
+    other_seed.run()
+    assert not torch.equal(other_seed.x, a.x)
+
+
+# ---------------------------------------------------------------- a real SIGKILL
+CLI = [sys.executable, "-m", "dfl_core", "run", "--algorithms", "dfedsam", "--seeds", "0", "--num-clients", "8",
+       "--rounds", "60", "--eval-every", "5", "--device", "cpu", "--no-plot", "--no-progress",
+       "--checkpoint-every", "1"]
+
+
+def _results(path: Path) -> list[dict]:
+    runs = json.loads(path.read_text())["runs"]
+    return [dict(config=r["config"], history=strip_wall(r["history"])) for r in runs]
+
+
+def test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+    whole = subprocess.run(CLI + ["--out", str(tmp_path / "whole")], env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert whole.returncode == 0, whole.stderr
+
+    ckpt = tmp_path / "killed" / "checkpoints" / "dfedsam-seed0.pt"
+    proc = subprocess.Popen(CLI + ["--out", str(tmp_path / "killed")], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    t_seen = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        if ckpt.exists():
+            try:
+                t_seen = load(ckpt)["t"]
+            except CheckpointError:                   # cannot happen with atomic writes; fail loudly below
+                raise
+            if t_seen >= 10:
+                break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run finished before it could be killed; make it longer"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    state = load(ckpt)                                # readable: never half-written
+    assert 10 <= state["t"] < 60
+    assert not (tmp_path / "killed" / "results.json").exists()  # the only run was not finished
+
+    resumed = subprocess.run(CLI + ["--out", str(tmp_path / "killed"), "--resume"], env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert _results(tmp_path / "killed" / "results.json") == _results(tmp_path / "whole" / "results.json")
+    assert not (tmp_path / "killed" / "checkpoints").exists()
+
+
+def test_cli_resume_skips_finished_runs(tmp_path, capsys):
+    from dfl_core.cli import main
+    args = ["run", "--algorithms", "dfedavg,dfedsam", "--seeds", "0", "--num-clients", "4", "--rounds", "2",
+            "--device", "cpu", "--no-plot", "--no-progress", "--out", str(tmp_path)]
+    assert main(args) == 0
+    first = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert main(args + ["--resume"]) == 0                   # nothing to do: both runs are reused as they are
+    again = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert [r["wall_time_s"] for r in again] == [r["wall_time_s"] for r in first]
+    assert main(args + ["--resume", "--checkpoint-every", "0"]) == 2
+    assert "--checkpoint-every must be >= 1" in capsys.readouterr().err
+
+
+def test_the_full_profile_checkpoints_and_resumes_every_run(tmp_path, monkeypatch):
+    from dfl_core.profiles import PROFILES
+    monkeypatch.setenv("DFL_CHECKPOINTS", str(tmp_path))
+    full, fast = PROFILES["full"], PROFILES["fast"]
+    cfg = small("dfedsam", rounds=3)
+    first = full.run(cfg)
+    files = list(tmp_path.glob("dfedsam-*.pt"))
+    assert len(files) == 1 and load(files[0])["t"] == 3
+    again = full.run(cfg)                                   # a rerun loads the finished run instead of training
+    assert again.records == first.records                   # wall times included: nothing was recomputed
+    longer = full.run(cfg.replace(rounds=4))                # another config: another checkpoint
+    assert len(list(tmp_path.glob("dfedsam-*.pt"))) == 2 and longer.final["round"] == 4
+    assert strip_wall(fast.run(cfg).records) == strip_wall(first.records)   # fast: same numbers, no files
+    assert len(list(tmp_path.glob("*.pt"))) == 2
