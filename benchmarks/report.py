@@ -179,7 +179,7 @@ def render(*, machine: dict, command: str, wall_s: float, load_end: tuple[float,
                                                        if noisy else ""))
     if quick:
         lines.append("> This is a `--quick` smoke run (m = 10, one repeat, tiny sizes): it checks that the "
-                     "harness works; its numbers mean nothing.")
+                     "harness works; its numbers mean nothing. Regenerate real numbers with `python -m benchmarks`.")
     lines += ["", "## Machine", "", markdown_table(["", ""], [[k, v] for k, v in machine.items()]), "",
               "## Command", "", "```", command, "```", "", f"Wall time of the whole run: {fmt_s(wall_s)}.", "",
               settings_text, "", "## Targets", "", _targets_table(targets), ""]

@@ -67,13 +67,13 @@ def default_client_chunk(d: int, m: int, device: torch.device,
                          bytes_per_client: Callable[[], int] | None = None) -> int:
     """How many clients train together when the config leaves ``client_chunk`` unset.
 
-    CPU: about 64 MB of parameters per chunk. ``benchmarks/`` (strategy
-    sweep, SAM round at m = 100, 2 cores) measured the 2NN fastest with 100
-    clients per chunk (80 MB) and 12% slower with 10; the MNIST CNN 11% faster
-    with 10 clients (66 MB) than with 1; the CIFAR CNN the same with 2 or 10.
-    Larger chunks mean fewer, larger kernels and fewer Python iterations; the
-    local-training buffers are written in place, so a chunk costs no extra
-    allocation.
+    CPU: about 8 MB of parameters per chunk. Same-process A/B runs
+    (``benchmarks/RESULTS.md``, SAM round, 2 cores) measured the 2NN at
+    m = 100 at 0.65 s with 10 clients per chunk (8 MB) against 1.47 s with 84
+    (64 MB), and the MNIST CNN at m = 30 at 5.4 s with 1 client (6.6 MB)
+    against 7.6 s with 10 (most likely because (chunk, d) temporaries below
+    glibc's mmap threshold reuse heap memory, while larger ones page-fault
+    fresh memory on every local step).
 
     CUDA: as many clients as fit in 60% of the free device memory, with the
     memory one client needs measured by ``bytes_per_client`` (a probe that runs
@@ -84,7 +84,7 @@ def default_client_chunk(d: int, m: int, device: torch.device,
             return m
         free, _ = torch.cuda.mem_get_info(device)
         return max(1, min(m, int(0.6 * free) // max(1, bytes_per_client())))
-    return max(1, min(m, (64 << 20) // (4 * d)))
+    return max(1, min(m, (8 << 20) // (4 * d)))
 
 
 def purpose_seed(seed: int, purpose: str) -> int:

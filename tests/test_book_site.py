@@ -17,6 +17,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -64,8 +65,9 @@ def test_myst_site_builds_strictly_with_every_page(book_copy: Path):
     site = book_copy / "_build" / "site"
     config = json.loads((site / "config.json").read_text())
     pages = {p["slug"] for p in config["projects"][0]["pages"]} | {"index"}
-    # mystmd names the first page "index" and the others by file name without the NN_ prefix
-    expected = {"index"} | {nb.stem.split("_", 1)[1].replace("_", "-") for nb in NOTEBOOKS[1:]}
+    # mystmd names the first page "index" and the others by file name without the leading digits and their
+    # separator ("03b_compression_privacy" becomes "b-compression-privacy")
+    expected = {"index"} | {re.sub(r"^\d+[_-]?", "", nb.stem).replace("_", "-") for nb in NOTEBOOKS[1:]}
     assert pages == expected
     for page in pages:
         text = (site / "content" / f"{page}.json").read_text()
