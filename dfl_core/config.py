@@ -26,7 +26,8 @@ __all__ = ["Config", "ConfigError", "TOPOLOGY_OPTIONS", "ALGORITHM_FIELDS"]
 #: :class:`dfl_core.algorithms.Algorithm`.
 ALGORITHM_FIELDS = (
     "topology", "gossip_steps", "local_steps", "momentum", "rho", "sam_variant", "asam_eta",
-    "asam_scale_all", "client_fraction", "clients_per_round", "server_lr", "mofedsam_alpha",
+    "asam_scale_all", "client_fraction", "clients_per_round", "server_lr", "server_momentum", "prox_mu",
+    "mofedsam_alpha",
     "mofedsam_variant", "fedgf_threshold", "fedgf_window", "fedgf_reading",
     "quant_bits", "quant_step", "quant_stochastic", "quant_mixing",
 )
@@ -81,6 +82,8 @@ class Config:
     client_fraction: float | None = _help("fraction of clients sampled per round (centralized; default 0.1)")
     clients_per_round: int | None = _help("number of clients sampled per round (centralized; instead of a fraction)")
     server_lr: float | None = _help("η_g, server learning rate (centralized; default 1)")
+    server_momentum: float | None = _help("β, server momentum of fedavgm (default 0.9)")
+    prox_mu: float | None = _help("μ, proximal coefficient of fedprox (default 0.01)")
     # --- local training
     local_steps: int | None = _help("K, local steps per round (algorithm default: 5, dpsgd 1)")
     batch_size: int = _help("B, mini-batch size per client and step", 32)
@@ -221,6 +224,8 @@ class Config:
         optional_ranges = {
             "client_fraction": dict(low=0.0, high=1.0, low_open=True),
             "server_lr": dict(low=0.0, low_open=True),
+            "server_momentum": dict(low=0.0, high=1.0, high_open=True),
+            "prox_mu": dict(low=0.0),
             "asam_eta": dict(low=0.0),
             "mofedsam_alpha": dict(low=0.0, high=1.0),
             "fedgf_threshold": dict(low=0.0),

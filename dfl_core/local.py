@@ -129,6 +129,15 @@ def asam(rho: float, eta: float, scaled: Tensor | None = None) -> LocalRule:
     return LocalRule(lambda x: (), update)
 
 
+def proximal(mu: float, anchor: Tensor) -> LocalRule:
+    r"""FedProx's proximal term (Li et al. 2020, eq. (2)): :math:`g \leftarrow g + \mu\,(y - w^t)`.
+
+    The gradient of :math:`h_i(y) = F_i(y) + \frac{\mu}{2}\lVert y - w^t\rVert^2`, with
+    ``anchor`` = :math:`w^t` (shape ``(d,)``), the global model the round started from.
+    """
+    return LocalRule(lambda x: (), lambda g, s, x, ctx: (g + mu * (x - anchor), s))
+
+
 def clip_by_global_norm(max_norm: float) -> LocalRule:
     r"""Scale each client's direction to norm at most ``max_norm`` (``torch.nn.utils.clip_grad_norm_``).
 

@@ -1,4 +1,4 @@
-"""Centralized algorithms (FedAvg, FedSAM, FedASAM, MoFedSAM, FedGF) against a per-client reference.
+"""Centralized algorithms (FedAvg, FedAvgM, FedProx, FedSAM, FedASAM, MoFedSAM, FedGF) against a per-client reference.
 
 As in ``test_algorithms.py``: float64, full-batch, one ``nn.Module`` per
 sampled client, gradients from ``torch.autograd.grad`` over its parameter list,
@@ -46,6 +46,7 @@ def reference(sim: Simulation):
         return [g.detach() for g in torch.autograd.grad(loss, list(net.parameters()))]
 
     delta_mo = [torch.zeros_like(v) for v in w]          # MoFedSAM's Δ
+    velocity = [torch.zeros_like(v) for v in w]          # FedAvgM's v
     previous, indicators, cs = None, [], []
     for t in range(cfg.rounds):
         lr = cfg.lr * cfg.lr_decay ** t
@@ -82,6 +83,8 @@ def reference(sim: Simulation):
                     if cfg.mofedsam_variant == "fl-simulator":
                         scale = min(1.0, 10.0 / (norm(g) + 1e-6))
                         g = [gi * scale for gi in g]
+                if cfg.algorithm == "fedprox":                   # ∇F_i(y) + μ (y − w^t)
+                    g = [gi + cfg.prox_mu * (p - wk) for gi, p, wk in zip(g, y, w)]
                 g = [gi + cfg.weight_decay * p for gi, p in zip(g, y)]
                 y = [p - lr * gi for p, gi in zip(y, g)]
             ys.append(y)
@@ -98,12 +101,18 @@ def reference(sim: Simulation):
             if cfg.mofedsam_variant == "official-fedgf":
                 w = [p - cfg.server_lr * d for p, d in zip(w, delta_mo)]
                 continue
+        if cfg.algorithm == "fedavgm":                       # v ← βv + Δ, Δ = Σ p_i (w − y_i); w ← w − η_g v
+            velocity = [cfg.server_momentum * v - u for v, u in zip(velocity, update)]
+            w = [p - cfg.server_lr * v for p, v in zip(w, velocity)]
+            continue
         w = [p + cfg.server_lr * u for p, u in zip(w, update)]
     return torch.cat([v.reshape(-1) for v in w]), cs
 
 
 CASES = {
     "fedavg": dict(algorithm="fedavg", server_lr=0.7),
+    "fedavgm": dict(algorithm="fedavgm", server_momentum=0.8, server_lr=0.7),
+    "fedprox": dict(algorithm="fedprox", prox_mu=0.5),
     "fedsam": dict(algorithm="fedsam", rho=0.05),
     "fedasam": dict(algorithm="fedasam", rho=0.3, asam_eta=0.1),
     "fedasam-weights-only": dict(algorithm="fedasam", rho=0.3, asam_scale_all=False),
@@ -152,3 +161,18 @@ def test_fedgf_needs_a_threshold():
     from dfl_core import ConfigError
     with pytest.raises(ConfigError, match="fedgf_threshold"):
         Config(algorithm="fedgf").resolved()
+
+
+def test_fedavgm_and_fedprox_reduce_to_fedavg_and_differ_from_it():
+    base = dict(SMALL, server_lr=0.7)
+    ref = Simulation(Config(algorithm="fedavg", **base))
+    zero_beta = Simulation(Config(algorithm="fedavgm", server_momentum=0.0, **base))
+    zero_mu = Simulation(Config(algorithm="fedprox", prox_mu=0.0, **base))
+    beta = Simulation(Config(algorithm="fedavgm", server_momentum=0.9, **base))
+    mu = Simulation(Config(algorithm="fedprox", prox_mu=1.0, **base))
+    for s in (ref, zero_beta, zero_mu, beta, mu):
+        s.run()
+    assert float((zero_beta.x[0] - ref.x[0]).abs().max()) < 1e-12
+    assert float((zero_mu.x[0] - ref.x[0]).abs().max()) < 1e-12
+    assert float((beta.x[0] - ref.x[0]).abs().max()) > 1e-4
+    assert float((mu.x[0] - ref.x[0]).abs().max()) > 1e-4

@@ -111,8 +111,9 @@ def test_dfedsam_table3_is_pathological(dataset):
 @pytest.mark.parametrize("dataset, rounds", [("cifar10", 10_000), ("cifar100", 20_000)])
 def test_fedgf_table1_grid(dataset, rounds):
     p = get_preset(f"fedgf-table1-{dataset}")
-    assert p.algorithms == ("fedavg", "fedsam", "fedasam", "mofedsam", "fedgf")
-    assert set(p.not_implemented) == {"FedAvgM", "FedProx", "SCAFFOLD", "FedDyn", "FedGAMMA", "FedSMOO"}
+    assert p.algorithms == ("fedavg", "fedavgm", "fedprox", "fedsam", "fedasam", "mofedsam", "fedgf")
+    assert set(p.not_implemented) == {"SCAFFOLD", "FedDyn", "FedGAMMA", "FedSMOO"}
+    assert p.config("fedprox").resolved().prox_mu == 0.01 and p.config("fedavgm").resolved().server_momentum == 0.9
     assert len(p.settings) == 9
     for alpha in (0.0, 0.005, 10.0):
         for n in (5, 10, 20):
@@ -214,7 +215,7 @@ def test_changes_are_applied_and_checked():
 def test_preset_definitions_are_validated_and_read_only():
     kw = dict(name="x", source="s", description="d", base={}, settings={})
     with pytest.raises(ValueError, match="unknown algorithm"):
-        Preset(algorithms=("fedprox",), per_algorithm={}, **kw)
+        Preset(algorithms=("fedfoo",), per_algorithm={}, **kw)
     with pytest.raises(ValueError, match="not among its algorithms"):
         Preset(algorithms=("dfedavg",), per_algorithm={"dfedsam": {"rho": 0.1}}, **kw)
     with pytest.raises(ValueError, match="learning_rate"):

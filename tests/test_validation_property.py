@@ -68,6 +68,8 @@ SPECIFIC = {
     "client_fraction": sometimes_bad(st.none() | st.floats(0.05, 1.0), 0.0, 1.3),
     "clients_per_round": sometimes_bad(st.none() | st.integers(1, 12), 0, 15),
     "server_lr": sometimes_bad(st.none() | st.floats(0.1, 2.0), 0.0, -1.0),
+    "server_momentum": sometimes_bad(st.none() | st.floats(0, 0.99), 1.0, -0.1),
+    "prox_mu": sometimes_bad(st.none() | st.floats(0, 2.0), -0.5),
     "mofedsam_variant": one_of_names([None, "paper", "official-fedgf", "fl-simulator"], "mine"),
     "fedgf_threshold": sometimes_bad(st.floats(0, 1.0), -1.0),
     "fedgf_window": sometimes_bad(st.none() | st.integers(1, 5), 0),

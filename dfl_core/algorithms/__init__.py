@@ -86,7 +86,7 @@ class Algorithm:
         return "momentum" in self.defaults
 
 
-from .centralized import MOFEDSAM_VARIANTS, fedavg, fedgf, mofedsam  # noqa: E402  (they use RoundTools)
+from .centralized import MOFEDSAM_VARIANTS, fedavg, fedavgm, fedgf, fedprox, mofedsam  # noqa: E402  (they use RoundTools)
 from .decentralized import dfedavg, dfedavgm_q, dfedsam, dpsgd  # noqa: E402
 
 # Defaults shared by families (sources: DFedSAM App. B.3; FedGF slides; notes in the docs).
@@ -112,6 +112,10 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in [
               defaults={**_DECENTRALIZED, **_SAM, "gossip_steps": 4}),
     Algorithm("fedavg", fedavg, "FedAvg: sampled clients run K SGD steps, the server averages (McMahan et al. 2017)",
               kind="centralized", defaults=_CENTRALIZED),
+    Algorithm("fedavgm", fedavgm, "FedAvgM: FedAvg with server momentum β (Hsu et al. 2019)",
+              kind="centralized", defaults={**_CENTRALIZED, "server_momentum": 0.9}),
+    Algorithm("fedprox", fedprox, "FedProx: local steps on F_i + μ/2 ||y - w||² (Li et al. 2020)",
+              kind="centralized", defaults={**_CENTRALIZED, "prox_mu": 0.01}),
     Algorithm("fedsam", fedavg, "FedSAM: FedAvg with local SAM steps (Qu et al. 2022)",
               kind="centralized", defaults={**_CENTRALIZED, **_SAM, "rho": 0.05}),
     Algorithm("fedasam", fedavg, "FedASAM: FedAvg with local adaptive SAM (Caldarola et al. 2022)",

@@ -1,4 +1,4 @@
-r"""Centralized FL with client sampling: FedAvg, FedSAM/FedASAM, MoFedSAM, FedGF.
+r"""Centralized FL with client sampling: FedAvg, FedAvgM, FedProx, FedSAM/FedASAM, MoFedSAM, FedGF.
 
 Each is the round function ``round(w, r) -> w`` of an
 :class:`~dfl_core.algorithms.Algorithm` of kind ``"centralized"``: ``w`` is the
@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from ..local import SAM_EPS, blend_direction, clip_by_global_norm, fedgf_perturbation
+from ..local import SAM_EPS, blend_direction, clip_by_global_norm, fedgf_perturbation, proximal
 
 if TYPE_CHECKING:
     from . import RoundTools
 
-__all__ = ["fedavg", "mofedsam", "fedgf", "MOFEDSAM_VARIANTS"]
+__all__ = ["fedavg", "fedavgm", "fedprox", "mofedsam", "fedgf", "MOFEDSAM_VARIANTS"]
 
 #: MoFedSAM's server step: the paper's rule (reconstructed) and the public codes.
 MOFEDSAM_VARIANTS = ("paper", "official-fedgf", "fl-simulator")
@@ -39,6 +39,39 @@ def fedavg(w: Tensor, r: RoundTools) -> Tensor:
     r.count_transmissions(2 * len(clients))                        # download w, upload y_i
     update = (r.client_weights(clients) * (y - w)).sum(0)          # Σ p_i (y_i − w)
     return w + r.config.server_lr * update                          # l.3
+
+
+def fedavgm(w: Tensor, r: RoundTools) -> Tensor:
+    r"""FedAvgM, FedAvg with server momentum (Hsu, Qi and Brown 2019, §3).
+
+    1. :math:`S_t`, and K local SGD steps from :math:`w^t` on each client, as FedAvg
+    2. pseudo-gradient :math:`\Delta^t = \sum_{i \in S_t} p_i\,(w^t - y_i^K)`
+    3. :math:`v^{t+1} = \beta\, v^t + \Delta^t` (:math:`v^0 = 0`), :math:`w^{t+1} = w^t - \eta_g\, v^{t+1}`
+
+    β is ``server_momentum``; with β = 0 this is FedAvg.
+    """
+    clients = r.sample_clients()
+    y = r.local_train(w.expand(len(clients), -1), clients)
+    r.count_transmissions(2 * len(clients))
+    delta = (r.client_weights(clients) * (w - y)).sum(0)             # Δ^t
+    v = r.config.server_momentum * r.server.get("velocity", torch.zeros_like(w)) + delta
+    r.server["velocity"] = v
+    return w - r.config.server_lr * v
+
+
+def fedprox(w: Tensor, r: RoundTools) -> Tensor:
+    r"""FedProx (Li et al., MLSys 2020, Algorithm 2) with K local steps as the inexact solver.
+
+    Each sampled client takes K SGD steps on :math:`h_i(y) = F_i(y) + \frac{\mu}{2}\lVert y - w^t\rVert^2`
+    (eq. (2); gradient :math:`\nabla F_i(y) + \mu (y - w^t)`), then the server averages as FedAvg.
+    The paper's variable local work of stragglers (γ-inexactness) is not modelled: every client
+    takes the same K steps. μ is ``prox_mu``; with μ = 0 this is FedAvg.
+    """
+    clients = r.sample_clients()
+    head = (*r.default_head, proximal(r.config.prox_mu, w))
+    y = r.local_train(w.expand(len(clients), -1), clients, head)
+    r.count_transmissions(2 * len(clients))
+    return w + r.config.server_lr * (r.client_weights(clients) * (y - w)).sum(0)
 
 
 def mofedsam(w: Tensor, r: RoundTools) -> Tensor:
