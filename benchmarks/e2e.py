@@ -28,12 +28,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-import numpy as np
-
 from dfl_core.cli import DEFAULT_ALGORITHMS, DEFAULT_SEEDS, compare, configs_for
 from dfl_core.config import Config
-from dfl_core.data import federate, load_dataset
-from dfl_core.engine import Simulation, purpose_seed
+from dfl_core.engine import Simulation, federated_data
 
 from .common import Contender, fmt_ratio, fmt_s, interleaved, markdown_table, median
 from .loops import LocalSpec, ReferenceLoop, client_tensors
@@ -61,15 +58,6 @@ def _num_evals(cfg: Config) -> int:
     return len(marks)
 
 
-def _load(cfg: Config):
-    seed = purpose_seed(cfg.seed, "partition")
-    ds = load_dataset(cfg.dataset, data_dir=cfg.data_dir, train_size=cfg.train_size, test_size=cfg.test_size,
-                      seed=seed)
-    return federate(ds, cfg.num_clients, scheme=cfg.partition, alpha=cfg.alpha,
-                    shards_per_client=cfg.shards_per_client, dirichlet_method=cfg.dirichlet_method,
-                    rng=np.random.default_rng(seed), device=cfg.torch_device, dtype=cfg.torch_dtype)
-
-
 def reference_estimate(cfg: Config, rounds: int, evals: int, data=None) -> dict[str, float]:
     """Seconds the reference loop would take for ``cfg`` (see the module docstring), and its parts.
 
@@ -78,7 +66,7 @@ def reference_estimate(cfg: Config, rounds: int, evals: int, data=None) -> dict[
     cfg = cfg.resolved()
     t0 = time.perf_counter()
     if data is None:
-        data = _load(cfg)
+        data = federated_data(cfg)
     sim = Simulation(cfg, data=data)                      # for the model, W_t and x0 only
     template = copy.deepcopy(sim.model.template)
     template.load_state_dict(sim.model.unflatten(sim.x0[0]))
@@ -158,7 +146,7 @@ def run(s: E2ESettings, log: Callable[[str], None] = print) -> list[E2EResult]:
             for seed in s.cli_seeds:
                 c = cfg.replace(seed=seed).resolved()
                 t0 = time.perf_counter()
-                data = _load(c)
+                data = federated_data(c)
                 parts["setup"] = parts.get("setup", 0.0) + time.perf_counter() - t0
                 _engine_run(c, data, parts)
         cli_engine_parts.append(parts)
@@ -187,7 +175,7 @@ def run(s: E2ESettings, log: Callable[[str], None] = print) -> list[E2EResult]:
     # --- one DFedSAM-MGS experiment
     cfg = s.mgs.resolved()
     log(f"  e2e: {s.label_mgs} (loading data)")
-    data = _load(cfg)
+    data = federated_data(cfg)
     mgs_parts: list[dict] = []
 
     mgs_engine_parts: list[dict] = []

@@ -54,7 +54,7 @@ from .results import History
 from .stacked import StackedModel
 from .topology import MixingMatrix, make_topology
 
-__all__ = ["Simulation", "run", "DivergenceError", "purpose_seed", "PURPOSES", "federated_data", "DataCache"]
+__all__ = ["Simulation", "run", "DivergenceError", "purpose_seed", "PURPOSES", "dataset_subset", "federated_data", "DataCache"]
 
 PURPOSES = ("init", "partition", "batches", "topology", "clients", "augment", "quantize")
 
@@ -95,12 +95,17 @@ def purpose_seed(seed: int, purpose: str) -> int:
     return int((int(state[0]) << 31) ^ int(state[1]))
 
 
+def dataset_subset(cfg: Config):
+    """The dataset (or stratified subset) of ``cfg``, drawn with the run's ``partition`` seed."""
+    return load_dataset(cfg.dataset, data_dir=cfg.data_dir, train_size=cfg.train_size,
+                        test_size=cfg.test_size, seed=purpose_seed(cfg.seed, "partition"))
+
+
 def federated_data(cfg: Config, dataset=None) -> FederatedData:
-    """The clients' data of ``cfg``, as :class:`Simulation` builds it (``dataset``: an already loaded subset)."""
+    """The clients' data of ``cfg``, as :class:`Simulation` builds it (``dataset``: :func:`dataset_subset`)."""
     part_seed = purpose_seed(cfg.seed, "partition")
     if dataset is None:
-        dataset = load_dataset(cfg.dataset, data_dir=cfg.data_dir, train_size=cfg.train_size,
-                               test_size=cfg.test_size, seed=part_seed)
+        dataset = dataset_subset(cfg)
     return federate(dataset, cfg.num_clients, scheme=cfg.partition, alpha=cfg.alpha,
                     shards_per_client=cfg.shards_per_client, dirichlet_method=cfg.dirichlet_method,
                     rng=np.random.default_rng(part_seed), device=cfg.torch_device, dtype=cfg.torch_dtype)
@@ -129,9 +134,7 @@ class DataCache:
         key = key_data + tuple(getattr(cfg, f) for f in self.SPLIT_FIELDS)
         if key not in self._splits:
             if key_data not in self._datasets:
-                self._datasets[key_data] = load_dataset(
-                    cfg.dataset, data_dir=cfg.data_dir, train_size=cfg.train_size, test_size=cfg.test_size,
-                    seed=purpose_seed(cfg.seed, "partition"))
+                self._datasets[key_data] = dataset_subset(cfg)
             self._splits[key] = federated_data(cfg, self._datasets[key_data])
         return self._splits[key]
 
