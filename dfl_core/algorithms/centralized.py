@@ -20,10 +20,23 @@ from ..local import SAM_EPS, blend_direction, clip_by_global_norm, fedgf_perturb
 if TYPE_CHECKING:
     from . import RoundTools
 
-__all__ = ["fedavg", "fedavgm", "fedprox", "mofedsam", "fedgf", "MOFEDSAM_VARIANTS"]
+__all__ = ["client_update", "fedavg", "fedavgm", "fedprox", "mofedsam", "fedgf", "MOFEDSAM_VARIANTS"]
 
 #: MoFedSAM's server step: the paper's rule (reconstructed) and the public codes.
 MOFEDSAM_VARIANTS = ("paper", "official-fedgf", "fl-simulator")
+
+
+def client_update(w: Tensor, r: RoundTools, head=None, messages_per_client: int = 2) -> Tensor:
+    r"""Sample :math:`S_t`, run K local steps from :math:`w^t` on each client, return :math:`\sum_{i \in S_t} p_i (y_i^K - w^t)`.
+
+    ``head`` replaces the config's gradient-forming local pieces (see
+    :meth:`~dfl_core.engine.Simulation.local_train`); each sampled client sends
+    and receives ``messages_per_client`` model-sized messages (w down, y_i up).
+    """
+    clients = r.sample_clients()
+    y = r.local_train(w.expand(len(clients), -1), clients, head)
+    r.count_transmissions(messages_per_client * len(clients))
+    return (r.client_weights(clients) * (y - w)).sum(0)
 
 
 def fedavg(w: Tensor, r: RoundTools) -> Tensor:
@@ -34,10 +47,7 @@ def fedavg(w: Tensor, r: RoundTools) -> Tensor:
        (SGD; FedSAM: SAM, Qu et al. 2022 eq. (4); FedASAM: ASAM)
     3. :math:`w^{t+1} = w^t + \eta_g \sum_{i \in S_t} p_i\, (y_i^K - w^t)`
     """
-    clients = r.sample_clients()                                   # l.1
-    y = r.local_train(w.expand(len(clients), -1), clients)         # l.2
-    r.count_transmissions(2 * len(clients))                        # download w, upload y_i
-    update = (r.client_weights(clients) * (y - w)).sum(0)          # Σ p_i (y_i − w)
+    update = client_update(w, r)                                   # l.1–2, Σ p_i (y_i − w)
     return w + r.config.server_lr * update                          # l.3
 
 
@@ -50,10 +60,7 @@ def fedavgm(w: Tensor, r: RoundTools) -> Tensor:
 
     β is ``server_momentum``; with β = 0 this is FedAvg.
     """
-    clients = r.sample_clients()
-    y = r.local_train(w.expand(len(clients), -1), clients)
-    r.count_transmissions(2 * len(clients))
-    delta = (r.client_weights(clients) * (w - y)).sum(0)             # Δ^t
+    delta = -client_update(w, r)                                    # Δ^t
     v = r.config.server_momentum * r.server.get("velocity", torch.zeros_like(w)) + delta
     r.server["velocity"] = v
     return w - r.config.server_lr * v
@@ -67,11 +74,8 @@ def fedprox(w: Tensor, r: RoundTools) -> Tensor:
     The paper's variable local work of stragglers (γ-inexactness) is not modelled: every client
     takes the same K steps. μ is ``prox_mu``; with μ = 0 this is FedAvg.
     """
-    clients = r.sample_clients()
-    head = (*r.default_head, proximal(r.config.prox_mu, w))
-    y = r.local_train(w.expand(len(clients), -1), clients, head)
-    r.count_transmissions(2 * len(clients))
-    return w + r.config.server_lr * (r.client_weights(clients) * (y - w)).sum(0)
+    update = client_update(w, r, head=(*r.default_head, proximal(r.config.prox_mu, w)))
+    return w + r.config.server_lr * update
 
 
 def mofedsam(w: Tensor, r: RoundTools) -> Tensor:
@@ -102,10 +106,7 @@ def mofedsam(w: Tensor, r: RoundTools) -> Tensor:
     head = (*r.default_head, blend_direction(cfg.mofedsam_alpha, delta))
     if cfg.mofedsam_variant == "fl-simulator":
         head = (*head, clip_by_global_norm(10.0))
-    clients = r.sample_clients()
-    y = r.local_train(w.expand(len(clients), -1), clients, head)   # l.1
-    r.count_transmissions(3 * len(clients))                        # download w and Δ, upload y_i
-    update = (r.client_weights(clients) * (y - w)).sum(0)          # ū
+    update = client_update(w, r, head, messages_per_client=3)     # l.1, ū (w and Δ down, y_i up)
     r.server["delta"] = -update / (r.lr * cfg.local_steps)         # Δ^{t+1}
     if cfg.mofedsam_variant == "official-fedgf":
         return w - cfg.server_lr * r.server["delta"]
