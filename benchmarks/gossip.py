@@ -74,7 +74,7 @@ def run(s: GossipSettings, log: Callable[[str], None] = print) -> tuple[list[Gos
                 ops[topo] = MixingOperator(W, s.device, torch.float32)
                 nnz[topo], sparse[topo] = int(np.count_nonzero(W)), ops[topo].mode
                 if ops[topo].mode == "rows":
-                    csr[topo] = torch.as_tensor(W, dtype=torch.float32, device=s.device).to_sparse_csr()
+                    csr[topo] = MixingOperator(W, s.device, torch.float32, mode="csr")
             dense = torch.as_tensor(make_topology("ring", m).matrix(0).W, dtype=torch.float32, device=s.device)
 
             def copy_setup():
@@ -91,7 +91,7 @@ def run(s: GossipSettings, log: Callable[[str], None] = print) -> tuple[list[Gos
                           Contender("clone", lambda: x.clone(), setup=clone_setup),
                           Contender("dense", lambda: torch.mm(dense, x), setup=clone_setup)]
             contenders += [Contender(f"engine {t}", (lambda op=op: op(x)), setup=clone_setup) for t, op in ops.items()]
-            contenders += [Contender(f"CSR {t}", (lambda A=A: A @ x), setup=clone_setup) for t, A in csr.items()]
+            contenders += [Contender(f"CSR {t}", (lambda op=op: op(x)), setup=clone_setup) for t, op in csr.items()]
             times = interleaved(contenders, s.repeats, warmup=True, device=s.device, log=log)
             buf.clear()
             results.append(GossipResult(dim_name, d, m, times, nnz, sparse))

@@ -23,7 +23,8 @@ SPARSE_DENSITY = 0.25
 class MixingOperator:
     """A mixing matrix on the device, ready to multiply ``(m, d)`` parameters.
 
-    Three ways to compute ``W @ x`` (``mode``), chosen from W's density and the device:
+    Three ways to compute ``W @ x`` (``mode``), chosen from W's density and the device
+    unless ``mode`` is given:
 
     * ``"dense"``: one matrix product (dense graphs; O(m²·d));
     * ``"rows"`` (sparse W on a CPU): each output row is written once as the
@@ -35,11 +36,15 @@ class MixingOperator:
       kernel launches does not grow with m.
     """
 
-    def __init__(self, W: np.ndarray, device: torch.device | str, dtype: torch.dtype):
+    MODES = ("dense", "rows", "csr")
+
+    def __init__(self, W: np.ndarray, device: torch.device | str, dtype: torch.dtype, mode: str | None = None):
         device = torch.device(device)
         density = float(np.count_nonzero(W)) / W.size
         self.sparse = density < SPARSE_DENSITY
-        self.mode = "dense" if not self.sparse else ("rows" if device.type == "cpu" else "csr")
+        if mode is not None and mode not in self.MODES:
+            raise ValueError(f"unknown mode {mode!r}; allowed: {', '.join(self.MODES)} (or None to choose)")
+        self.mode = mode or ("dense" if not self.sparse else ("rows" if device.type == "cpu" else "csr"))
         if self.mode == "rows":
             self.rows = [(cols.tolist(), W[i, cols].tolist()) for i, cols in
                          enumerate(np.flatnonzero(row) for row in W)]
