@@ -20,7 +20,7 @@ from .data import DATASETS, PARTITIONS
 from .models import MODELS
 from .topology import TOPOLOGIES
 
-__all__ = ["Config", "ConfigError", "TOPOLOGY_OPTIONS", "ALGORITHM_FIELDS"]
+__all__ = ["Config", "ConfigError", "TOPOLOGY_OPTIONS", "ALGORITHM_FIELDS", "check_int"]
 
 #: Optional fields (``None`` by default) that only some algorithms read; see
 #: :class:`dfl_core.algorithms.Algorithm`.
@@ -201,23 +201,23 @@ class Config:
         if self.device == "cuda" and not torch.cuda.is_available():
             raise ConfigError("device='cuda' was asked for, but torch.cuda.is_available() is False; "
                               "use device='auto' or 'cpu'")
-        _check_int("num_clients", self.num_clients, 1)
-        _check_int("rounds", self.rounds, 0)
-        _check_int("seed", self.seed, 0)
-        _check_int("local_steps", self.local_steps, 1)
-        _check_int("batch_size", self.batch_size, 1)
-        _check_int("eval_every", self.eval_every, 1)
-        _check_int("shards_per_client", self.shards_per_client, 1)
-        _check_int("bits_per_param", self.bits_per_param, 1)
+        check_int("num_clients", self.num_clients, 1)
+        check_int("rounds", self.rounds, 0)
+        check_int("seed", self.seed, 0)
+        check_int("local_steps", self.local_steps, 1)
+        check_int("batch_size", self.batch_size, 1)
+        check_int("eval_every", self.eval_every, 1)
+        check_int("shards_per_client", self.shards_per_client, 1)
+        check_int("bits_per_param", self.bits_per_param, 1)
         for name in ("train_size", "test_size", "client_chunk", "gossip_steps", "fedgf_window"):
             if getattr(self, name) is not None:
-                _check_int(name, getattr(self, name), 1)
+                check_int(name, getattr(self, name), 1)
         if self.quant_bits is not None:
-            _check_int("quant_bits", self.quant_bits, 2)
+            check_int("quant_bits", self.quant_bits, 2)
             if self.quant_bits > 32:
                 raise ConfigError(f"quant_bits must be <= 32, got {self.quant_bits}")
         if self.clients_per_round is not None:
-            _check_int("clients_per_round", self.clients_per_round, 1)
+            check_int("clients_per_round", self.clients_per_round, 1)
             if self.clients_per_round > self.num_clients:
                 raise ConfigError(f"clients_per_round={self.clients_per_round} exceeds "
                                   f"num_clients={self.num_clients}")
@@ -254,7 +254,7 @@ def _check_name(what: str, value: Any, allowed) -> None:
         raise ConfigError(f"unknown {what} {value!r}; allowed: {', '.join(map(str, allowed))}")
 
 
-def _check_int(name: str, value: Any, minimum: int) -> None:
+def check_int(name: str, value: Any, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
     if value < minimum:

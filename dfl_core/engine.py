@@ -44,7 +44,7 @@ from torch import Tensor
 
 from . import checkpoint as ckpt
 from .algorithms import ALGORITHMS
-from .config import Config, ConfigError
+from .config import Config, ConfigError, check_int
 from .data import FederatedData, federate, load_dataset
 from .gossip import MixingOperator, mix
 from .local import LocalRule, StepContext, asam, make_local_rule, sam
@@ -345,9 +345,8 @@ class Simulation:
         from tqdm import tqdm
 
         cfg = self.config
-        if checkpoint is not None and (isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int)
-                                       or checkpoint_every < 1):
-            raise ConfigError(f"checkpoint_every must be an integer >= 1, got {checkpoint_every!r}")
+        if checkpoint is not None:
+            check_int("checkpoint_every", checkpoint_every, 1)
         if self.t == 0 and not self.history.records:
             self.evaluate()
         bar = tqdm(total=cfg.rounds, initial=self.t, desc=desc or cfg.algorithm,
