@@ -264,12 +264,28 @@ class Simulation:
                     evals.append(loss)
                     return g
                 g = grad_fn(y)
-                u, state = rule.update(g, state, y, StepContext(grad_fn, self.lr))
+                u, state = rule.update(g, state, y, StepContext(grad_fn, self.lr, ids))
                 y.add_(u)
             losses.append(torch.stack(evals).cpu())
             if not cfg.reset_momentum:
                 _tree_assign(self.rule_state, ids, state)
         self._check_finite(torch.cat(losses, dim=1), clients)
+        return out
+
+    def full_gradient(self, x: Tensor, clients: Tensor | None = None) -> Tensor:
+        """Each client's gradient of its mean loss over its whole train split at ``x`` (rows = ``clients``).
+
+        One pass over the local data without augmentation (SCAFFOLD option I,
+        MimeLite's server statistics); chunked like :meth:`local_train`.
+        """
+        clients = torch.arange(self.config.num_clients) if clients is None else clients.cpu()
+        train = self.data.train
+        out = torch.empty_like(x)
+        for lo in range(0, len(clients), self.client_chunk):
+            rows = slice(lo, lo + self.client_chunk)
+            ids = clients[rows].to(train.index.device)
+            index = train.index[ids]
+            out[rows], _ = self._grad(x[rows], train.x[index], train.y[index], train.mask()[ids].to(self.dtype))
         return out
 
     def gossip(self, x: Tensor, bits_per_message: int | None = None) -> Tensor:

@@ -42,6 +42,7 @@ class StepContext(NamedTuple):
 
     grad_fn: Callable[[Tensor], Tensor]  # (m, d) point -> (m, d) gradient on this step's batch
     lr: float                            # this round's learning rate η_t
+    clients: Tensor | None = None        # ids of the clients in the rows (for per-client state)
 
 
 class LocalRule(NamedTuple):

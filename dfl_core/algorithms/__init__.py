@@ -39,6 +39,9 @@ class RoundTools(Protocol):
     def local_train(self, x: Tensor, clients: Tensor | None = None, head=None) -> Tensor:
         """K steps of the local rule from ``x`` (one row per client in ``clients``); returns y^{t,K}."""
 
+    def full_gradient(self, x: Tensor, clients: Tensor | None = None) -> Tensor:
+        """Each client's gradient over its whole train split at ``x`` (one row per client in ``clients``)."""
+
     def gossip(self, x: Tensor, bits_per_message: int | None = None) -> Tensor:
         """Q gossip steps with this round's mixing matrix: :math:`W_t^Q x` (messages of ``bits_per_message``
         bits each; default d·bits_per_param)."""
