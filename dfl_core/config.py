@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from .algorithms import ALGORITHMS, MOFEDSAM_VARIANTS, REQUIRED
+from .algorithms import ALGORITHMS, FEDSMOO_VARIANTS, MOFEDSAM_VARIANTS, REQUIRED, SCAFFOLD_OPTIONS
 from .local import FEDGF_READINGS
 from .data import DATASETS, PARTITIONS
 from .models import MODELS
@@ -27,7 +27,7 @@ __all__ = ["Config", "ConfigError", "TOPOLOGY_OPTIONS", "ALGORITHM_FIELDS", "che
 ALGORITHM_FIELDS = (
     "topology", "gossip_steps", "local_steps", "momentum", "rho", "sam_variant", "asam_eta",
     "asam_scale_all", "client_fraction", "clients_per_round", "server_lr", "server_momentum", "prox_mu",
-    "mofedsam_alpha",
+    "scaffold_option", "dyn_alpha", "fedcm_alpha", "fedsmoo_variant", "mofedsam_alpha",
     "mofedsam_variant", "fedgf_threshold", "fedgf_window", "fedgf_reading",
     "quant_bits", "quant_step", "quant_stochastic", "quant_mixing",
 )
@@ -82,8 +82,12 @@ class Config:
     client_fraction: float | None = _help("fraction of clients sampled per round (centralized; default 0.1)")
     clients_per_round: int | None = _help("number of clients sampled per round (centralized; instead of a fraction)")
     server_lr: float | None = _help("η_g, server learning rate (centralized; default 1)")
-    server_momentum: float | None = _help("β, server momentum of fedavgm (default 0.9)")
+    server_momentum: float | None = _help("β, server momentum of fedavgm and mimelite (default 0.9)")
     prox_mu: float | None = _help("μ, proximal coefficient of fedprox (default 0.01)")
+    scaffold_option: str | None = _help("SCAFFOLD's refresh of c_i: 'I' (gradient at w over the local data) or "
+                                        "'II' (from the local update; default)")
+    dyn_alpha: float | None = _help("α of feddyn (default 0.01), λ of fedsmoo (default 0.1): dynamic "
+                                    "regularization coefficient")
     # --- local training
     local_steps: int | None = _help("K, local steps per round (algorithm default: 5, dpsgd 1)")
     batch_size: int = _help("B, mini-batch size per client and step", 32)
@@ -100,6 +104,8 @@ class Config:
     # --- algorithm-specific
     mofedsam_alpha: float | None = _help("α of MoFedSAM: v = α·g_SAM + (1 − α)·Δ (default 0.1)")
     mofedsam_variant: str | None = _help("MoFedSAM server step: " + ", ".join(MOFEDSAM_VARIANTS))
+    fedcm_alpha: float | None = _help("α of FedCM: v = α·g + (1 − α)·Δ (default 0.1)")
+    fedsmoo_variant: str | None = _help("FedSMOO: " + ", ".join(FEDSMOO_VARIANTS) + " (see dfl_core.algorithms.fedsmoo)")
     fedgf_threshold: float | None = _help("T_D, FedGF's drift threshold (required: the papers give no value)")
     fedgf_window: int | None = _help("W, FedGF's window of rounds for c (default 30)")
     fedgf_reading: str | None = _help("FedGF eq. (12): 'points' (as printed and coded) or 'vectors'")
@@ -190,6 +196,10 @@ class Config:
             _check_name("sam_variant", self.sam_variant, ("sam", "asam"))
         if self.mofedsam_variant is not None:
             _check_name("mofedsam_variant", self.mofedsam_variant, MOFEDSAM_VARIANTS)
+        if self.scaffold_option is not None:
+            _check_name("scaffold_option", self.scaffold_option, SCAFFOLD_OPTIONS)
+        if self.fedsmoo_variant is not None:
+            _check_name("fedsmoo_variant", self.fedsmoo_variant, FEDSMOO_VARIANTS)
         if self.quant_mixing is not None:
             _check_name("quant_mixing", self.quant_mixing, ("difference", "models"))
         if self.fedgf_reading is not None:
@@ -228,6 +238,8 @@ class Config:
             "prox_mu": dict(low=0.0),
             "asam_eta": dict(low=0.0),
             "mofedsam_alpha": dict(low=0.0, high=1.0),
+            "fedcm_alpha": dict(low=0.0, high=1.0),
+            "dyn_alpha": dict(low=0.0, low_open=True),
             "fedgf_threshold": dict(low=0.0),
             "quant_step": dict(low=0.0, low_open=True),
         }

@@ -29,6 +29,7 @@ from torch import Tensor
 __all__ = [
     "StepContext", "LocalRule", "chain", "identity", "scale_by_lr",
     "add_decayed_weights", "trace", "sam", "asam", "blend_direction", "fedgf_perturbation", "clip_by_global_norm",
+    "proximal", "control_variate", "corrected_sam",
     "make_local_rule", "SAM_EPS", "FEDGF_READINGS",
 ]
 
@@ -137,6 +138,54 @@ def proximal(mu: float, anchor: Tensor) -> LocalRule:
     ``anchor`` = :math:`w^t` (shape ``(d,)``), the global model the round started from.
     """
     return LocalRule(lambda x: (), lambda g, s, x, ctx: (g + mu * (x - anchor), s))
+
+
+def control_variate(client_terms: Tensor | None = None, shared: Tensor | None = None) -> LocalRule:
+    r"""A gradient correction :math:`g \leftarrow g - c_i + c` (SCAFFOLD, Karimireddy et al. 2020, Algorithm 1 l.10).
+
+    ``client_terms`` is an ``(m, d)`` tensor whose row i is client i's
+    :math:`c_i` (rows are picked by the step's client ids, ``ctx.clients``);
+    ``shared`` (shape ``(d,)``) is the server's :math:`c`, the same for every
+    client. Either may be ``None``. FedDyn uses it with
+    :math:`c_i = \nabla L_i(\theta_i^{t-1})` and no shared term.
+    """
+    def update(g: Tensor, s, x: Tensor, ctx: StepContext):
+        if client_terms is not None:
+            g = g - client_terms[ctx.clients.to(client_terms.device)]
+        if shared is not None:
+            g = g + shared
+        return g, s
+
+    return LocalRule(lambda x: (), update)
+
+
+def corrected_sam(rho: float, duals: Tensor, global_perturbation: Tensor,
+                  last_perturbation: Tensor | None = None) -> LocalRule:
+    r"""FedSMOO's SAM step with a corrected perturbation (Sun et al., ICML 2023, Algorithm 1; *reconstructed*).
+
+    .. math::
+        \hat s_i = \rho\, \frac{g_i - \mu_i - s}{\lVert g_i - \mu_i - s \rVert_2}, \qquad
+        \mu_i \leftarrow \mu_i + \hat s_i - s, \qquad
+        \tilde g_i = \nabla F_i(y_i + \hat s_i; \xi_i)
+
+    ``duals`` is the ``(m, d)`` tensor of every client's :math:`\mu_i`
+    (updated *in place* for the rows of the step, so the server keeps them
+    across rounds); ``global_perturbation`` is the server's :math:`s`
+    (``(d,)``). If given, ``last_perturbation`` (``(m, d)``) receives each
+    client's latest :math:`\hat s_i`, which the server needs. The
+    update is read off the FedSMOO authors' code (FL-Simulator
+    ``optimizer/DRegSAM.py``), since the paper text is not among the seeds.
+    """
+    def update(g: Tensor, s, x: Tensor, ctx: StepContext):
+        ids = ctx.clients.to(duals.device)
+        corrected = g - duals[ids] - global_perturbation
+        perturbation = rho * corrected / (torch.linalg.vector_norm(corrected, dim=1, keepdim=True) + SAM_EPS)
+        duals.index_copy_(0, ids, duals[ids] + perturbation - global_perturbation)
+        if last_perturbation is not None:
+            last_perturbation.index_copy_(0, ids, perturbation)
+        return ctx.grad_fn(x + perturbation), s
+
+    return LocalRule(lambda x: (), update)
 
 
 def clip_by_global_norm(max_norm: float) -> LocalRule:

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
     from ..config import Config
 
-__all__ = ["Algorithm", "ALGORITHMS", "RoundTools", "REQUIRED", "MOFEDSAM_VARIANTS"]
+__all__ = ["Algorithm", "ALGORITHMS", "RoundTools", "REQUIRED", "MOFEDSAM_VARIANTS", "FEDSMOO_VARIANTS",
+           "SCAFFOLD_OPTIONS"]
 
 
 class RoundTools(Protocol):
@@ -89,12 +90,14 @@ class Algorithm:
         return "momentum" in self.defaults
 
 
-from .centralized import MOFEDSAM_VARIANTS, fedavg, fedavgm, fedgf, fedprox, mofedsam  # noqa: E402  (they use RoundTools)
+from .centralized import (FEDSMOO_VARIANTS, MOFEDSAM_VARIANTS, SCAFFOLD_OPTIONS, fedavg, fedavgm,  # noqa: E402
+                          fedcm, feddyn, fedgamma, fedgf, fedprox, fedsmoo, mimelite, mofedsam, scaffold)
 from .decentralized import dfedavg, dfedavgm_q, dfedsam, dpsgd  # noqa: E402
 
 # Defaults shared by families (sources: DFedSAM App. B.3; FedGF slides; notes in the docs).
 _DECENTRALIZED = {"topology": "ring", "gossip_steps": 1, "local_steps": 5}
 _CENTRALIZED = {"local_steps": 5, "client_fraction": 0.1, "clients_per_round": None, "server_lr": 1.0}
+_NO_SERVER_LR = {k: v for k, v in _CENTRALIZED.items() if k != "server_lr"}   # papers whose server has no η_g
 _SAM = {"rho": 0.01, "sam_variant": "sam", "asam_eta": 0.2, "asam_scale_all": True}
 # quant_step None: the step is chosen per message (dfl_core.instruments.quantize.adaptive_step)
 _QUANT = {"quant_bits": 16, "quant_step": None, "quant_stochastic": False, "quant_mixing": "difference"}
@@ -119,6 +122,14 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in [
               kind="centralized", defaults={**_CENTRALIZED, "server_momentum": 0.9}),
     Algorithm("fedprox", fedprox, "FedProx: local steps on F_i + μ/2 ||y - w||² (Li et al. 2020)",
               kind="centralized", defaults={**_CENTRALIZED, "prox_mu": 0.01}),
+    Algorithm("scaffold", scaffold, "SCAFFOLD: local steps corrected by control variates c − c_i, option I or II "
+              "(Karimireddy et al. 2020)", kind="centralized", defaults={**_CENTRALIZED, "scaffold_option": "II"}),
+    Algorithm("feddyn", feddyn, "FedDyn: local steps on a dynamically regularized objective (Acar et al. 2021)",
+              kind="centralized", defaults={**_NO_SERVER_LR, "dyn_alpha": 0.01}),
+    Algorithm("fedcm", fedcm, "FedCM: local steps blend the gradient with the server's last update (Xu et al. 2021)",
+              kind="centralized", defaults={**_CENTRALIZED, "fedcm_alpha": 0.1}),
+    Algorithm("mimelite", mimelite, "MimeLite: local steps use the server's fixed momentum (Karimireddy et al. 2020)",
+              kind="centralized", defaults={**_NO_SERVER_LR, "server_momentum": 0.9}),
     Algorithm("fedsam", fedavg, "FedSAM: FedAvg with local SAM steps (Qu et al. 2022)",
               kind="centralized", defaults={**_CENTRALIZED, **_SAM, "rho": 0.05}),
     Algorithm("fedasam", fedavg, "FedASAM: FedAvg with local adaptive SAM (Caldarola et al. 2022)",
@@ -126,6 +137,11 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in [
     Algorithm("mofedsam", mofedsam, "MoFedSAM: local SAM steps blended with the server's momentum (Qu et al. 2022)",
               kind="centralized", defaults={**_CENTRALIZED, **_SAM, "rho": 0.05,
                                             "mofedsam_alpha": 0.1, "mofedsam_variant": "paper"}),
+    Algorithm("fedsmoo", fedsmoo, "FedSMOO: FedDyn with a globally corrected SAM perturbation (Sun et al. 2023; "
+              "reconstructed)", kind="centralized",
+              defaults={**_NO_SERVER_LR, "rho": 0.1, "dyn_alpha": 0.1, "fedsmoo_variant": "paper"}),
+    Algorithm("fedgamma", fedgamma, "FedGAMMA: local SAM steps with SCAFFOLD control variates (Dai et al. 2023)",
+              kind="centralized", defaults={**_CENTRALIZED, **_SAM, "rho": 0.05}),
     Algorithm("fedgf", fedgf, "FedGF: local SAM towards a global perturbation, adaptive c (Lee & Yoon 2024)",
               kind="centralized", defaults={**_CENTRALIZED, "rho": 0.05, "fedgf_threshold": REQUIRED,
                                             "fedgf_window": 30, "fedgf_reading": "points"}),
