@@ -1,0 +1,261 @@
+"""Rerun a seed paper's table: ``python -m dfl_core table NAME --profile fast|full``.
+
+A table is a paper preset (:mod:`dfl_core.presets`): its rows are algorithms,
+its columns settings. Under ``full`` every cell runs the preset's config as it
+is (the papers' scale, for a GPU). Under ``fast`` every cell runs a small copy
+of it (:func:`fast_config`): Fashion-MNIST (3000 training images, 150 per
+client), the 2NN, 20 clients, 30 rounds, batch 50, with the table's own algorithms, partitions,
+topologies, participation *fractions*, local *epochs* and learning rates.
+
+Each cell is run for every seed and reported as mean ± std of the final
+test accuracy (%) of the global (average) model. :func:`write_table` writes a
+CSV and a Markdown file whose header lines record the command, the seeds, the
+versions and the machine; where the paper's table is transcribed in
+:mod:`theory.tables`, the paper's number stands beside ours.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from .config import Config
+from .presets import PRESETS, Preset
+
+__all__ = ["TABLE_PROFILES", "FAST", "fast_config", "TableResult", "run_table", "write_table", "read_table",
+           "paper_value", "DISPLAY_NAMES"]
+
+TABLE_PROFILES = ("fast", "full")
+
+#: The fast scale: the book's ``fast`` profile (:data:`dfl_core.profiles.PROFILES`) with half its
+#: training images and batch 50, so that an epoch is 3 steps and a whole table runs in minutes on a CPU.
+FAST = dict(dataset="fashion-mnist", train_size=3000, test_size=1000, model="2nn", num_clients=20, rounds=30,
+            batch_size=50)
+
+#: How the papers' tables spell the algorithms.
+DISPLAY_NAMES = {
+    "fedavg": "FedAvg", "fedavgm": "FedAvgM", "fedprox": "FedProx", "scaffold": "SCAFFOLD", "feddyn": "FedDyn",
+    "fedcm": "FedCM", "mimelite": "MimeLite", "fedsam": "FedSAM", "fedasam": "FedASAM", "mofedsam": "MoFedSAM",
+    "fedsmoo": "FedSMOO", "fedgamma": "FedGAMMA", "fedgf": "FedGF", "fedrobust": "FedRobust",
+    "dpsgd": "D-PSGD", "dfedavg": "DFedAvg", "dfedavgm": "DFedAvgM", "dfedavgm-q": "Q-DFedAvgM",
+    "dfedsam": "DFedSAM", "dfedsam-mgs": "DFedSAM-MGS", "dispfl": "DisPFL",
+}
+
+
+def _steps_per_epoch(n: int, batch: int) -> int:
+    return math.ceil(n / batch)
+
+
+def fast_config(preset: Preset, algorithm: str, setting: str) -> Config:
+    """The preset's cell at the fast scale (see the module docstring).
+
+    Local steps keep the cell's local *epochs*: K_fast = E · ceil(n_fast / B_fast)
+    with E = K_full / ceil(n_full / B_full); D-PSGD keeps its single step.
+    A fixed count of sampled clients keeps its fraction of m.
+    """
+    full = preset.config(algorithm, setting)
+    m, rounds = FAST["num_clients"], FAST["rounds"]
+    n_full = _samples_per_client(full)
+    n_fast = FAST["train_size"] // m
+    changes = dict(FAST, eval_every=rounds)
+    if full.local_steps is not None and algorithm != "dpsgd":
+        epochs = full.local_steps / _steps_per_epoch(n_full, full.batch_size)
+        changes["local_steps"] = max(1, round(epochs * _steps_per_epoch(n_fast, FAST["batch_size"])))
+    if full.clients_per_round is not None:
+        changes["clients_per_round"] = max(1, round(full.clients_per_round * m / full.num_clients))
+    return full.replace(**changes)
+
+
+#: Training-set sizes of the presets' datasets (the descriptions in :data:`dfl_core.data.DATASETS`).
+_TRAIN_SIZES = {"digits": 1438, "fashion-mnist": 60_000, "mnist": 60_000, "emnist": 697_932,
+                "cifar10": 50_000, "cifar100": 50_000}
+
+
+def _samples_per_client(cfg: Config) -> int:
+    return max(1, (cfg.train_size or _TRAIN_SIZES[cfg.dataset]) // cfg.num_clients)
+
+
+@dataclass
+class TableResult:
+    """One rerun table: per cell the final test accuracies (%) of every seed."""
+
+    name: str
+    profile: str
+    seeds: tuple[int, ...]
+    cells: dict[tuple[str, str], list[float]] = field(default_factory=dict)    # (algorithm, setting) -> accs
+    meta: dict[str, str] = field(default_factory=dict)
+
+    def mean_std(self, algorithm: str, setting: str) -> tuple[float, float]:
+        values = self.cells[(algorithm, setting)]
+        return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def _calibrate_fedgf(preset: Preset, make: Callable[[str, str], Config], seed: int, data) -> float:
+    """T_D for FedGF, which no source gives: as chapter 06 does, the midpoint of the mean client drift
+    D^r (eq. (15)) of a pilot on the most and on the least heterogeneous setting. The pilot is FedGF
+    with a threshold never reached (c stays 0, i.e. FedSAM), which records D^r every round."""
+    from .engine import Simulation
+
+    by_alpha = sorted(preset.settings, key=lambda s: make("fedgf", s).alpha)
+    drifts = []
+    for setting in (by_alpha[0], by_alpha[-1]):
+        cfg = make("fedgf", setting).replace(seed=seed, fedgf_threshold=1e30)
+        sim = Simulation(cfg, data(cfg.resolved()))
+        sim.run()
+        drifts.append(statistics.fmean(sim.server["drift"]))
+    return (drifts[0] + drifts[1]) / 2
+
+
+def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 2),
+              algorithms: tuple[str, ...] | None = None, settings: tuple[str, ...] | None = None,
+              changes: dict | None = None, progress: bool = True) -> TableResult:
+    """Run every cell of preset ``name`` for every seed under ``profile``."""
+    from tqdm import tqdm
+
+    from .engine import DataCache, run
+
+    if name not in PRESETS:
+        raise ValueError(f"unknown table {name!r}; allowed: {', '.join(PRESETS)}")
+    if profile not in TABLE_PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; allowed: {', '.join(TABLE_PROFILES)}")
+    if not seeds:
+        raise ValueError("give at least one seed")
+    preset = PRESETS[name]
+    algorithms = tuple(algorithms or preset.algorithms)
+    settings = tuple(settings or preset.settings)
+    for s in settings:
+        if s not in preset.settings:
+            raise ValueError(f"table {name!r} has no setting {s!r}; allowed: {', '.join(preset.settings)}")
+    extra = dict(changes or {})
+
+    def make(algorithm: str, setting: str) -> Config:
+        cfg = fast_config(preset, algorithm, setting) if profile == "fast" else preset.config(algorithm, setting)
+        return cfg.replace(**{k: v for k, v in extra.items() if k != "fedgf_threshold"})
+
+    result = TableResult(name, profile, tuple(seeds))
+    cache = DataCache()
+    if "fedgf" in algorithms:
+        threshold = extra.get("fedgf_threshold")
+        if threshold is None:
+            threshold = _calibrate_fedgf(preset, make, seeds[0], cache)
+        result.meta["fedgf_threshold"] = f"{threshold:.6g}"
+    cells = [(a, s) for s in settings for a in algorithms]
+    start = time.perf_counter()
+    for algorithm, setting in tqdm(cells, desc=name, disable=not progress):
+        cfg = make(algorithm, setting)
+        if algorithm == "fedgf":
+            cfg = cfg.replace(fedgf_threshold=float(result.meta["fedgf_threshold"]))
+        accs = []
+        for seed in seeds:
+            c = cfg.replace(seed=seed)
+            history = run(c, data=cache(c.resolved()))
+            accs.append(100 * history.final["test_acc"])
+        result.cells[(algorithm, setting)] = accs
+    result.meta.update(_provenance(name, profile, seeds, time.perf_counter() - start))
+    return result
+
+
+def _provenance(name: str, profile: str, seeds, seconds: float) -> dict[str, str]:
+    import torch
+
+    from . import __version__
+    return {
+        "command": f"python -m dfl_core table {name} --profile {profile} --seeds {' '.join(map(str, seeds))}",
+        "seeds": " ".join(map(str, seeds)),
+        "versions": f"dfl_core {__version__}, torch {torch.__version__}, python {platform.python_version()}",
+        "machine": f"{platform.machine()} {platform.processor() or ''} {torch.get_num_threads()} threads".strip(),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        "wall_time_s": f"{seconds:.0f}",
+    }
+
+
+def paper_value(name: str, algorithm: str, setting: str) -> float | None:
+    """The paper's printed test accuracy (%) of this cell, if :mod:`theory.tables` transcribes it."""
+    from theory.tables import load_table
+
+    label = DISPLAY_NAMES.get(algorithm, algorithm)
+    family = name.rsplit("-", 1)[0]
+    task = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100"}.get(name.rsplit("-", 1)[-1])
+    split = {"dir0.3": "Dir0.3", "dir0.6": "Dir0.6", "iid": "IID"}
+    try:
+        if family == "dfedsam-table1":
+            row = load_table("dfedsam_table1").one(task=task, algorithm=label, split=split[setting])
+            return float(row["validation"])
+        if family == "dfedsam-table2":
+            col = {"exponential": "exp"}.get(setting, setting)
+            return float(load_table("dfedsam_table2").one(algorithm=label)[col])
+        if family == "dfedsam-table3":
+            return float(load_table("dfedsam_table3").one(task=task, algorithm=label)["test_acc"])
+        if family == "fedgf-table1":
+            alpha, n = setting.removeprefix("alpha").split("-n")
+            value = load_table("fedgf_table1").one(task=task, algorithm=label, dirichlet_alpha=alpha,
+                                                   clients_per_round=n)["test_acc"]
+            return float(value) if value else None
+        if name == "fedsam-cifar10":
+            return float(load_table("fedsam_table2").one(setting=split[setting], algorithm=label)["validation"])
+    except KeyError:
+        return None
+    return None
+
+
+def write_table(result: TableResult, folder: str | Path) -> tuple[Path, Path]:
+    """``<name>-<profile>.csv`` and ``.md`` in ``folder``; returns both paths."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = folder / f"{result.name}-{result.profile}"
+    header = [f"# {k}: {v}" for k, v in result.meta.items()]
+    rows = []
+    for (algorithm, setting), accs in result.cells.items():
+        mean, std = result.mean_std(algorithm, setting)
+        paper = paper_value(result.name, algorithm, setting)
+        rows.append(dict(algorithm=algorithm, setting=setting, mean=f"{mean:.2f}", std=f"{std:.2f}",
+                         seeds=len(accs), values=" ".join(f"{a:.2f}" for a in accs),
+                         paper="" if paper is None else f"{paper:.2f}"))
+    with open(stem.with_suffix(".csv"), "w", newline="") as f:
+        f.write("\n".join(header) + "\n")
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    stem.with_suffix(".md").write_text(to_markdown(result) + "\n")
+    return stem.with_suffix(".csv"), stem.with_suffix(".md")
+
+
+def to_markdown(result: TableResult) -> str:
+    """Rows = algorithms, columns = settings; each cell ``mean ± std (paper)``."""
+    algorithms = list(dict.fromkeys(a for a, _ in result.cells))
+    settings = list(dict.fromkeys(s for _, s in result.cells))
+    lines = [f"<!-- {k}: {v} -->" for k, v in result.meta.items()]
+    lines += [f"Test accuracy (%) of the global model, mean ± std over seeds {', '.join(map(str, result.seeds))} "
+              f"({result.profile} profile); the paper's number in parentheses.", "",
+              "| algorithm | " + " | ".join(settings) + " |", "|---" * (len(settings) + 1) + "|"]
+    for a in algorithms:
+        cells = []
+        for s in settings:
+            mean, std = result.mean_std(a, s)
+            paper = paper_value(result.name, a, s)
+            cells.append(f"{mean:.2f} ± {std:.2f}" + ("" if paper is None else f" ({paper:.2f})"))
+        lines.append(f"| {DISPLAY_NAMES.get(a, a)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def read_table(path: str | Path) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """A CSV written by :func:`write_table`: its header lines and its rows."""
+    meta, body = {}, []
+    for line in Path(path).read_text().splitlines():
+        if line.startswith("#"):
+            k, _, v = line[1:].strip().partition(":")
+            meta[k.strip()] = v.strip()
+        elif line.strip():
+            body.append(line)
+    return meta, list(csv.DictReader(body))
+
+
+if __name__ == "__main__":       # pragma: no cover
+    sys.exit("use: python -m dfl_core table NAME")
