@@ -30,6 +30,7 @@ ALGORITHM_FIELDS = (
     "mofedsam_alpha",
     "mofedsam_variant", "fedgf_threshold", "fedgf_window", "fedgf_reading",
     "quant_bits", "quant_step", "quant_stochastic", "quant_mixing",
+    "robust_lambda", "robust_ascent_lr",
 )
 
 
@@ -110,6 +111,9 @@ class Config:
                                           "default false)")
     quant_mixing: str | None = _help("dfedavgm-q: 'difference' x + W·Q(z − x) (eq. (7) as read here) or "
                                      "'models' W·(x + Q(z − x)) (equals DFedAvgM without quantization)")
+    robust_lambda: float | None = _help("λ, fedrobust's penalty λ‖Λ_i − I‖_F² + λ‖δ_i‖² on the clients' affine "
+                                        "shifts (default 1)")
+    robust_ascent_lr: float | None = _help("η₂, fedrobust's ascent step on (Λ_i, δ_i) (default 0.1; 0: FedAvg)")
     # --- runtime
     same_init: bool = _help("all clients start from the same initial model", True)
     eval_every: int = _help("evaluate every this many rounds (and after the last)", 1)
@@ -230,6 +234,8 @@ class Config:
             "mofedsam_alpha": dict(low=0.0, high=1.0),
             "fedgf_threshold": dict(low=0.0),
             "quant_step": dict(low=0.0, low_open=True),
+            "robust_lambda": dict(low=0.0),
+            "robust_ascent_lr": dict(low=0.0),
         }
         for name, bounds in optional_ranges.items():
             if getattr(self, name) is not None:
