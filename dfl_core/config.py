@@ -30,6 +30,7 @@ ALGORITHM_FIELDS = (
     "scaffold_option", "dyn_alpha", "fedcm_alpha", "fedsmoo_variant", "mofedsam_alpha",
     "mofedsam_variant", "fedgf_threshold", "fedgf_window", "fedgf_reading",
     "quant_bits", "quant_step", "quant_stochastic", "quant_mixing",
+    "robust_lambda", "robust_ascent_lr",
 )
 
 
@@ -116,6 +117,9 @@ class Config:
                                           "default false)")
     quant_mixing: str | None = _help("dfedavgm-q: 'difference' x + W·Q(z − x) (eq. (7) as read here) or "
                                      "'models' W·(x + Q(z − x)) (equals DFedAvgM without quantization)")
+    robust_lambda: float | None = _help("λ, fedrobust's penalty λ‖Λ_i − I‖_F² + λ‖δ_i‖² on the clients' affine "
+                                        "shifts (default 1)")
+    robust_ascent_lr: float | None = _help("η₂, fedrobust's ascent step on (Λ_i, δ_i) (default 0.1; 0: FedAvg)")
     # --- runtime
     same_init: bool = _help("all clients start from the same initial model", True)
     eval_every: int = _help("evaluate every this many rounds (and after the last)", 1)
@@ -242,6 +246,8 @@ class Config:
             "dyn_alpha": dict(low=0.0, low_open=True),
             "fedgf_threshold": dict(low=0.0),
             "quant_step": dict(low=0.0, low_open=True),
+            "robust_lambda": dict(low=0.0),
+            "robust_ascent_lr": dict(low=0.0),
         }
         for name, bounds in optional_ranges.items():
             if getattr(self, name) is not None:

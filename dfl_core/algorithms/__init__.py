@@ -93,6 +93,7 @@ class Algorithm:
 from .centralized import (FEDSMOO_VARIANTS, MOFEDSAM_VARIANTS, SCAFFOLD_OPTIONS, fedavg, fedavgm,  # noqa: E402
                           fedcm, feddyn, fedgamma, fedgf, fedprox, fedsmoo, mimelite, mofedsam, scaffold)
 from .decentralized import dfedavg, dfedavgm_q, dfedsam, dpsgd  # noqa: E402
+from .fedrobust import fedrobust  # noqa: E402
 
 # Defaults shared by families (sources: DFedSAM App. B.3; FedGF slides; notes in the docs).
 _DECENTRALIZED = {"topology": "ring", "gossip_steps": 1, "local_steps": 5}
@@ -145,4 +146,9 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in [
     Algorithm("fedgf", fedgf, "FedGF: local SAM towards a global perturbation, adaptive c (Lee & Yoon 2024)",
               kind="centralized", defaults={**_CENTRALIZED, "rho": 0.05, "fedgf_threshold": REQUIRED,
                                             "fedgf_window": 30, "fedgf_reading": "points"}),
+    # λ and η₂: not in the sources at hand (see dfl_core.algorithms.fedrobust); chosen so that on digits the
+    # learnt ‖Λ_i − I‖_F is of the order of the evaluation radius 0.4 and 2λη₂ < 1 keeps the ascent stable.
+    Algorithm("fedrobust", fedrobust, "FedRobust: local descent on w, ascent on each client's affine shift "
+              "(Λ_i, δ_i) (Reisizadeh et al. 2020; reconstructed)",
+              kind="centralized", defaults={**_CENTRALIZED, "robust_lambda": 1.0, "robust_ascent_lr": 0.1}),
 ]}
