@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from .algorithms import ALGORITHMS, FEDSMOO_VARIANTS, MOFEDSAM_VARIANTS, REQUIRED, SCAFFOLD_OPTIONS
+from .algorithms.dispfl import DISPFL_MASK_INIT, DISPFL_REGROW
 from .local import FEDGF_READINGS
 from .data import DATASETS, PARTITIONS
 from .models import MODELS
@@ -31,6 +32,7 @@ ALGORITHM_FIELDS = (
     "mofedsam_variant", "fedgf_threshold", "fedgf_window", "fedgf_reading",
     "quant_bits", "quant_step", "quant_stochastic", "quant_mixing",
     "robust_lambda", "robust_ascent_lr",
+    "dispfl_density", "dispfl_anneal", "dispfl_anneal_rounds", "dispfl_regrow", "dispfl_mask_init",
 )
 
 
@@ -120,6 +122,14 @@ class Config:
     robust_lambda: float | None = _help("λ, fedrobust's penalty λ‖Λ_i − I‖_F² + λ‖δ_i‖² on the clients' affine "
                                         "shifts (default 1)")
     robust_ascent_lr: float | None = _help("η₂, fedrobust's ascent step on (Λ_i, δ_i) (default 0.1; 0: FedAvg)")
+    dispfl_density: float | None = _help("DisPFL: density of every client's mask, ERK over layers (default 0.5)")
+    dispfl_anneal: float | None = _help("DisPFL: α of the fraction of each layer's mask updated per round, "
+                                        "α/2·(1 + cos(πt/T)) (default 0.5)")
+    dispfl_anneal_rounds: int | None = _help("DisPFL: T of that cosine (default: rounds)")
+    dispfl_regrow: str | None = _help("DisPFL regrowth: 'gradient' (largest |gradient|, the code's default) or "
+                                      "'random' (the published scripts)")
+    dispfl_mask_init: str | None = _help("DisPFL initial masks: 'independent' per client (the published "
+                                         "scripts) or 'shared' by all (the code's default)")
     # --- runtime
     same_init: bool = _help("all clients start from the same initial model", True)
     eval_every: int = _help("evaluate every this many rounds (and after the last)", 1)
@@ -208,6 +218,10 @@ class Config:
             _check_name("quant_mixing", self.quant_mixing, ("difference", "models"))
         if self.fedgf_reading is not None:
             _check_name("fedgf_reading", self.fedgf_reading, FEDGF_READINGS)
+        if self.dispfl_regrow is not None:
+            _check_name("dispfl_regrow", self.dispfl_regrow, DISPFL_REGROW)
+        if self.dispfl_mask_init is not None:
+            _check_name("dispfl_mask_init", self.dispfl_mask_init, DISPFL_MASK_INIT)
         _check_name("dirichlet_method", self.dirichlet_method, ("prior", "hsu"))
         _check_name("dtype", self.dtype, ("float32", "float64"))
         _check_name("device", self.device, ("auto", "cpu", "cuda"))
@@ -223,7 +237,8 @@ class Config:
         check_int("eval_every", self.eval_every, 1)
         check_int("shards_per_client", self.shards_per_client, 1)
         check_int("bits_per_param", self.bits_per_param, 1)
-        for name in ("train_size", "test_size", "client_chunk", "gossip_steps", "fedgf_window"):
+        for name in ("train_size", "test_size", "client_chunk", "gossip_steps", "fedgf_window",
+                     "dispfl_anneal_rounds"):
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 1)
         if self.quant_bits is not None:
@@ -248,6 +263,8 @@ class Config:
             "quant_step": dict(low=0.0, low_open=True),
             "robust_lambda": dict(low=0.0),
             "robust_ascent_lr": dict(low=0.0),
+            "dispfl_density": dict(low=0.0, high=1.0, low_open=True),
+            "dispfl_anneal": dict(low=0.0, high=1.0),
         }
         for name, bounds in optional_ranges.items():
             if getattr(self, name) is not None:

@@ -21,6 +21,7 @@ purpose        draws
 ``clients``    the clients sampled in a round (centralized FL)
 ``augment``    random crops and flips (CIFAR)
 ``quantize``   stochastic rounding of quantized messages (dfedavgm-q)
+``masks``      sparse masks: initial positions, random regrowth (dispfl)
 =============  ==========================================================
 
 Per-round draws (batches, clients, augmentation, time-varying graphs) come from
@@ -56,7 +57,7 @@ from .topology import MixingMatrix, make_topology
 
 __all__ = ["Simulation", "run", "DivergenceError", "purpose_seed", "PURPOSES", "dataset_subset", "federated_data", "DataCache"]
 
-PURPOSES = ("init", "partition", "batches", "topology", "clients", "augment", "quantize")
+PURPOSES = ("init", "partition", "batches", "topology", "clients", "augment", "quantize", "masks")
 
 
 class DivergenceError(RuntimeError):

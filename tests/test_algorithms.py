@@ -87,8 +87,8 @@ SMALL = dict(dataset="digits", train_size=240, test_size=60, num_clients=6, roun
 
 
 # dfedavgm-q mixes quantized model differences, x + W·Q(z − x); its own reference test is in
-# tests/test_instruments_quantize.py.
-DECENTRALIZED = [a for a in ALGORITHMS if ALGORITHMS[a].kind == "decentralized" and a != "dfedavgm-q"]
+# tests/test_instruments_quantize.py. DisPFL's sparse rounds have theirs in tests/test_dispfl.py.
+DECENTRALIZED = [a for a in ALGORITHMS if ALGORITHMS[a].kind == "decentralized" and a not in ("dfedavgm-q", "dispfl")]
 
 
 @pytest.mark.parametrize("topology", ["ring", "random-symmetric", "random-as-coded"])

@@ -22,7 +22,8 @@ from dfl_core.checkpoint import FORMAT, CheckpointError, load, save_atomic
 
 # one small config per algorithm; the extras make every kind of carried state appear
 EXTRA = {"fedgf": dict(fedgf_threshold=0.05, fedgf_window=3), "dfedavgm": dict(reset_momentum=False),
-         "dfedavgm-q": dict(quant_stochastic=True), "mofedsam": dict(mofedsam_variant="official-fedgf")}
+         "dfedavgm-q": dict(quant_stochastic=True), "mofedsam": dict(mofedsam_variant="official-fedgf"),
+         "dispfl": dict(dispfl_anneal_rounds=5)}          # the cosine of its mask updates spans 5 rounds, not `rounds`
 SMALL = dict(dataset="digits", model="2nn", num_clients=6, rounds=5, eval_every=2, device="cpu",
              batch_size=16, lr=0.05)
 

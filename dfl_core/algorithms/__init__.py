@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import torch
 
     from ..config import Config
+    from ..stacked import StackedModel
 
 __all__ = ["Algorithm", "ALGORITHMS", "RoundTools", "REQUIRED", "MOFEDSAM_VARIANTS", "FEDSMOO_VARIANTS",
            "SCAFFOLD_OPTIONS"]
@@ -36,6 +37,10 @@ class RoundTools(Protocol):
     lr: float               # η_t
     server: dict            # a centralized algorithm's state, kept across rounds
     default_head: tuple     # the config's gradient-forming local pieces (SAM or ASAM, or none)
+    model: "StackedModel"   # parameter layout (names, shapes, offsets of the layers in a row of x)
+
+    def matrices(self, t: int) -> list:
+        """The mixing matrices (:class:`~dfl_core.topology.MixingMatrix`) of round t, one per gossip step."""
 
     def local_train(self, x: Tensor, clients: Tensor | None = None, head=None) -> Tensor:
         """K steps of the local rule from ``x`` (one row per client in ``clients``); returns y^{t,K}."""
@@ -94,12 +99,17 @@ from .centralized import (FEDSMOO_VARIANTS, MOFEDSAM_VARIANTS, SCAFFOLD_OPTIONS,
                           fedcm, feddyn, fedgamma, fedgf, fedprox, fedsmoo, mimelite, mofedsam, scaffold)
 from .decentralized import dfedavg, dfedavgm_q, dfedsam, dpsgd  # noqa: E402
 from .fedrobust import fedrobust  # noqa: E402
+from .dispfl import dispfl  # noqa: E402
 
 # Defaults shared by families (sources: DFedSAM App. B.3; FedGF slides; notes in the docs).
 _DECENTRALIZED = {"topology": "ring", "gossip_steps": 1, "local_steps": 5}
 _CENTRALIZED = {"local_steps": 5, "client_fraction": 0.1, "clients_per_round": None, "server_lr": 1.0}
 _NO_SERVER_LR = {k: v for k, v in _CENTRALIZED.items() if k != "server_lr"}   # papers whose server has no η_g
 _SAM = {"rho": 0.01, "sam_variant": "sam", "asam_eta": 0.2, "asam_scale_all": True}
+# DisPFL's public code (rong-dai/DisPFL main_dispfl.py and scripts): density 0.5, anneal 0.5, 10 random neighbours
+_DISPFL = {"topology": "random-as-coded", "gossip_steps": 1, "local_steps": 5, "dispfl_density": 0.5,
+           "dispfl_anneal": 0.5, "dispfl_anneal_rounds": None, "dispfl_regrow": "gradient",
+           "dispfl_mask_init": "independent"}
 # quant_step None: the step is chosen per message (dfl_core.instruments.quantize.adaptive_step)
 _QUANT = {"quant_bits": 16, "quant_step": None, "quant_stochastic": False, "quant_mixing": "difference"}
 
@@ -117,6 +127,9 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in [
               defaults={**_DECENTRALIZED, **_SAM}),
     Algorithm("dfedsam-mgs", dfedsam, "DFedSAM-MGS: DFedSAM with Q gossip steps per round (Shi et al. 2023)",
               defaults={**_DECENTRALIZED, **_SAM, "gossip_steps": 4}),
+    Algorithm("dispfl", dispfl, "DisPFL: personalized sparse masks, masked aggregation and local steps, "
+              "prune-and-regrow (Dai et al. 2022; reconstructed from the code)",
+              defaults=_DISPFL, fixed={"gossip_steps": 1}),
     Algorithm("fedavg", fedavg, "FedAvg: sampled clients run K SGD steps, the server averages (McMahan et al. 2017)",
               kind="centralized", defaults=_CENTRALIZED),
     Algorithm("fedavgm", fedavgm, "FedAvgM: FedAvg with server momentum β (Hsu et al. 2019)",
