@@ -145,10 +145,10 @@ _DFEDSAM_BACKBONES = {
     "cifar100": "resnet18-gn",
 }
 
-# Table 1 rows FedAvg, FedSAM, D-PSGD, DFedAvg, DFedAvgM, DisPFL, DFedSAM, DFedSAM-MGS (DisPFL not implemented).
-_DFEDSAM_T1_ROWS = ("fedavg", "fedsam", "dpsgd", "dfedavg", "dfedavgm", "dfedsam", "dfedsam-mgs")
+# Table 1 rows FedAvg, FedSAM, D-PSGD, DFedAvg, DFedAvgM, DisPFL, DFedSAM, DFedSAM-MGS.
+_DFEDSAM_T1_ROWS = ("fedavg", "fedsam", "dpsgd", "dfedavg", "dfedavgm", "dispfl", "dfedsam", "dfedsam-mgs")
 # Table 3 lists the same methods in another order: FedAvg, FedSAM, D-PSGD, DisPFL, DFedAvg, DFedAvgM, DFedSAM, -MGS.
-_DFEDSAM_T3_ROWS = ("fedavg", "fedsam", "dpsgd", "dfedavg", "dfedavgm", "dfedsam", "dfedsam-mgs")
+_DFEDSAM_T3_ROWS = ("fedavg", "fedsam", "dpsgd", "dispfl", "dfedavg", "dfedavgm", "dfedsam", "dfedsam-mgs")
 # Table 2 has the decentralized methods only.
 _DFEDSAM_T2_ROWS = ("dpsgd", "dfedavg", "dfedavgm", "dfedsam", "dfedsam-mgs")
 
@@ -241,7 +241,7 @@ def _dfedsam_table1(dataset: str) -> Preset:
             "dir0.6": {"partition": "dirichlet", "alpha": 0.6},
             "iid": {"partition": "iid"},
         },
-        not_implemented=("DisPFL",),
+        not_implemented=(),
         notes=_DFEDSAM_COMMON_NOTES,
     )
 
@@ -302,7 +302,7 @@ def _dfedsam_table3(dataset: str) -> Preset:
         algorithms=_DFEDSAM_T3_ROWS,
         per_algorithm=_dfedsam_per_algorithm(_DFEDSAM_T3_ROWS),
         settings={"pathological": {"partition": "shards", "shards_per_client": 2}},   # Table 3's one column
-        not_implemented=("DisPFL",),
+        not_implemented=(),
         notes=(
             "App. C restates only the split, the backbones and the 500 rounds; every other value (lr 0.1, decay "
             "0.998, batch 128, 5 epochs, 100 clients, rho 0.01, Q = 4, weight decay, the time-varying topology "
@@ -324,8 +324,9 @@ _FEDGF_N = 500                                           # public code README: "
 _FEDGF_BATCH = 64                                        # public code (tools/experiments/cifar.sh): batch 64
 _FEDGF_K = epochs_to_steps(1, _FEDGF_N, _FEDGF_BATCH)    # public code: 1 epoch -> 1*ceil(500/64) = 8 steps
 
-_FEDGF_ROWS = ("fedavg", "fedavgm", "fedprox", "fedsam", "fedasam", "mofedsam", "fedgf")  # Table 1 order, implemented
-_FEDGF_MISSING = ("SCAFFOLD", "FedDyn", "FedGAMMA", "FedSMOO")
+_FEDGF_ROWS = ("fedavg", "fedavgm", "fedprox", "scaffold", "feddyn", "fedsam", "fedasam", "mofedsam",
+               "fedgamma", "fedsmoo", "fedgf")                 # Table 1 order
+_FEDGF_MISSING: tuple[str, ...] = ()
 
 
 def _fedgf_table1(dataset: str) -> Preset:
@@ -417,8 +418,8 @@ _FEDSAM_BATCH = 50                                       # public code (FL-Simul
 _FEDSAM_EPOCHS = 5                                       # public code (FL-Simulator): 5 epochs (paper's value lost)
 # EMNIST: App. E.1 "we use 20% of the dataset"; byclass (62 classes) has 697,932 train / 116,323 test images.
 _EMNIST_TRAIN, _EMNIST_TEST = round(0.2 * 697_932), round(0.2 * 116_323)      # 139,586 / 23,265
-_FEDSAM_ROWS = ("fedavg", "fedsam", "mofedsam")          # Table 1 order: FedAvg ... FedSAM, MoFedSAM
-_FEDSAM_MISSING = ("SCAFFOLD", "FedRobust", "FedCM", "MimeLite")
+_FEDSAM_ROWS = ("fedavg", "scaffold", "fedrobust", "fedcm", "mimelite", "fedsam", "mofedsam")   # Table 1 order
+_FEDSAM_MISSING: tuple[str, ...] = ()
 
 
 def _fedsam_preset(dataset: str) -> Preset:
