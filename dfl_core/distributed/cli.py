@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import socket
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -23,7 +24,7 @@ from ..checkpoint import CheckpointError
 from ..cli import add_config_arguments, config_overrides
 from ..config import Config, ConfigError
 
-__all__ = ["main", "build_parser", "BACKENDS", "torchrun_command"]
+__all__ = ["main", "build_parser", "BACKENDS", "torchrun_command", "init_process_group"]
 
 BACKENDS = ("gloo", "nccl")
 
@@ -67,6 +68,39 @@ def torchrun_command(nproc: int, args: Sequence[str], port: int, host: str = "12
     """The torchrun command line for ``nproc`` processes on this machine, bound to ``host:port``."""
     return [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", "--nnodes=1",
             f"--master-addr={host}", f"--master-port={port}", "-m", "dfl_core.distributed", *args]
+
+
+_LISTENING: list[socket.socket] = []       # rank 0's store socket, kept open for the run
+
+
+def init_process_group(backend: str, rank: int, world_size: int, timeout_s: float) -> None:
+    """Join the process group at ``MASTER_ADDR:MASTER_PORT`` (default 127.0.0.1:29500).
+
+    Under torchrun its agent hosts the rendezvous store (and listens on every
+    interface, which torch does not let us change: see the README on trusted
+    networks). Launched without torchrun (:mod:`.launch`, or RANK, WORLD_SIZE,
+    MASTER_ADDR, MASTER_PORT set by hand), rank 0 hosts the store on a socket
+    bound to MASTER_ADDR only. On a loopback address gloo's own sockets are
+    kept on the loopback interface too (``GLOO_SOCKET_IFNAME=lo``).
+    """
+    import torch.distributed as dist
+
+    host = os.environ.get("MASTER_ADDR", "127.0.0.1")
+    port = int(os.environ.get("MASTER_PORT", "29500"))
+    if _is_loopback(host):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    timeout = timedelta(seconds=timeout_s)
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        dist.init_process_group(backend, timeout=timeout)
+        return
+    if rank == 0:
+        listening = socket.create_server((host, port), backlog=max(128, world_size))
+        _LISTENING.append(listening)
+        store = dist.TCPStore(host, port, world_size, True, timeout=timeout, wait_for_workers=False,
+                              master_listen_fd=listening.fileno())
+    else:
+        store = dist.TCPStore(host, port, world_size, False, timeout=timeout)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
 
 
 def _error(rank: int, code: int, err: BaseException) -> int:
@@ -121,12 +155,9 @@ def _run(args, cfg: Config, rank: int, world_size: int) -> int:
     from .rank import run_rank
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    host = os.environ.get("MASTER_ADDR", "127.0.0.1")
-    if _is_loopback(host):
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")        # gloo's sockets on loopback only
     watchdog = Watchdog(rank, args.timeout_s)
     watchdog.arm("joining the process group")
-    dist.init_process_group(args.backend, timeout=timedelta(seconds=args.timeout_s))
+    init_process_group(args.backend, rank, world_size, args.timeout_s)
     watchdog.disarm()
     exchange = Exchange(rank, world_size, args.timeout_s, watchdog)
     out = Path(args.out)

@@ -52,6 +52,9 @@ class Watchdog:
 
     def __init__(self, rank: int, timeout_s: float):
         self.rank, self.timeout_s = rank, timeout_s
+        # a backstop: the backend's own timeout (which names the rank) should fire first
+        self.grace_s = max(2.0, 0.25 * timeout_s)
+        self.suspects = lambda: "a neighbour"          # the Exchange names the ranks behind
         self._deadline: float | None = None
         self._what = ""
         self._lock = threading.Lock()
@@ -59,7 +62,7 @@ class Watchdog:
 
     def arm(self, what: str) -> None:
         with self._lock:
-            self._deadline, self._what = time.monotonic() + self.timeout_s, what
+            self._deadline, self._what = time.monotonic() + self.timeout_s + self.grace_s, what
 
     def disarm(self) -> None:
         with self._lock:
@@ -72,7 +75,11 @@ class Watchdog:
                 expired = self._deadline is not None and time.monotonic() > self._deadline
                 what = self._what
             if expired:
-                sys.stderr.write(f"error: rank {self.rank}: {what}: no answer within --timeout-s="
+                try:
+                    who = self.suspects()
+                except Exception:
+                    who = "a neighbour"
+                sys.stderr.write(f"error: rank {self.rank}: {what}: no answer from {who} within --timeout-s="
                                  f"{self.timeout_s:g} s; stopping\n")
                 sys.stderr.flush()
                 os._exit(EXIT_PEER_FAILURE)
@@ -127,6 +134,9 @@ class Exchange:
         self.bytes_sent = 0
         self.rows_sent = 0
         self.round = 0                       # 1-based round in progress, for messages
+        self._store = None
+        if watchdog is not None:
+            watchdog.suspects = self._behind
 
     def _wait(self, works: list[tuple[object, int | None]], what: str) -> None:
         """Wait for every (work, peer) pair; a failure names the peer (None: any rank of a collective)."""
@@ -138,16 +148,46 @@ class Exchange:
                 try:
                     ok = work.wait(timeout)
                 except Exception as err:          # gloo: connection closed, or its own timeout
-                    who = f"rank {peer}" if peer is not None else "a rank of the collective"
+                    who = f"rank {peer}" if peer is not None else self._behind()
                     first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                    first = first.split(" This is typically")[0]           # gloo's generic advice
                     raise PeerFailure(f"round {self.round}: {what}: lost {who} ({first})") from None
                 if ok is False:
-                    who = f"rank {peer}" if peer is not None else "a rank of the collective"
+                    who = f"rank {peer}" if peer is not None else self._behind()
                     raise PeerFailure(f"round {self.round}: {what}: {who} did not answer within "
                                       f"--timeout-s={self.timeout_s:g} s")
         finally:
             if self.watchdog is not None:
                 self.watchdog.disarm()
+
+    def start_round(self, round_: int) -> None:
+        """Mark in the rendezvous store that this rank has started round ``round_`` (1-based).
+
+        When a collective fails, the marks tell which ranks never reached the
+        round (a collective's error does not say whom it lost).
+        """
+        self.round = round_
+        if self._store is None:
+            try:
+                self._store = dist.distributed_c10d._get_default_store()
+            except Exception:                  # no store: failures name no rank, but still stop
+                return
+        self._store.set(f"dfl/round/{self.rank}", str(round_))
+
+    def _behind(self) -> str:
+        """The ranks whose mark shows they never started the current round, for an error message."""
+        if self._store is None:
+            return "a rank of the collective"
+        try:
+            self._store.set_timeout(timedelta(seconds=2))
+            keys = {s: f"dfl/round/{s}" for s in range(self.world_size) if s != self.rank}
+            marks = {s: int(self._store.get(k)) if self._store.check([k]) else 0 for s, k in keys.items()}
+        except Exception:
+            return "a rank of the collective (the rendezvous store did not answer: rank 0's host may be down)"
+        behind = [s for s, r in marks.items() if r < self.round]
+        if not behind:
+            return "a rank of the collective (every rank started this round)"
+        return ", ".join(f"rank {s} (last started round {marks[s]})" for s in behind)
 
     def _count(self, tensors: list[Tensor], rows: int) -> None:
         self.bytes_sent += sum(t.numel() * t.element_size() for t in tensors)

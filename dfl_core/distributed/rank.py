@@ -272,7 +272,7 @@ class _RankRun:
         """One round of the algorithm on this rank's block (the simulator's :meth:`Simulation.step`)."""
         sim = self.sim
         sim._augment_calls = 0                            # the augmentation stream restarts every round
-        self.exchange.round = sim.t + 1
+        self.exchange.start_round(sim.t + 1)
         before = self.exchange.bytes_sent
         with torch.no_grad():
             self.x = sim.algorithm.round(self.x, self.tools).detach()
