@@ -16,6 +16,7 @@ import ipaddress
 import os
 import socket
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Sequence
@@ -183,6 +184,9 @@ def _run(args, cfg: Config, rank: int, world_size: int) -> int:
             print(f"results: {out / 'results.json'}")
         dist.destroy_process_group()
         return 0
-    # A failed rank does not wait for the others to shut down cleanly (that could hang).
+    # A failed rank does not wait for the others to shut down cleanly (that could hang). Rank 0 hosting
+    # the store lingers briefly, so that the others can still read which ranks fell behind.
     sys.stdout.flush()
+    if _LISTENING:
+        time.sleep(min(3.0, args.timeout_s))
     os._exit(code)
