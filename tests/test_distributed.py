@@ -10,7 +10,6 @@ uninterrupted result.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -26,7 +25,7 @@ from dfl_core import Config, Simulation, read_results
 from dfl_core.config import ConfigError
 from dfl_core.distributed import GossipPlan, block_of, load_final_params, private_data
 from dfl_core.distributed.cli import torchrun_command
-from dfl_core.distributed.launch import free_port, spawn
+from dfl_core.distributed.launch import free_port, run_configs, spawn
 from dfl_core.engine import federated_data
 from dfl_core.topology import make_topology
 
@@ -91,18 +90,6 @@ def test_ring_plan_sends_only_the_boundary_rows_and_the_complete_graph_gathers()
 
 
 # ------------------------------------------------------------ equality
-WORKER = """
-import os, sys, json
-from dfl_core import Config
-from dfl_core.distributed.cli import init_process_group
-from dfl_core.distributed.exchange import Exchange
-from dfl_core.distributed.rank import run_rank
-rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-init_process_group("gloo", rank, world, 60)
-for name, cfg in json.loads(sys.argv[1]).items():
-    run_rank(Config.from_dict(cfg), rank, world, Exchange(rank, world, 60), sys.argv[2] + "/" + name)
-"""
-
 EQUALITY = {
     **{f"{a}-{g}": tiny(a, g) for a in ("dfedavg", "dfedsam", "dfedsam-mgs") for g in ("ring", "random-as-coded")},
     "dfedavg-complete": tiny("dfedavg", "complete"),                         # all_gather path
@@ -115,14 +102,7 @@ def test_four_processes_equal_the_simulator(tmp_path):
     """One process group runs every config in turn (one start-up for all); each must equal the simulator."""
     configs = {name: cfg.replace(num_neighbors=2) if cfg.topology == "random-as-coded" else cfg
                for name, cfg in EQUALITY.items()}
-    payload = json.dumps({name: cfg.to_dict() for name, cfg in configs.items()})
-    port = free_port()
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, payload, str(tmp_path)], cwd=ROOT,
-                              env={**os.environ, **ENV, "RANK": str(r), "WORLD_SIZE": str(NPROC),
-                                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)},
-                              stderr=subprocess.PIPE, text=True) for r in range(NPROC)]
-    errors = [p.communicate(timeout=300)[1] for p in procs]
-    assert [p.returncode for p in procs] == [0] * NPROC, errors
+    run_configs(NPROC, configs, tmp_path, env=ENV)
     for name, cfg in configs.items():
         assert make_topology(cfg.topology, 8, **cfg.resolved().topology_options()).time_varying == \
             (cfg.topology == "random-as-coded")
@@ -135,6 +115,8 @@ def test_four_processes_equal_the_simulator(tmp_path):
                    for f in sorted((tmp_path / name / "checkpoints").glob("rank*/round000003.pt"))]
             for name in ("dfedavg-ring", "dfedavgm-q-ring")}
     assert sent == {"dfedavg-ring": [2 * d * 8] * NPROC, "dfedavgm-q-ring": [2 * (d * 1 + 8)] * NPROC}
+    results = read_results(tmp_path / "dfedavg-complete" / "results.json")[0]
+    assert results.final["rank_bytes_last_round"] == [(NPROC - 1) * 2 * d * 8] * NPROC    # all_gather
 
 
 def test_torchrun_cli_equals_the_simulator_and_counts_the_ring_bytes(tmp_path):

@@ -65,10 +65,11 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def torchrun_command(nproc: int, args: Sequence[str], port: int, host: str = "127.0.0.1") -> list[str]:
-    """The torchrun command line for ``nproc`` processes on this machine, bound to ``host:port``."""
+def torchrun_command(nproc: int, args: Sequence[str], port: int, host: str = "127.0.0.1",
+                     module: str = "dfl_core.distributed") -> list[str]:
+    """The torchrun command line for ``nproc`` processes on this machine at ``host:port``."""
     return [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", "--nnodes=1",
-            f"--master-addr={host}", f"--master-port={port}", "-m", "dfl_core.distributed", *args]
+            f"--master-addr={host}", f"--master-port={port}", "-m", module, *args]
 
 
 _LISTENING: list[socket.socket] = []       # rank 0's store socket, kept open for the run

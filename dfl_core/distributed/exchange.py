@@ -122,10 +122,11 @@ class Exchange:
     """The communication of one rank: gossip steps, with the bytes it hands to the backend counted.
 
     ``bytes_sent`` counts the tensor bytes this rank passes to ``send`` (point
-    to point) or as its contribution to ``all_gather`` (gloo's ring algorithm
-    then forwards the other blocks too, which is not counted: the count is what
-    the algorithm needs to send, not the backend's overhead). ``rows_sent``
-    counts model-sized rows in the same way.
+    to point), and for ``all_gather`` P − 1 times the block it passes in: its
+    block must reach the P − 1 other ranks, and that is also what each rank
+    puts on the wire in gloo's ring all_gather (it forwards P − 1 blocks to its
+    successor). ``rows_sent`` counts model-sized rows in the same way.
+    Framing and the backend's headers are not counted.
     """
 
     def __init__(self, rank: int, world_size: int, timeout_s: float, watchdog: Watchdog | None = None):
@@ -207,7 +208,7 @@ class Exchange:
             pieces = _encode(x, quantize)
             outs = [[torch.empty_like(p) for _ in range(self.world_size)] for p in pieces]
             works = [(dist.all_gather(out, p, async_op=True), None) for out, p in zip(outs, pieces)]
-            self._count(pieces, x.shape[0])
+            self._count(pieces * (self.world_size - 1), x.shape[0] * (self.world_size - 1))
             self._wait(works, f"{label} (all_gather)")
             blocks = _decode([torch.cat(o) for o in outs], quantize, x.dtype)
             gathered.copy_(blocks)

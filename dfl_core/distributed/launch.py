@@ -11,13 +11,18 @@ not kill the other processes when one fails: they stop by themselves within
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import subprocess
 import sys
-from typing import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
 
-__all__ = ["spawn", "free_port", "main"]
+if TYPE_CHECKING:
+    from ..config import Config
+
+__all__ = ["spawn", "free_port", "run_configs", "main"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -28,17 +33,36 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def spawn(nproc: int, args: Sequence[str], host: str = "127.0.0.1", port: int | None = None,
-          env: dict[str, str] | None = None, **popen) -> list[subprocess.Popen]:
-    """Start ranks 0..nproc-1 of ``python -m dfl_core.distributed ARGS`` on this machine."""
+          env: dict[str, str] | None = None, module: str = "dfl_core.distributed", **popen) -> list[subprocess.Popen]:
+    """Start ranks 0..nproc-1 of ``python -m MODULE ARGS`` on this machine (``popen``: for subprocess.Popen)."""
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
         raise ValueError(f"nproc must be an integer >= 1, got {nproc!r}")
     port = free_port(host) if port is None else port
     base = {**os.environ, **(env or {}), "WORLD_SIZE": str(nproc), "MASTER_ADDR": host,
             "MASTER_PORT": str(port), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     base.pop("TORCHELASTIC_RUN_ID", None)
-    return [subprocess.Popen([sys.executable, "-m", "dfl_core.distributed", *args],
+    return [subprocess.Popen([sys.executable, "-m", module, *args],
                              env={**base, "RANK": str(r), "LOCAL_RANK": str(r)}, **popen)
             for r in range(nproc)]
+
+
+def run_configs(nproc: int, configs: dict[str, "Config"], out: str | os.PathLike, timeout_s: float = 60.0,
+                env: dict[str, str] | None = None) -> None:
+    """Run ``{name: Config}`` in turn over ``nproc`` local processes into ``out/<name>`` (:mod:`.batch`).
+
+    Raises RuntimeError with the ranks' messages if any rank fails.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    spec = out / "configs.json"
+    spec.write_text(json.dumps({name: cfg.to_dict() for name, cfg in configs.items()}))
+    procs = spawn(nproc, [str(spec), str(out), str(timeout_s)], env=env, module="dfl_core.distributed.batch",
+                  stderr=subprocess.PIPE, text=True)
+    errors = [p.communicate()[1] for p in procs]
+    failed = {r: e.strip().splitlines()[-1] if e.strip() else "" for r, (p, e) in enumerate(zip(procs, errors))
+              if p.returncode != 0}
+    if failed:
+        raise RuntimeError(f"ranks failed: {failed}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
