@@ -27,7 +27,8 @@ from ..config import Config, ConfigError
 
 __all__ = ["main", "build_parser", "BACKENDS", "torchrun_command", "init_process_group"]
 
-BACKENDS = ("gloo", "nccl")
+#: gloo only: the evaluation and barrier tensors live on the CPU (nccl would need them on the GPU).
+BACKENDS = ("gloo",)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,8 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="stop when a neighbouring rank does not answer within S seconds; the wait "
                              "includes the neighbour's local training, so S must exceed a round "
                              "(default: %(default)s)")
-    parser.add_argument("--backend", default="gloo", help=f"torch.distributed backend: {', '.join(BACKENDS)} "
-                        "(nccl needs one GPU per process; default: %(default)s)")
+    parser.add_argument("--backend", default="gloo",
+                        help=f"torch.distributed backend: {', '.join(BACKENDS)} (default: %(default)s)")
     add_config_arguments(parser)
     return parser
 
@@ -152,7 +153,7 @@ def _run(args, cfg: Config, rank: int, world_size: int) -> int:
     import torch.distributed as dist
 
     from ..engine import DivergenceError
-    from ..results import command_line, write_results
+    from ..results import write_results
     from .exchange import EXIT_PEER_FAILURE, Exchange, PeerFailure, Watchdog
     from .rank import run_rank
 

@@ -139,7 +139,7 @@ class Exchange:
         if watchdog is not None:
             watchdog.suspects = self._behind
 
-    def _wait(self, works: list[tuple[object, int | None]], what: str) -> None:
+    def wait_all(self, works: list[tuple[object, int | None]], what: str) -> None:
         """Wait for every (work, peer) pair; a failure names the peer (None: any rank of a collective)."""
         timeout = timedelta(seconds=self.timeout_s)
         if self.watchdog is not None:
@@ -209,7 +209,7 @@ class Exchange:
             outs = [[torch.empty_like(p) for _ in range(self.world_size)] for p in pieces]
             works = [(dist.all_gather(out, p, async_op=True), None) for out, p in zip(outs, pieces)]
             self._count(pieces * (self.world_size - 1), x.shape[0] * (self.world_size - 1))
-            self._wait(works, f"{label} (all_gather)")
+            self.wait_all(works, f"{label} (all_gather)")
             blocks = _decode([torch.cat(o) for o in outs], quantize, x.dtype)
             gathered.copy_(blocks)
             gathered[plan.own_positions] = x              # own rows exactly as held, never a decoded copy
@@ -229,7 +229,7 @@ class Exchange:
                     peers_of_ops.append(s)
             if ops:
                 works = dist.batch_isend_irecv(ops)
-                self._wait(list(zip(works, peers_of_ops)), f"{label} with ranks {plan.peers}")
+                self.wait_all(list(zip(works, peers_of_ops)), f"{label} with ranks {plan.peers}")
             for s, pieces in incoming.items():
                 gathered[plan.receive_positions[s]] = _decode(pieces, quantize, x.dtype)
         return plan.operator(gathered)
@@ -237,7 +237,7 @@ class Exchange:
     def barrier(self, what: str) -> None:
         """All ranks reached this point (before a checkpoint is written), under the same deadline."""
         flag = torch.ones(1)
-        self._wait([(dist.all_reduce(flag, async_op=True), None)], what)
+        self.wait_all([(dist.all_reduce(flag, async_op=True), None)], what)
 
 
 def _levels_dtype(bits: int) -> torch.dtype:

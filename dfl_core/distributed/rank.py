@@ -174,7 +174,7 @@ class _RankRun:
     def _gather(self, values: Tensor) -> Tensor:
         """Every rank's ``values`` (same shape), stacked in rank order (evaluation traffic, not counted)."""
         out = [torch.empty_like(values) for _ in range(self.world_size)]
-        self.exchange._wait([(dist.all_gather(out, values, async_op=True), None)], "evaluation")
+        self.exchange.wait_all([(dist.all_gather(out, values, async_op=True), None)], "evaluation")
         return torch.stack(out)
 
     def evaluate(self) -> dict:
