@@ -26,7 +26,8 @@ from .checkpoint import CheckpointError
 from .results import History, read_results, write_results
 from .topology import TOPOLOGIES
 
-__all__ = ["main", "DEFAULT_ALGORITHMS", "DEFAULT_SEEDS", "compare", "summary_table"]
+__all__ = ["main", "DEFAULT_ALGORITHMS", "DEFAULT_SEEDS", "compare", "summary_table", "add_config_arguments",
+           "config_overrides"]
 
 DEFAULT_ALGORITHMS = ("dpsgd", "dfedavg", "dfedavgm", "dfedsam", "dfedsam-mgs")
 DEFAULT_SEEDS = (0, 1, 2)
@@ -95,13 +96,7 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true",
                      help="continue an interrupted invocation with the same options: finished runs are read "
                           "from OUT/results.json, unfinished ones continue from OUT/checkpoints")
-    defaults = Config()
-    for f in dataclasses.fields(Config):
-        if f.name in ("algorithm", "seed"):
-            continue
-        run.add_argument("--" + f.name.replace("_", "-"), dest=f.name, metavar=f.type.split()[0].upper(),
-                         type=lambda s, a=f.type: _parse_value(s, a), default=argparse.SUPPRESS,
-                         help=f"{f.metadata.get('help', '')} (default: {getattr(defaults, f.name)})")
+    add_config_arguments(run)
     sub.add_parser("list", help="list algorithms, topologies, datasets, models and partitions")
     table = sub.add_parser(
         "table", help="rerun a paper's table (a preset) over seeds; write it as CSV and Markdown",
@@ -120,6 +115,26 @@ def _build_parser() -> argparse.ArgumentParser:
     table.add_argument("--out", default="dfl_tables", help="output folder (default: %(default)s)")
     table.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, skip: Sequence[str] = ("algorithm", "seed")) -> None:
+    """One ``--field-name`` option per :class:`Config` field (except ``skip``); unset options stay absent.
+
+    Shared with the distributed launcher (``python -m dfl_core.distributed``),
+    so both take the same config options.
+    """
+    defaults = Config()
+    for f in dataclasses.fields(Config):
+        if f.name in skip:
+            continue
+        parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, metavar=f.type.split()[0].upper(),
+                            type=lambda s, a=f.type: _parse_value(s, a), default=argparse.SUPPRESS,
+                            help=f"{f.metadata.get('help', '')} (default: {getattr(defaults, f.name)})")
+
+
+def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The config fields given on the command line (by :func:`add_config_arguments`)."""
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(Config) if hasattr(args, f.name)}
 
 
 def configs_for(base: Config, algorithms: Sequence[str]) -> dict[str, Config]:
@@ -264,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "table":
         return _table(parser, args, command)
-    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(Config) if hasattr(args, f.name)}
+    overrides = config_overrides(args)
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:

@@ -1,0 +1,273 @@
+r"""Gossip across processes: each rank sends only the rows its neighbours' rows of W need.
+
+One gossip step is :math:`x_i \leftarrow \sum_j w_{ij} x_j` (DFedSAM eqs. (4)–(5)).
+Rank r holds the rows of its block B_r and needs :math:`x_j` for every column j
+outside B_r with :math:`w_{ij} \ne 0` for some i in B_r. From W (which every
+rank computes itself: static graphs once, time-varying ones from
+``(seed, round, step)``) each rank derives a :class:`GossipPlan`:
+
+* sparse graphs (ring, grid, random neighbours): point-to-point messages
+  (``dist.batch_isend_irecv``), to each neighbouring rank exactly the rows it
+  needs, rebuilt whenever W changes;
+* graphs where every rank needs every other rank's whole block (complete):
+  one ``all_gather`` of the blocks.
+
+Then the rank mixes with its own rows of W (a :class:`~dfl_core.gossip.MixingOperator`
+on the columns it holds). Quantized messages (``dfedavgm-q``) travel as their
+integer levels and one scale per row (:func:`~dfl_core.instruments.quantize.encode`),
+so their bytes on the wire really shrink.
+
+Every wait has a deadline: a neighbour that dies (connection closed) or stops
+answering (deadline passed) ends the rank with :class:`PeerFailure`, naming the
+neighbour and the round, and a watchdog thread ends the process if even the
+backend's wait does not return.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from datetime import timedelta
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from ..gossip import MixingOperator
+
+__all__ = ["GossipPlan", "Exchange", "PeerFailure", "Watchdog", "EXIT_PEER_FAILURE"]
+
+#: Exit code of a rank that lost a neighbour (config errors exit 2, divergence 3, as the CLI).
+EXIT_PEER_FAILURE = 4
+
+
+class PeerFailure(RuntimeError):
+    """A neighbouring rank died or did not answer within the timeout."""
+
+
+class Watchdog:
+    """Ends the process if a communication wait outlives its deadline (no hang, whatever the backend does)."""
+
+    def __init__(self, rank: int, timeout_s: float):
+        self.rank, self.timeout_s = rank, timeout_s
+        # a backstop: the backend's own timeout (which names the rank) should fire first
+        self.grace_s = max(2.0, 0.25 * timeout_s)
+        self.suspects = lambda: "a neighbour"          # the Exchange names the ranks behind
+        self._deadline: float | None = None
+        self._what = ""
+        self._lock = threading.Lock()
+        threading.Thread(target=self._watch, name="dfl-watchdog", daemon=True).start()
+
+    def arm(self, what: str) -> None:
+        with self._lock:
+            self._deadline, self._what = time.monotonic() + self.timeout_s + self.grace_s, what
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._deadline = None
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(0.1)
+            with self._lock:
+                expired = self._deadline is not None and time.monotonic() > self._deadline
+                what = self._what
+            if expired:
+                try:
+                    who = self.suspects()
+                except Exception:
+                    who = "a neighbour"
+                sys.stderr.write(f"error: rank {self.rank}: {what}: no answer from {who} within --timeout-s="
+                                 f"{self.timeout_s:g} s; stopping\n")
+                sys.stderr.flush()
+                os._exit(EXIT_PEER_FAILURE)
+
+
+class GossipPlan:
+    """Who sends which rows to whom for one mixing matrix, and this rank's rows of W on what it holds."""
+
+    def __init__(self, W: np.ndarray, rank: int, world_size: int, device: torch.device, dtype: torch.dtype):
+        m = W.shape[0]
+        size = m // world_size
+        owner = np.arange(m) // size
+        nonzero = W != 0
+        # needed[s]: the columns outside block s that block s's rows of W use
+        needed = [np.flatnonzero(nonzero[s * size:(s + 1) * size].any(0) & (owner != s))
+                  for s in range(world_size)]
+        self.collective = world_size > 1 and all(len(n) == m - size for n in needed)
+        lo = rank * size
+        if self.collective:
+            columns = np.arange(m)
+            self.sends, self.receives = {}, {}
+        else:
+            columns = np.union1d(np.arange(lo, lo + size), needed[rank])
+            # sends[s]: local row numbers of this block that rank s needs; receives[s]: global ids from rank s
+            self.sends = {s: needed[s][owner[needed[s]] == rank] - lo for s in range(world_size) if s != rank}
+            self.sends = {s: torch.as_tensor(v) for s, v in self.sends.items() if len(v)}
+            self.receives = {s: needed[rank][owner[needed[rank]] == s] for s in range(world_size) if s != rank}
+            self.receives = {s: v for s, v in self.receives.items() if len(v)}
+        self.columns = columns
+        self.own_positions = torch.as_tensor(np.searchsorted(columns, np.arange(lo, lo + size)))
+        self.receive_positions = {s: torch.as_tensor(np.searchsorted(columns, v)) for s, v in self.receives.items()}
+        self.operator = MixingOperator(W[lo:lo + size][:, columns], device, dtype)
+
+    @property
+    def peers(self) -> list[int]:
+        return sorted(set(self.sends) | set(self.receives))
+
+
+class Exchange:
+    """The communication of one rank: gossip steps, with the bytes it hands to the backend counted.
+
+    ``bytes_sent`` counts the tensor bytes this rank passes to ``send`` (point
+    to point), and for ``all_gather`` P − 1 times the block it passes in: its
+    block must reach the P − 1 other ranks, and that is also what each rank
+    puts on the wire in gloo's ring all_gather (it forwards P − 1 blocks to its
+    successor). ``rows_sent`` counts model-sized rows in the same way.
+    Framing and the backend's headers are not counted.
+    """
+
+    def __init__(self, rank: int, world_size: int, timeout_s: float, watchdog: Watchdog | None = None):
+        self.rank, self.world_size, self.timeout_s = rank, world_size, timeout_s
+        self.watchdog = watchdog
+        self.bytes_sent = 0
+        self.rows_sent = 0
+        self.round = 0                       # 1-based round in progress, for messages
+        self._store = None
+        if watchdog is not None:
+            watchdog.suspects = self._behind
+
+    def wait_all(self, works: list[tuple[object, int | None]], what: str) -> None:
+        """Wait for every (work, peer) pair; a failure names the peer (None: any rank of a collective)."""
+        timeout = timedelta(seconds=self.timeout_s)
+        if self.watchdog is not None:
+            self.watchdog.arm(f"round {self.round}: {what}")
+        try:
+            for work, peer in works:
+                try:
+                    ok = work.wait(timeout)
+                except Exception as err:          # gloo: connection closed, or its own timeout
+                    who = f"rank {peer}" if peer is not None else self._behind()
+                    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                    first = first.split(" This is typically")[0]           # gloo's generic advice
+                    raise PeerFailure(f"round {self.round}: {what}: lost {who} ({first})") from None
+                if ok is False:
+                    who = f"rank {peer}" if peer is not None else self._behind()
+                    raise PeerFailure(f"round {self.round}: {what}: {who} did not answer within "
+                                      f"--timeout-s={self.timeout_s:g} s")
+        finally:
+            if self.watchdog is not None:
+                self.watchdog.disarm()
+
+    def start_round(self, round_: int) -> None:
+        """Mark in the rendezvous store that this rank has started round ``round_`` (1-based).
+
+        When a collective fails, the marks tell which ranks never reached the
+        round (a collective's error does not say whom it lost).
+        """
+        self.round = round_
+        if self._store is None:
+            try:
+                self._store = dist.distributed_c10d._get_default_store()
+            except Exception:                  # no store: failures name no rank, but still stop
+                return
+        self._store.set(f"dfl/round/{self.rank}", str(round_))
+
+    def _behind(self) -> str:
+        """The ranks whose mark shows they never started the current round, for an error message."""
+        if self._store is None:
+            return "a rank of the collective"
+        try:
+            self._store.set_timeout(timedelta(seconds=2))
+            keys = {s: f"dfl/round/{s}" for s in range(self.world_size) if s != self.rank}
+            marks = {s: int(self._store.get(k)) if self._store.check([k]) else 0 for s, k in keys.items()}
+        except Exception:
+            return "a rank of the collective (the rendezvous store did not answer: rank 0's host may be down)"
+        behind = [s for s, r in marks.items() if r < self.round]
+        if not behind:
+            return "a rank of the collective (every rank started this round)"
+        return ", ".join(f"rank {s} (last started round {marks[s]})" for s in behind)
+
+    def _count(self, tensors: list[Tensor], rows: int) -> None:
+        self.bytes_sent += sum(t.numel() * t.element_size() for t in tensors)
+        self.rows_sent += rows
+
+    def step(self, x: Tensor, plan: GossipPlan, quantize: tuple[int, float | None] | None = None,
+             label: str = "gossip") -> Tensor:
+        """One gossip step on this rank's block ``x`` (n, d): send, receive, mix with this rank's rows of W.
+
+        ``quantize = (bits, step)`` sends each row as b-bit integer levels and
+        its scale instead of the floats (the rows must already be quantized,
+        as dfedavgm-q's Q(z − x) is, so decoding returns them to rounding).
+        """
+        gathered = x.new_empty(len(plan.columns), x.shape[1])
+        gathered[plan.own_positions] = x
+        if plan.collective:
+            pieces = _encode(x, quantize)
+            outs = [[torch.empty_like(p) for _ in range(self.world_size)] for p in pieces]
+            works = [(dist.all_gather(out, p, async_op=True), None) for out, p in zip(outs, pieces)]
+            self._count(pieces * (self.world_size - 1), x.shape[0] * (self.world_size - 1))
+            self.wait_all(works, f"{label} (all_gather)")
+            blocks = _decode([torch.cat(o) for o in outs], quantize, x.dtype)
+            gathered.copy_(blocks)
+            gathered[plan.own_positions] = x              # own rows exactly as held, never a decoded copy
+        else:
+            ops, peers_of_ops, incoming = [], [], {}
+            for s, rows in plan.sends.items():
+                pieces = _encode(x[rows].contiguous(), quantize)
+                self._count(pieces, len(rows))
+                for p in pieces:
+                    ops.append(dist.P2POp(dist.isend, p, s))
+                    peers_of_ops.append(s)
+            for s, ids in plan.receives.items():
+                like = x.new_empty(len(ids), x.shape[1])
+                incoming[s] = [torch.empty_like(p) for p in _encode(like, quantize, shapes_only=True)]
+                for p in incoming[s]:
+                    ops.append(dist.P2POp(dist.irecv, p, s))
+                    peers_of_ops.append(s)
+            if ops:
+                works = dist.batch_isend_irecv(ops)
+                self.wait_all(list(zip(works, peers_of_ops)), f"{label} with ranks {plan.peers}")
+            for s, pieces in incoming.items():
+                gathered[plan.receive_positions[s]] = _decode(pieces, quantize, x.dtype)
+        return plan.operator(gathered)
+
+    def barrier(self, what: str) -> None:
+        """All ranks reached this point (before a checkpoint is written), under the same deadline."""
+        flag = torch.ones(1)
+        self.wait_all([(dist.all_reduce(flag, async_op=True), None)], what)
+
+
+def _levels_dtype(bits: int) -> torch.dtype:
+    from ..instruments.quantize import encode
+    return encode(torch.zeros(1, 1), bits).payload.dtype
+
+
+def _encode(x: Tensor, quantize: tuple[int, float | None] | None, shapes_only: bool = False) -> list[Tensor]:
+    """What goes on the wire for rows ``x``: the floats, or (integer levels as raw bytes, one scale per row).
+
+    The levels travel as bytes (``uint8`` views) because gloo's collectives
+    have no int16 type; the bytes are the same.
+    """
+    if quantize is None:
+        return [x]
+    from ..instruments.quantize import encode
+
+    bits, step = quantize
+    if shapes_only:                    # a receive buffer: only the dtypes and shapes matter
+        payload = torch.empty(x.shape, dtype=_levels_dtype(bits), device=x.device)
+        scale = x.new_empty(x.shape[0], 1)
+    else:
+        message = encode(x, bits, step)
+        payload, scale = message.payload, message.scale
+        scale = scale.expand(x.shape[0], 1) if scale.dim() < 2 else scale
+    return [payload.contiguous().view(torch.uint8), scale.to(x.dtype).contiguous()]
+
+
+def _decode(pieces: list[Tensor], quantize: tuple[int, float | None] | None, dtype: torch.dtype) -> Tensor:
+    if quantize is None:
+        return pieces[0]
+    raw, scale = pieces
+    return raw.view(_levels_dtype(quantize[0])).to(dtype) * scale

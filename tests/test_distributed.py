@@ -1,0 +1,200 @@
+"""The distributed backend: 4 gloo processes on loopback give the simulator's parameters, and survive faults.
+
+Equality: same config and seed, ``full_batch=True`` and ``dtype="float64"``:
+the final parameters of every client agree with :class:`Simulation` to 1e-10
+(DFedAvg, DFedSAM, DFedSAM-MGS on a ring and on a time-varying random graph,
+plus the complete graph's all_gather path, quantized DFedAvgM and stochastic
+mini-batches). Faults: a killed or frozen rank stops the others within the
+timeout, naming the rank and the round; the per-rank checkpoints resume to the
+uninterrupted result.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from dfl_core import Config, Simulation, read_results
+from dfl_core.config import ConfigError
+from dfl_core.distributed import GossipPlan, block_of, load_final_params, private_data
+from dfl_core.distributed.cli import torchrun_command
+from dfl_core.distributed.launch import free_port, run_configs, spawn
+from dfl_core.engine import federated_data
+from dfl_core.topology import make_topology
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
+TINY = dict(dataset="digits", train_size=200, model="2nn", num_clients=8, rounds=3, full_batch=True,
+            dtype="float64", device="cpu", lr=0.05, eval_every=3)
+NPROC = 4
+
+
+def tiny(algorithm: str, topology: str, **changes) -> Config:
+    return Config(algorithm=algorithm, topology=topology, **{**TINY, **changes})
+
+
+def cli_args(cfg: Config, out: Path, *extra: str) -> list[str]:
+    """The command-line options that give ``cfg`` (only fields that differ from the defaults)."""
+    default = Config().to_dict()
+    args = ["--algorithm", cfg.algorithm, "--seed", str(cfg.seed), "--out", str(out), "--no-progress", *extra]
+    for key, value in cfg.to_dict().items():
+        if key not in ("algorithm", "seed") and value != default[key]:
+            args += ["--" + key.replace("_", "-"), str(value)]
+    return args
+
+
+def simulated(cfg: Config) -> torch.Tensor:
+    sim = Simulation(cfg)
+    sim.run()
+    return sim.x
+
+
+# ------------------------------------------------------------------ units
+def test_blocks_need_a_process_count_dividing_m():
+    assert block_of(1, 4, 8).tolist() == [2, 3]
+    with pytest.raises(ConfigError, match=r"processes \(3\) must divide num_clients=8; allowed process "
+                                          r"counts: 1, 2, 4, 8"):
+        block_of(0, 3, 8)
+
+
+def test_a_rank_keeps_only_its_own_clients_samples():
+    cfg = tiny("dfedavg", "ring").resolved()
+    full = federated_data(cfg)
+    own = block_of(2, NPROC, 8)
+    mine = private_data(full, own)
+    for split, full_split in ((mine.train, full.train), (mine.test, full.test)):
+        assert len(split.x) == int(full_split.counts[own].sum()) < len(full_split.x)
+        assert split.counts[own].tolist() == full_split.counts[own].tolist()
+        assert int(split.counts.sum()) == int(split.counts[own].sum())           # others: no samples
+        for i in own.tolist():                                                   # same samples, same order
+            n = int(full_split.counts[i])
+            assert torch.equal(split.x[split.index[i, :n]], full_split.x[full_split.index[i, :n]])
+            assert torch.equal(split.y[split.index[i, :n]], full_split.y[full_split.index[i, :n]])
+    assert len(mine.dataset.x_train) == len(mine.train.x) and len(mine.dataset.x_test) == len(mine.test.x)
+
+
+def test_ring_plan_sends_only_the_boundary_rows_and_the_complete_graph_gathers():
+    W = make_topology("ring", 8).matrix(0).W
+    plan = GossipPlan(W, 1, NPROC, torch.device("cpu"), torch.float64)          # rank 1 holds clients 2, 3
+    assert not plan.collective
+    assert {s: v.tolist() for s, v in plan.sends.items()} == {0: [0], 2: [1]}   # client 2 left, client 3 right
+    assert {s: v.tolist() for s, v in plan.receives.items()} == {0: [1], 2: [4]}
+    assert GossipPlan(make_topology("complete", 8).matrix(0).W, 1, NPROC, "cpu", torch.float64).collective
+
+
+# ------------------------------------------------------------ equality
+EQUALITY = {
+    **{f"{a}-{g}": tiny(a, g) for a in ("dfedavg", "dfedsam", "dfedsam-mgs") for g in ("ring", "random-as-coded")},
+    "dfedavg-complete": tiny("dfedavg", "complete"),                         # all_gather path
+    "dfedavgm-q-ring": tiny("dfedavgm-q", "ring", quant_bits=8),                # integer payloads
+    "dfedsam-stochastic": tiny("dfedsam", "random-as-coded", full_batch=False, batch_size=8),
+}
+
+
+def test_four_processes_equal_the_simulator(tmp_path):
+    """One process group runs every config in turn (one start-up for all); each must equal the simulator."""
+    configs = {name: cfg.replace(num_neighbors=2) if cfg.topology == "random-as-coded" else cfg
+               for name, cfg in EQUALITY.items()}
+    run_configs(NPROC, configs, tmp_path, env=ENV)
+    for name, cfg in configs.items():
+        assert make_topology(cfg.topology, 8, **cfg.resolved().topology_options()).time_varying == \
+            (cfg.topology == "random-as-coded")
+        gap = float((load_final_params(tmp_path / name) - simulated(cfg)).abs().max())
+        assert gap < 1e-10, (name, gap)
+    # bytes each rank handed to send in the last round (from its checkpoint): the ring sends two rows,
+    # float64 for DFedAvg, int8 levels and one float64 scale each for 8-bit quantized DFedAvgM
+    d = Simulation(configs["dfedavg-ring"]).model.d
+    sent = {name: [torch.load(f, weights_only=True)["counters"]["bytes_last_round"]
+                   for f in sorted((tmp_path / name / "checkpoints").glob("rank*/round000003.pt"))]
+            for name in ("dfedavg-ring", "dfedavgm-q-ring")}
+    assert sent == {"dfedavg-ring": [2 * d * 8] * NPROC, "dfedavgm-q-ring": [2 * (d * 1 + 8)] * NPROC}
+    results = read_results(tmp_path / "dfedavg-complete" / "results.json")[0]
+    assert results.final["rank_bytes_last_round"] == [(NPROC - 1) * 2 * d * 8] * NPROC    # all_gather
+
+
+def test_torchrun_cli_equals_the_simulator_and_counts_the_ring_bytes(tmp_path):
+    cfg = tiny("dfedsam-mgs", "ring", gossip_steps=2)
+    done = subprocess.run(torchrun_command(NPROC, cli_args(cfg, tmp_path), port=free_port()), cwd=ROOT,
+                          env={**os.environ, **ENV}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert float((load_final_params(tmp_path) - simulated(cfg)).abs().max()) < 1e-10
+    final = read_results(tmp_path / "results.json")[0].final
+    d = Simulation(cfg).model.d
+    # each rank holds 2 clients of the ring; per gossip step it sends one row to each neighbouring rank
+    assert final["rank_bytes_last_round"] == [2 * 2 * d * 8] * NPROC
+    assert final["rank_bytes_sent"] == [3 * 2 * 2 * d * 8] * NPROC
+    assert "bytes sent per round by rank" in done.stdout
+
+
+# ---------------------------------------------------------------- faults
+def _survivors(procs, dead: int, limit_s: float) -> tuple[dict[int, tuple[int, str]], float]:
+    """The exit code and stderr of every rank but ``dead``, and how long they took to exit."""
+    start = time.monotonic()
+    out = {}
+    for r, p in enumerate(procs):
+        if r == dead:
+            continue
+        _, err = p.communicate(timeout=limit_s)
+        out[r] = (p.returncode, err)
+    return out, time.monotonic() - start
+
+
+def test_a_killed_rank_stops_the_others_and_the_checkpoints_resume(tmp_path):
+    cfg = tiny("dfedavg", "ring", rounds=5)
+    args = cli_args(cfg, tmp_path, "--timeout-s", "10", "--checkpoint-every", "1")
+    procs = spawn(NPROC, args, env={**ENV, "DFL_DISTRIBUTED_FAULT": "kill:2:3"}, cwd=ROOT,
+                  stderr=subprocess.PIPE, text=True)
+    assert procs[2].wait(timeout=300) == -signal.SIGKILL
+    survivors, waited = _survivors(procs, 2, limit_s=60)
+    assert waited < 10 + 5, waited                                  # within the timeout (plus the watchdog's grace)
+    assert all(code == 4 for code, _ in survivors.values()), survivors
+    messages = "".join(err for _, err in survivors.values())
+    for r in survivors:
+        assert f"error: rank {r}: round" in messages, messages
+    assert "round 3" in messages and "lost rank 2" in messages, messages
+    assert not (tmp_path / "results.json").exists()
+    # resume: every rank has round 2 (barrier before each checkpoint), and the result is the uninterrupted one
+    procs = spawn(NPROC, [*args, "--resume"], env=ENV, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    assert [p.wait(timeout=300) for p in procs] == [0] * NPROC, [p.stderr.read() for p in procs]
+    assert float((load_final_params(tmp_path) - simulated(cfg)).abs().max()) < 1e-10
+    assert read_results(tmp_path / "results.json")[0].rounds == [0, 3, 5]
+
+
+def test_a_frozen_rank_times_out_the_others_naming_it(tmp_path):
+    cfg = tiny("dfedavg", "complete", rounds=4)
+    procs = spawn(NPROC, cli_args(cfg, tmp_path, "--timeout-s", "3"), env={**ENV, "DFL_DISTRIBUTED_FAULT":
+                  "stall:1:2"}, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        survivors, _ = _survivors(procs, 1, limit_s=120)
+        assert all(code == 4 for code, _ in survivors.values()), survivors
+        for r, (_, err) in survivors.items():
+            assert f"error: rank {r}: round 2" in err and "rank 1" in err, err
+    finally:
+        procs[1].kill()                       # it is stopped (SIGSTOP), not dead
+        procs[1].wait()
+
+
+# -------------------------------------------------------------- bad input
+@pytest.mark.parametrize("options, message", [
+    (["--num-clients", "6"], "the number of processes (4) must divide num_clients=6"),
+    (["--backend", "nccl"], "unknown backend 'nccl'; allowed: gloo"),
+    (["--algorithm", "fedavg"], "algorithm 'fedavg' is centralized"),
+    (["--timeout-s", "0"], "--timeout-s must be > 0"),
+])
+def test_bad_input_is_refused_before_any_process_group(options, message):
+    done = subprocess.run([sys.executable, "-m", "dfl_core.distributed", *options], cwd=ROOT, timeout=120,
+                          env={**os.environ, **ENV, "RANK": "0", "WORLD_SIZE": "4"}, capture_output=True, text=True)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def test_without_a_launcher_it_says_how_to_launch():
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    done = subprocess.run([sys.executable, "-m", "dfl_core.distributed"], cwd=ROOT, timeout=120,
+                          env={**env, **ENV}, capture_output=True, text=True)
+    assert done.returncode == 2 and "torchrun --nproc_per_node=N -m dfl_core.distributed" in done.stderr
