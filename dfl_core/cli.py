@@ -112,6 +112,8 @@ def _build_parser() -> argparse.ArgumentParser:
     table.add_argument("--settings", default=None, help="only these columns (comma-separated)")
     table.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                        help="change a config field of every cell, e.g. --set rounds=5 (repeatable)")
+    table.add_argument("--tag", default=None,
+                       help="append -TAG to the output names, e.g. for a rerun with --set (a code variant)")
     table.add_argument("--out", default="dfl_tables", help="output folder (default: %(default)s)")
     table.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser
@@ -239,6 +241,8 @@ def _names(text: str | None) -> list[str]:
 def _table(parser: argparse.ArgumentParser, args: argparse.Namespace, command: str) -> int:
     from .tables import run_table, write_table
     types = {f.name: f.type for f in dataclasses.fields(Config)}
+    if args.tag is not None and not args.tag.replace("-", "").isalnum():
+        parser.error(f"--tag must be letters, digits and '-', got {args.tag!r}")
     changes = {}
     for item in args.set:
         key, eq, value = item.partition("=")
@@ -263,7 +267,7 @@ def _table(parser: argparse.ArgumentParser, args: argparse.Namespace, command: s
     except DivergenceError as err:
         print(f"error: {err}", file=sys.stderr)
         return 3
-    csv_path, md_path = write_table(result, args.out)
+    csv_path, md_path = write_table(result, args.out, tag=args.tag)
     print(md_path.read_text())
     print(f"table: {csv_path}\n       {md_path}")
     return 0

@@ -30,7 +30,7 @@ from .config import Config
 from .presets import PRESETS, Preset
 
 __all__ = ["TABLE_PROFILES", "FAST", "fast_config", "TableResult", "run_table", "write_table", "read_table",
-           "paper_value", "DISPLAY_NAMES"]
+           "paper_value", "DISPLAY_NAMES", "forward_flops", "full_scale_cost", "ASSUMED_GPU_TFLOPS"]
 
 TABLE_PROFILES = ("fast", "full")
 
@@ -174,10 +174,72 @@ def _provenance(name: str, profile: str, seeds, seconds: float, command: str | N
         "command": command or f"python -m dfl_core table {name} --profile {profile} --seeds {','.join(map(str, seeds))}",
         "seeds": " ".join(map(str, seeds)),
         "versions": f"dfl_core {__version__}, torch {torch.__version__}, python {platform.python_version()}",
-        "machine": f"{platform.machine()} {platform.processor() or ''} {torch.get_num_threads()} threads".strip(),
+        "machine": f"{_cpu_name()}, {torch.get_num_threads()} torch thread(s), "
+                   + (torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         "wall_time_s": f"{seconds:.0f}",
     }
+
+
+#: Sustained training throughput assumed for one GPU when estimating run times (an assumption, not a
+#: measurement: about a quarter of an A100's fp32/TF32 peak, which per-client small-batch training rarely beats).
+ASSUMED_GPU_TFLOPS = 5.0
+
+_INPUT_SHAPES = {"digits": ((1, 8, 8), 10), "fashion-mnist": ((1, 28, 28), 10), "mnist": ((1, 28, 28), 10),
+                 "emnist": ((1, 28, 28), 62), "cifar10": ((3, 32, 32), 10), "cifar100": ((3, 32, 32), 100)}
+
+
+def forward_flops(model: str, dataset: str) -> int:
+    """FLOPs of one sample's forward pass (``torch.utils.flop_counter``: a multiply-add counts 2)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from .models import build_model
+    shape, classes = _INPUT_SHAPES[dataset]
+    net = build_model(model, shape, classes)
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        net(torch.zeros(1, *shape))
+    return int(counter.get_total_flops())
+
+
+def full_scale_cost(name: str, seeds: int = 3, tflops: float = ASSUMED_GPU_TFLOPS) -> dict[str, float]:
+    """An *estimate* of the full-scale table's training compute and its hours on one GPU.
+
+    Per cell and seed: rounds × clients trained per round × K × B samples, each
+    costing 3 forward passes (forward + backward), twice for the SAM family.
+    Evaluation, gossip and the extra passes of SCAFFOLD-I, MimeLite and
+    DisPFL are left out; ``tflops`` is the assumed sustained throughput.
+    """
+    from .algorithms import ALGORITHMS
+
+    preset = PRESETS[name]
+    total = 0.0
+    flops = {}
+    for setting in preset.settings:
+        for algorithm in preset.algorithms:
+            cfg = preset.config(algorithm, setting, **({"fedgf_threshold": 1.0} if algorithm == "fedgf" else {}))
+            cfg = cfg.resolved()
+            key = (cfg.model, cfg.dataset)
+            if key not in flops:
+                flops[key] = forward_flops(*key)
+            if ALGORITHMS[algorithm].kind == "centralized":
+                clients = cfg.clients_per_round or max(1, round(cfg.client_fraction * cfg.num_clients))
+            else:
+                clients = cfg.num_clients
+            passes = 2 if (cfg.rho or algorithm in ("fedgf", "fedsmoo")) else 1
+            total += cfg.rounds * clients * cfg.local_steps * cfg.batch_size * 3 * flops[key] * passes * seeds
+    return {"cells": len(preset.settings) * len(preset.algorithms), "seeds": seeds, "pflop": total / 1e15,
+            "gpu_hours": total / (tflops * 1e12) / 3600, "assumed_tflops": tflops}
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def paper_value(name: str, algorithm: str, setting: str) -> float | None:
@@ -209,11 +271,11 @@ def paper_value(name: str, algorithm: str, setting: str) -> float | None:
     return None
 
 
-def write_table(result: TableResult, folder: str | Path) -> tuple[Path, Path]:
-    """``<name>-<profile>.csv`` and ``.md`` in ``folder``; returns both paths."""
+def write_table(result: TableResult, folder: str | Path, tag: str | None = None) -> tuple[Path, Path]:
+    """``<name>-<profile>[-<tag>].csv`` and ``.md`` in ``folder``; returns both paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    stem = folder / f"{result.name}-{result.profile}"
+    stem = folder / f"{result.name}-{result.profile}{'-' + tag if tag else ''}"
     header = [f"# {k}: {v}" for k, v in result.meta.items()]
     rows = []
     for (algorithm, setting), accs in result.cells.items():

@@ -99,3 +99,13 @@ def test_committed_fast_tables_cover_their_preset(name):
                                                              for s in preset.settings}
     assert all(r["seeds"] == "3" for r in rows)
     assert f"table {name} --profile fast --seeds 0,1,2" in meta["command"]
+
+
+def test_tag_names_a_variant_table_and_must_be_simple(tmp_path, capsys):
+    args = ["table", "fedsam-cifar10", "--algorithms", "mofedsam", "--settings", "iid", *TINY,
+            "--set", "mofedsam_variant=official-fedgf", "--tag", "coded", "--out", str(tmp_path)]
+    assert main(args) == 0
+    assert (tmp_path / "fedsam-cifar10-fast-coded.csv").exists()
+    with pytest.raises(SystemExit):
+        main(["table", "fedsam-cifar10", "--tag", "../x"])
+    assert "--tag must be letters" in capsys.readouterr().err
