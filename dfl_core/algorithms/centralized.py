@@ -170,6 +170,11 @@ def scaffold(w: Tensor, r: RoundTools) -> Tensor:
     ``scaffold_option`` picks l.12 ("II" by default, what the paper's experiments favour).
     Each client receives (w, c) and sends (Δy_i, Δc_i): four model-sized messages.
     """
+    return _controlled_round(w, r, r.config.scaffold_option)
+
+
+def _controlled_round(w: Tensor, r: RoundTools, option: str) -> Tensor:
+    """SCAFFOLD's round (Algorithm 1) with the config's local pieces (FedGAMMA: SAM) before the correction."""
     cfg = r.config
     c_local = per_client_state(r, "control_variates", w)          # c_i
     c = _server_vector(r, "control_variate", w)                    # c
@@ -177,7 +182,7 @@ def scaffold(w: Tensor, r: RoundTools) -> Tensor:
     rows = clients.to(c_local.device)
     start = w.expand(len(clients), -1)
     y = r.local_train(start, clients, (*r.default_head, control_variate(c_local, c)))   # l.8–10
-    if cfg.scaffold_option == "I":
+    if option == "I":
         c_new = r.full_gradient(start, clients)                                      # l.12, option I
     else:
         c_new = c_local[rows] - c + (w - y) / (cfg.local_steps * r.lr)              # l.12, option II
@@ -251,17 +256,7 @@ def fedgamma(w: Tensor, r: RoundTools) -> Tensor:
     is corrected. Official-FedGF updates :math:`c` by the data-weighted mean
     of :math:`\Delta c_i` divided by N (|S| times smaller than SCAFFOLD's sum / N).
     """
-    cfg = r.config
-    c_local = per_client_state(r, "control_variates", w)
-    c = _server_vector(r, "control_variate", w)
-    clients = r.sample_clients()
-    rows = clients.to(c_local.device)
-    y = r.local_train(w.expand(len(clients), -1), clients, (*r.default_head, control_variate(c_local, c)))
-    c_new = c_local[rows] - c + (w - y) / (cfg.local_steps * r.lr)
-    r.server["control_variate"] = c + (c_new - c_local[rows]).sum(0) / cfg.num_clients
-    c_local[rows] = c_new
-    r.count_transmissions(4 * len(clients))
-    return w + cfg.server_lr * (y - w).mean(0)
+    return _controlled_round(w, r, "II")         # SCAFFOLD option II, with the config's SAM head
 
 
 def fedsmoo(w: Tensor, r: RoundTools) -> Tensor:
