@@ -9,7 +9,7 @@ import pytest
 
 from dfl_core.cli import main
 from dfl_core.presets import PRESETS
-from dfl_core.tables import FAST, fast_config, paper_value, read_table
+from dfl_core.tables import FAST, FAST_ROUNDS, fast_config, paper_value, read_table
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ["dfedsam-table1-cifar10", "dfedsam-table2-cifar10", "dfedsam-table3-cifar10", "fedgf-table1-cifar10",
@@ -28,6 +28,7 @@ def test_fast_config_keeps_epochs_participation_and_the_table_s_own_choices():
     assert (fast.alpha, fast.topology, fast.rho, fast.lr) == (full.alpha, full.topology, full.rho, full.lr)
     g = PRESETS["fedgf-table1-cifar10"]
     assert [fast_config(g, "fedavg", f"alpha0-n{n}").clients_per_round for n in (5, 10, 20)] == [1, 2, 4]
+    assert fast_config(g, "fedavg", "alpha0-n5").rounds == FAST_ROUNDS[g.name] > fast.rounds
 
 
 def test_paper_numbers_are_found_where_transcribed():
