@@ -115,6 +115,10 @@ def _build_parser() -> argparse.ArgumentParser:
     table.add_argument("--tag", default=None,
                        help="append -TAG to the output names, e.g. for a rerun with --set (a code variant)")
     table.add_argument("--out", default="dfl_tables", help="output folder (default: %(default)s)")
+    table.add_argument("--checkpoints", default=None, metavar="DIR",
+                       help="keep each run's checkpoint and the finished runs here, so that rerunning the "
+                            "command continues an interrupted table (default: none for fast; for full "
+                            "$DFL_CHECKPOINTS/tables/NAME)")
     table.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser
 
@@ -260,8 +264,8 @@ def _table(parser: argparse.ArgumentParser, args: argparse.Namespace, command: s
     try:
         result = run_table(args.name, args.profile, seeds, algorithms=tuple(_names(args.algorithms) or ()),
                            settings=tuple(_names(args.settings) or ()), changes=changes,
-                           progress=not args.no_progress, command=command)
-    except (ConfigError, ValueError) as err:
+                           progress=not args.no_progress, command=command, checkpoints=args.checkpoints)
+    except (ConfigError, CheckpointError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except DivergenceError as err:

@@ -17,7 +17,9 @@ versions and the machine; where the paper's table is transcribed in
 from __future__ import annotations
 
 import csv
+import json
 import math
+import os
 import platform
 import statistics
 import sys
@@ -124,8 +126,18 @@ def _calibrate_fedgf(preset: Preset, make: Callable[[str, str], Config], seed: i
 
 def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 2),
               algorithms: tuple[str, ...] | None = None, settings: tuple[str, ...] | None = None,
-              changes: dict | None = None, progress: bool = True, command: str | None = None) -> TableResult:
-    """Run every cell of preset ``name`` for every seed under ``profile``."""
+              changes: dict | None = None, progress: bool = True, command: str | None = None,
+              checkpoints: str | Path | None = None) -> TableResult:
+    """Run every cell of preset ``name`` for every seed under ``profile``.
+
+    Every config is built and validated before anything runs. With
+    ``checkpoints`` (a folder; under ``full`` by default
+    ``checkpoint_dir()/tables/NAME``) each run saves its state there every 10
+    rounds and resumes from it, and each finished run's accuracy is recorded
+    in ``done.json``, so an interrupted table continues where it stopped and
+    finished runs are not recomputed (a run is reused only if its resolved
+    config is unchanged).
+    """
     from tqdm import tqdm
 
     from .engine import DataCache, run
@@ -150,6 +162,14 @@ def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 
             preset.config(algorithm, setting, **own)
         return cfg.replace(**{k: v for k, v in extra.items() if k != "fedgf_threshold"})
 
+    for algorithm in algorithms:                       # every config valid before any training
+        for setting in settings:
+            make(algorithm, setting, NEVER).resolved()
+    if checkpoints is None and profile == "full":
+        from .profiles import checkpoint_dir
+        checkpoints = checkpoint_dir() / "tables" / name
+    done = _Done(Path(checkpoints)) if checkpoints is not None else None
+
     result = TableResult(name, profile, tuple(seeds))
     cache = DataCache()
     if "fedgf" in algorithms:
@@ -164,12 +184,44 @@ def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 
         cfg = make(algorithm, setting, threshold)
         accs = []
         for seed in seeds:
-            c = cfg.replace(seed=seed)
-            history = run(c, data=cache(c.resolved()))
-            accs.append(100 * history.final["test_acc"])
+            c = cfg.replace(seed=seed).resolved()
+            key = f"{algorithm}-{setting}-seed{seed}"
+            acc = done.get(key, c) if done else None
+            if acc is None:
+                path = done.folder / f"{key}.pt" if done else None
+                history = run(c, data=cache(c), checkpoint=path, resume=path is not None)
+                acc = 100 * history.final["test_acc"]
+                if done:
+                    done.put(key, c, acc)
+                    path.unlink(missing_ok=True)         # done.json now holds this run
+            accs.append(acc)
         result.cells[(algorithm, setting)] = accs
     result.meta.update(_provenance(name, profile, seeds, time.perf_counter() - start, command))
     return result
+
+
+class _Done:
+    """``done.json`` in a table's checkpoint folder: finished runs' accuracies, keyed by cell and seed."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / "done.json"
+        self.runs = json.loads(self.path.read_text()) if self.path.exists() else {}
+
+    @staticmethod
+    def _config_key(cfg: Config) -> str:
+        return json.dumps(cfg.to_dict(), sort_keys=True)
+
+    def get(self, key: str, cfg: Config) -> float | None:
+        entry = self.runs.get(key)
+        return entry["test_acc"] if entry and entry["config"] == self._config_key(cfg) else None
+
+    def put(self, key: str, cfg: Config, acc: float) -> None:
+        self.runs[key] = {"config": self._config_key(cfg), "test_acc": acc}
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.runs, indent=1))
+        os.replace(tmp, self.path)                      # atomic: never a half-written record
 
 
 def _provenance(name: str, profile: str, seeds, seconds: float, command: str | None) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """The ``table`` command: fast-scale cells, provenance, reproducibility, the paper's numbers, bad input."""
 from __future__ import annotations
 
+import json
 import shlex
 import statistics
 from pathlib import Path
@@ -110,3 +111,38 @@ def test_tag_names_a_variant_table_and_must_be_simple(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["table", "fedsam-cifar10", "--tag", "../x"])
     assert "--tag must be letters" in capsys.readouterr().err
+
+
+def test_an_interrupted_table_continues_without_recomputing_finished_runs(tmp_path, monkeypatch):
+    args = ["table", "dfedsam-table2-cifar10", "--algorithms", "dfedavg", "--settings", "ring,full", *TINY,
+            "--checkpoints", str(tmp_path / "ck"), "--out", str(tmp_path / "a")]
+    import dfl_core.engine as engine
+    real_run, calls = engine.run, []
+
+    def run_then_fail(cfg, **kw):                       # the third run is "interrupted"
+        calls.append(cfg.seed)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_run(cfg, **kw)
+
+    monkeypatch.setattr(engine, "run", run_then_fail)
+    with pytest.raises(KeyboardInterrupt):
+        main(args)
+    assert len(json.loads((tmp_path / "ck" / "done.json").read_text())) == 2
+    calls.clear()
+    assert main(args) == 0
+    assert len(calls) == 2                              # only the two unfinished runs ran again
+    monkeypatch.setattr(engine, "run", real_run)
+    fresh = ["table", "dfedsam-table2-cifar10", "--algorithms", "dfedavg", "--settings", "ring,full", *TINY,
+             "--out", str(tmp_path / "b")]
+    assert main(fresh) == 0
+    rows = lambda d: read_table(d / "dfedsam-table2-cifar10-fast.csv")[1]
+    assert rows(tmp_path / "a") == rows(tmp_path / "b")   # resumed = uninterrupted
+
+
+def test_every_config_is_checked_before_any_run(tmp_path, monkeypatch, capsys):
+    import dfl_core.engine as engine
+    monkeypatch.setattr(engine, "run", lambda *a, **k: pytest.fail("ran before validating"))
+    args = ["table", "dfedsam-table2-cifar10", *TINY, "--set", "rho=-1", "--out", str(tmp_path)]
+    assert main(args) == 2
+    assert "rho" in capsys.readouterr().err
