@@ -242,6 +242,13 @@ def _names(text: str | None) -> list[str]:
     return [a.strip() for a in (text or "").split(",") if a.strip()]
 
 
+def _seeds(parser: argparse.ArgumentParser, text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        parser.error(f"--seeds must be comma-separated integers, got {text!r}")
+
+
 def _table(parser: argparse.ArgumentParser, args: argparse.Namespace, command: str) -> int:
     from .tables import run_table, write_table
     types = {f.name: f.type for f in dataclasses.fields(Config)}
@@ -257,10 +264,7 @@ def _table(parser: argparse.ArgumentParser, args: argparse.Namespace, command: s
             changes[key] = _parse_value(value, types[key])
         except argparse.ArgumentTypeError as err:
             parser.error(f"--set {item}: {err}")
-    try:
-        seeds = tuple(int(s) for s in args.seeds.split(",") if s.strip())
-    except ValueError:
-        parser.error(f"--seeds must be comma-separated integers, got {args.seeds!r}")
+    seeds = _seeds(parser, args.seeds)
     try:
         result = run_table(args.name, args.profile, seeds, algorithms=tuple(_names(args.algorithms) or ()),
                            settings=tuple(_names(args.settings) or ()), changes=changes,
@@ -288,10 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "table":
         return _table(parser, args, command)
     overrides = config_overrides(args)
-    try:
-        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    except ValueError:
-        parser.error(f"--seeds must be comma-separated integers, got {args.seeds!r}")
+    seeds = _seeds(parser, args.seeds)
     try:
         if args.preset:
             preset = get_preset(args.preset)

@@ -280,13 +280,10 @@ class Simulation:
         MimeLite's server statistics); chunked like :meth:`local_train`.
         """
         clients = torch.arange(self.config.num_clients) if clients is None else clients.cpu()
-        train = self.data.train
         out = torch.empty_like(x)
         for lo in range(0, len(clients), self.client_chunk):
             rows = slice(lo, lo + self.client_chunk)
-            ids = clients[rows].to(train.index.device)
-            index = train.index[ids]
-            out[rows], _ = self._grad(x[rows], train.x[index], train.y[index], train.mask()[ids].to(self.dtype))
+            out[rows], _ = self._grad(x[rows], *self._whole_splits(clients[rows]))
         return out
 
     def gossip(self, x: Tensor, bits_per_message: int | None = None) -> Tensor:
@@ -501,7 +498,7 @@ class Simulation:
         index, counts = train.index[ids], train.counts[ids]              # (n, n_max), (n,)
         mask = train.mask()[ids]
         if self.config.full_batch:
-            return [(train.x[index], train.y[index], mask.to(self.dtype))] * k_steps
+            return [self._whole_splits(ids)] * k_steps
         m, n_max = train.index.shape
         B = min(self.config.batch_size, n_max)        # a batch never needs more slots than a client has samples
         keys = torch.rand(m, n_max, generator=self.round_generator("batches")).to(dev)[ids]
@@ -515,6 +512,13 @@ class Simulation:
             idx = index.gather(1, perm.gather(1, pos))                   # (n, B) sample ids
             out.append((self._augment(train.x[idx]), train.y[idx], w))
         return out
+
+    def _whole_splits(self, clients: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Every sample of each client's train split, padded: ``(inputs, labels, weights)`` as in :meth:`_batches`."""
+        train = self.data.train
+        ids = clients.to(train.index.device)
+        index = train.index[ids]
+        return train.x[index], train.y[index], train.mask()[ids].to(self.dtype)
 
     def _augment(self, inputs: Tensor) -> Tensor:
         """The dataset's on-device augmentation, if it has one (CIFAR: random crop and flip)."""

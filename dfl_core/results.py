@@ -42,7 +42,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -111,6 +110,3 @@ def read_results(path: str | os.PathLike) -> list[History]:
         raise ValueError(f"{path}: schema {doc.get('schema')!r} is not {SCHEMA!r}")
     return [History.from_dict(r) for r in doc["runs"]]
 
-
-def command_line() -> str:
-    return " ".join(["python -m dfl_core", *sys.argv[1:]])

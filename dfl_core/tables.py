@@ -243,17 +243,15 @@ def _provenance(name: str, profile: str, seeds, seconds: float, command: str | N
 #: measurement: about a quarter of an A100's fp32/TF32 peak, which per-client small-batch training rarely beats).
 ASSUMED_GPU_TFLOPS = 5.0
 
-_INPUT_SHAPES = {"digits": ((1, 8, 8), 10), "fashion-mnist": ((1, 28, 28), 10), "mnist": ((1, 28, 28), 10),
-                 "emnist": ((1, 28, 28), 62), "cifar10": ((3, 32, 32), 10), "cifar100": ((3, 32, 32), 100)}
-
 
 def forward_flops(model: str, dataset: str) -> int:
     """FLOPs of one sample's forward pass (``torch.utils.flop_counter``: a multiply-add counts 2)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
+    from .data import dataset_shape
     from .models import build_model
-    shape, classes = _INPUT_SHAPES[dataset]
+    shape, classes = dataset_shape(dataset)
     net = build_model(model, shape, classes)
     with FlopCounterMode(display=False) as counter, torch.no_grad():
         net(torch.zeros(1, *shape))

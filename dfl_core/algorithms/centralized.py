@@ -84,7 +84,7 @@ def fedavgm(w: Tensor, r: RoundTools) -> Tensor:
     β is ``server_momentum``; with β = 0 this is FedAvg.
     """
     delta = -client_update(w, r)                                    # Δ^t
-    v = r.config.server_momentum * r.server.get("velocity", torch.zeros_like(w)) + delta
+    v = r.config.server_momentum * _server_vector(r, "velocity", w) + delta
     r.server["velocity"] = v
     return w - r.config.server_lr * v
 

@@ -29,7 +29,7 @@ import torch
 from .augment import AUGMENTATIONS, black_fill
 
 __all__ = [
-    "DataError", "Dataset", "DATASETS", "load_dataset", "read_idx",
+    "DataError", "Dataset", "DATASETS", "dataset_shape", "load_dataset", "read_idx",
     "stratified_subset", "SYSTEM_FASHION_MNIST_DIR", "DEFAULT_ROOT", "EMNIST_SPLIT",
 ]
 
@@ -79,6 +79,9 @@ DATASETS: dict[str, str] = {
     "cifar100": "CIFAR-100 32x32 colour images, 100 (fine) classes, 50000 train / 10000 test, crop-flip "
                 "augmentation (--data-dir or torchvision download)",
 }
+
+# (C, H, W) and classes of the datasets that are not read through torchvision.
+_BUNDLED_SHAPES = {"digits": ((1, 8, 8), 10), "fashion-mnist": ((1, 28, 28), 10)}
 
 # Where the torchvision datasets are kept (and downloaded to) when no data_dir is given.
 DEFAULT_ROOT = "~/.cache/dfl_book"
@@ -190,8 +193,8 @@ def _load_digits() -> Dataset:
         y_train=torch.from_numpy(y_train),
         x_test=torch.from_numpy((x_test - mean) / std),
         y_test=torch.from_numpy(y_test),
-        num_classes=10,
-        input_shape=(1, 8, 8),
+        input_shape=_BUNDLED_SHAPES["digits"][0],
+        num_classes=_BUNDLED_SHAPES["digits"][1],
         mean=(float(mean),),
         std=(float(std),),
     )
@@ -219,8 +222,8 @@ def _fashion_from_arrays(x_train: np.ndarray, y_train: np.ndarray,
         y_train=torch.from_numpy(y_train.astype(np.int64)),
         x_test=normalize(x_test),
         y_test=torch.from_numpy(y_test.astype(np.int64)),
-        num_classes=10,
-        input_shape=(1, 28, 28),
+        input_shape=_BUNDLED_SHAPES["fashion-mnist"][0],
+        num_classes=_BUNDLED_SHAPES["fashion-mnist"][1],
         mean=(FASHION_MNIST_MEAN,),
         std=(FASHION_MNIST_STD,),
     )
@@ -287,6 +290,15 @@ _TORCHVISION = {
         "CIFAR-100", "CIFAR100", {}, (3, 32, 32), 100, CIFAR100_MEAN, CIFAR100_STD, "crop-flip",
         "cifar-100-python/ (unpacked from cifar-100-python.tar.gz)"),
 }
+
+
+def dataset_shape(name: str) -> tuple[tuple[int, int, int], int]:
+    """``(input_shape, num_classes)`` of a dataset of :data:`DATASETS`, without loading it."""
+    if name in _BUNDLED_SHAPES:
+        return _BUNDLED_SHAPES[name]
+    if name in _TORCHVISION:
+        return _TORCHVISION[name].input_shape, _TORCHVISION[name].num_classes
+    raise DataError(f"unknown dataset {name!r}; allowed: {', '.join(sorted(DATASETS))}")
 
 
 def _normalize_images(x: torch.Tensor, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
