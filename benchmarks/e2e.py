@@ -30,7 +30,7 @@ from typing import Callable
 
 from dfl_core.cli import DEFAULT_ALGORITHMS, DEFAULT_SEEDS, compare, configs_for
 from dfl_core.config import Config
-from dfl_core.engine import Simulation, federated_data
+from dfl_core.engine import Hooks, Simulation, federated_data
 
 from .common import Contender, fmt_ratio, fmt_s, interleaved, markdown_table, median
 from .loops import LocalSpec, ReferenceLoop, client_tensors
@@ -70,7 +70,7 @@ def reference_estimate(cfg: Config, rounds: int, evals: int, data=None) -> dict[
     sim = Simulation(cfg, data=data)                      # for the model, W_t and x0 only
     template = copy.deepcopy(sim.model.template)
     template.load_state_dict(sim.model.unflatten(sim.x0[0]))
-    spec = LocalSpec(lr=cfg.lr, K=cfg.local_steps, B=cfg.batch_size, rho=cfg.rho if sim.algorithm.uses_sam else 0.0,
+    spec = LocalSpec(lr=cfg.lr, K=cfg.local_steps, B=cfg.batch_size, rho=sim.config.rho,
                      momentum=cfg.momentum or 0.0, weight_decay=cfg.weight_decay, lr_decay=cfg.lr_decay)
     loop = ReferenceLoop(template, client_tensors(data), lambda t: sim.matrices(t)[0].W, spec,
                          gossip_steps=cfg.gossip_steps, dpsgd=cfg.algorithm == "dpsgd")
@@ -99,16 +99,34 @@ def _engine_run(cfg: Config, data, parts: dict[str, float]) -> None:
     t0 = time.perf_counter()
     sim = Simulation(cfg, data=data)
     parts["setup"] = parts.get("setup", 0.0) + time.perf_counter() - t0
-    for name in ("step", "evaluate"):
-        method = getattr(sim, name)
+    sim.run(hooks=[_Timer(parts)])
 
-        def wrapper(method=method, name=name):
-            t = time.perf_counter()
-            out = method()
-            parts[name] = parts.get(name, 0.0) + time.perf_counter() - t
-            return out
-        setattr(sim, name, wrapper)                    # run() calls self.step() / self.evaluate()
-    sim.run()
+
+class _Timer(Hooks):
+    """Adds the seconds of every round (``step``) and every evaluation (``evaluate``) to ``parts``."""
+
+    def __init__(self, parts: dict[str, float]):
+        self.parts, self.round_start, self.eval_start = parts, None, None
+
+    def _add(self, key: str, since: float) -> None:
+        self.parts[key] = self.parts.get(key, 0.0) + time.perf_counter() - since
+
+    def before_round(self, run) -> None:
+        self.round_start = time.perf_counter()
+
+    def before_evaluate(self, run) -> None:
+        if self.round_start is not None:                # the round is over: its evaluation starts
+            self._add("step", self.round_start)
+            self.round_start = None
+        self.eval_start = time.perf_counter()
+
+    def after_evaluate(self, run, record) -> None:
+        self._add("evaluate", self.eval_start)
+
+    def after_round(self, run) -> None:
+        if self.round_start is not None:                # a round without an evaluation
+            self._add("step", self.round_start)
+            self.round_start = None
 
 
 @dataclass

@@ -49,7 +49,7 @@ def _profiled_step(model: str, m: int, s: ProfileSettings):
     data = synthetic_data(MODEL_SHAPES[model], m, 64, 20, device=s.device)
     sim = Simulation(engine_config(model, ALGOS[s.algo], m, s.K, s.B, device=s.device), data=data)
     sim.step()                                                   # warm-up
-    sim.x, sim.t = sim.x0.clone(), 0
+    sim.restart()
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.device(s.device).type == "cuda" else [])
     with profile(activities=acts) as prof:
         sim.step()

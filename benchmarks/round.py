@@ -197,7 +197,7 @@ def run(s: RoundSettings, log: Callable[[str], None] = print) -> list[RoundResul
                     res.strategy, res.client_chunk = sim.model.strategy, sim.client_chunk
 
                     def reset(sim=sim):
-                        sim.x, sim.t = sim.x0.clone(), 0
+                        sim.restart()
                     contenders.append(Contender("engine", sim.step, setup=reset))
                 else:
                     res.notes.append(f"engine not run: needs ≈ {need / GIB:.1f} GiB (4 m×d tensors + data) "

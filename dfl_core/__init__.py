@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Config": ".config", "ConfigError": ".config",
-    "Simulation": ".engine", "run": ".engine", "DivergenceError": ".engine", "DataCache": ".engine",
+    "Simulation": ".engine", "run": ".engine", "DivergenceError": ".errors", "Hooks": ".engine", "RunState": ".engine", "DataCache": ".engine",
     "CheckpointError": ".checkpoint",
     "History": ".results", "read_results": ".results", "write_results": ".results",
     "ALGORITHMS": ".algorithms", "Algorithm": ".algorithms",

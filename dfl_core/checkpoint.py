@@ -2,15 +2,16 @@
 
 A checkpoint is a ``torch.save`` file of plain containers (dicts, lists,
 numbers, strings, tensors), so it loads with ``torch.load(..., weights_only=True)``
-and never unpickles code. It holds everything a run carries from one round to
-the next (its format, ``dfl-book/checkpoint/v1``)::
+and never unpickles code. It holds the run's :class:`~dfl_core.engine.RunState`,
+everything a run carries from one round to the next (format ``dfl-book/checkpoint/v2``)::
 
     {"format": ..., "config": {...},      # the resolved Config
      "t": 12,                             # rounds completed
-     "x": tensor (m, d) or (d,),          # parameters (one row for centralized FL)
+     "state": {"x": tensor (m, d)} or     # the algorithm's state, field by field
+              {"w": tensor (d,), "c": ..., "c_clients": ...},
      "rule_state": None or (tensors...),  # momentum buffers kept across rounds
-     "server": {...},                     # an algorithm's state (FedGF's window, MoFedSAM's Δ, ...)
      "counters": {"transmissions", "bits_sent", "bits_last_round"},
+     "round_record": {...},               # the algorithm's quantities of the last round
      "history": [records...], "elapsed_s": 3.2}
 
 Randomness needs no state: every round draws from generators derived from
@@ -26,9 +27,10 @@ from typing import Any
 
 import torch
 
-__all__ = ["FORMAT", "CheckpointError", "RESUMABLE_CHANGES", "save_atomic", "load", "check_compatible"]
+__all__ = ["FORMAT", "CheckpointError", "RESUMABLE_CHANGES", "save_atomic", "load", "check_compatible",
+           "pack", "unpack", "to_cpu", "to_device"]
 
-FORMAT = "dfl-book/checkpoint/v1"
+FORMAT = "dfl-book/checkpoint/v2"
 
 #: Config fields a resumed run may change: they do not alter the rounds already run
 #: (``client_chunk`` never changes results; ``data_dir`` is only where files live).
@@ -72,7 +74,8 @@ def load(path: str | os.PathLike) -> dict[str, Any]:
                               f"{str(e).splitlines()[0] if str(e) else ''})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         found = state.get("format") if isinstance(state, dict) else type(state).__name__
-        raise CheckpointError(f"{str(path)!r} has format {found!r}; expected {FORMAT!r}")
+        older = " (written by an older dfl_core; start the run again)" if found == "dfl-book/checkpoint/v1" else ""
+        raise CheckpointError(f"{str(path)!r} has format {found!r}; expected {FORMAT!r}{older}")
     return state
 
 
@@ -88,3 +91,43 @@ def check_compatible(saved: dict[str, Any], wanted: dict[str, Any], rounds_done:
     if wanted["rounds"] < rounds_done:
         raise CheckpointError(f"checkpoint {str(path)!r} has {rounds_done} rounds done, more than "
                               f"rounds={wanted['rounds']}")
+
+
+def to_device(obj, device):
+    """``obj`` (tensors nested in dicts, lists and tuples) with every tensor moved to ``device``."""
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, dict):
+        return {k: to_device(v, device) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_device(v, device) for v in obj)
+    return obj
+
+
+def to_cpu(obj):
+    """A CPU copy of ``obj`` (tensors nested in dicts, lists and tuples), safe to write while training goes on."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {k: to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_cpu(v) for v in obj)
+    return obj
+
+
+def pack(config: dict[str, Any], run, elapsed_s: float) -> dict[str, Any]:
+    """A run's state (a :class:`~dfl_core.engine.RunState`) as a checkpoint: plain containers, tensors on the CPU."""
+    return {"format": FORMAT, "config": config, "t": run.t,
+            "state": to_cpu(run.state._asdict()), "rule_state": to_cpu(run.rule_state),
+            "counters": {"transmissions": run.transmissions, "bits_sent": run.bits_sent,
+                         "bits_last_round": run.bits_last_round},
+            "round_record": dict(run.round_record), "history": list(run.history), "elapsed_s": elapsed_s}
+
+
+def unpack(saved: dict[str, Any], like_state, device) -> dict[str, Any]:
+    """The :class:`~dfl_core.engine.RunState` fields of a checkpoint (``like_state``: a state of the same algorithm)."""
+    counters = saved["counters"]
+    return dict(t=saved["t"], state=type(like_state)(**to_device(saved["state"], device)),
+                rule_state=to_device(saved["rule_state"], device), transmissions=counters["transmissions"],
+                bits_sent=counters["bits_sent"], bits_last_round=counters["bits_last_round"],
+                round_record=dict(saved["round_record"]), history=tuple(saved["history"]))

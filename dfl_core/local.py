@@ -8,16 +8,19 @@ stochastic gradient) into an update ``u`` and a new state, and the caller sets
 clients.
 
 Rules are composed with :func:`chain`, which passes the update through each
-piece in order. The engine's rule for an algorithm is
+piece in order. Every algorithm declares its rule this way
+(:class:`dfl_core.algorithms.Algorithm`), e.g. DFedSAM's
 
 .. code-block:: python
 
-    chain(sam(rho), add_decayed_weights(wd), trace(momentum), scale_by_lr())
+    chain(sam(rho), sgd(weight_decay, momentum))
+    # = chain(sam(rho), add_decayed_weights(wd), trace(momentum), scale_by_lr())
 
-with the pieces an algorithm does not use left out (:func:`make_local_rule`). SAM needs a second
+with the pieces a config leaves at 0 left out of :func:`sgd`. SAM needs a second
 gradient at the perturbed point, so the context ``ctx`` carries ``grad_fn``,
 which evaluates the gradient of the *same* mini-batch at any ``(m, d)`` point
-(the lesson of ``optax.contrib.sam``).
+(the lesson of ``optax.contrib.sam``). SAM's normalized ascent step
+:math:`\rho\, g / \lVert g \rVert` is :func:`sam_perturbation`, the one place it is written.
 """
 from __future__ import annotations
 
@@ -27,10 +30,10 @@ import torch
 from torch import Tensor
 
 __all__ = [
-    "StepContext", "LocalRule", "chain", "identity", "scale_by_lr",
-    "add_decayed_weights", "trace", "sam", "asam", "blend_direction", "fedgf_perturbation", "clip_by_global_norm",
-    "proximal", "control_variate", "corrected_sam",
-    "make_local_rule", "SAM_EPS", "FEDGF_READINGS",
+    "StepContext", "LocalRule", "chain", "identity", "scale_by_lr", "sgd",
+    "add_decayed_weights", "trace", "sam_perturbation", "sam", "asam", "sharpness_aware", "blend_direction",
+    "fedgf_perturbation", "clip_by_global_norm", "proximal", "control_variate", "corrected_sam",
+    "make_local_rule", "SAM_EPS", "FEDGF_READINGS", "SAM_VARIANTS",
 ]
 
 #: Added to the gradient norm in SAM's ρ·g/‖g‖ so that a zero gradient gives a
@@ -44,6 +47,15 @@ class StepContext(NamedTuple):
     grad_fn: Callable[[Tensor], Tensor]  # (m, d) point -> (m, d) gradient on this step's batch
     lr: float                            # this round's learning rate η_t
     clients: Tensor | None = None        # ids of the clients in the rows (for per-client state)
+    model: Any = None                    # the parameter layout (StackedModel), e.g. for ASAM's weight mask
+
+
+def sam_perturbation(g: Tensor, rho: float) -> Tensor:
+    r"""SAM's ascent step :math:`\delta = \rho\, g / (\lVert g \rVert_2 + \epsilon)`, one norm per row of ``g``.
+
+    Rows are clients (``(m, d)``); a ``(d,)`` vector is one row. ε = :data:`SAM_EPS`.
+    """
+    return rho * g / (torch.linalg.vector_norm(g, dim=-1, keepdim=True) + SAM_EPS)
 
 
 class LocalRule(NamedTuple):
@@ -99,14 +111,12 @@ def sam(rho: float) -> LocalRule:
     value per client), and :math:`\tilde g` is evaluated on the same batch ξ.
     """
     def update(g: Tensor, s, x: Tensor, ctx: StepContext):
-        norm = torch.linalg.vector_norm(g, dim=1, keepdim=True)       # (m, 1)
-        delta = rho * g / (norm + SAM_EPS)                             # (m, d)
-        return ctx.grad_fn(x + delta), s
+        return ctx.grad_fn(x + sam_perturbation(g, rho)), s           # (m, d)
 
     return LocalRule(lambda x: (), update)
 
 
-def asam(rho: float, eta: float, scaled: Tensor | None = None) -> LocalRule:
+def asam(rho: float, eta: float, scale_all: bool = True) -> LocalRule:
     r"""Adaptive SAM (Kwon et al. 2021, eq. (7)): the perturbation in the metric of :math:`T_w`.
 
     .. math::
@@ -114,16 +124,15 @@ def asam(rho: float, eta: float, scaled: Tensor | None = None) -> LocalRule:
         \delta = \rho\, \frac{T_w^2\, g}{\lVert T_w\, g \rVert_2}, \qquad
         \tilde g = \nabla F(w + \delta)
 
-    ``scaled`` is a ``(d,)`` boolean mask of the coordinates that get the
-    adaptive scale; the others use :math:`T_w = 1`. The paper scales every
-    parameter (``scaled=None``); the public ASAM and FedASAM code scale only
-    parameters whose name contains ``"weight"`` (biases unscaled), which
-    :meth:`dfl_core.stacked.StackedModel.weight_mask` reproduces.
+    The paper scales every parameter (``scale_all=True``); the public ASAM and
+    FedASAM code scale only parameters whose name contains ``"weight"``
+    (biases get :math:`T_w = 1`), which ``scale_all=False`` reproduces with
+    :meth:`dfl_core.stacked.StackedModel.weight_mask` of the step's model.
     """
     def update(g: Tensor, s, x: Tensor, ctx: StepContext):
         t = x.abs() + eta
-        if scaled is not None:
-            t = torch.where(scaled, t, torch.ones_like(t))
+        if not scale_all:
+            t = torch.where(ctx.model.weight_mask(), t, torch.ones_like(t))
         tg = t * g
         norm = torch.linalg.vector_norm(tg, dim=1, keepdim=True)       # (m, 1)
         return ctx.grad_fn(x + rho * t * tg / (norm + SAM_EPS)), s
@@ -179,7 +188,7 @@ def corrected_sam(rho: float, duals: Tensor, global_perturbation: Tensor,
     def update(g: Tensor, s, x: Tensor, ctx: StepContext):
         ids = ctx.clients.to(duals.device)
         corrected = g - duals[ids] - global_perturbation
-        perturbation = rho * corrected / (torch.linalg.vector_norm(corrected, dim=1, keepdim=True) + SAM_EPS)
+        perturbation = sam_perturbation(corrected, rho)
         duals.index_copy_(0, ids, duals[ids] + perturbation - global_perturbation)
         if last_perturbation is not None:
             last_perturbation.index_copy_(0, ids, perturbation)
@@ -237,7 +246,7 @@ def fedgf_perturbation(rho: float, c: float, global_point: Tensor, global_delta:
         raise ValueError(f"unknown FedGF reading {reading!r}; allowed: {FEDGF_READINGS}")
 
     def update(g: Tensor, s, x: Tensor, ctx: StepContext):
-        local_delta = rho * g / (torch.linalg.vector_norm(g, dim=1, keepdim=True) + SAM_EPS)
+        local_delta = sam_perturbation(g, rho)
         if reading == "points":
             point = c * global_point + (1 - c) * (x + local_delta)
         else:
@@ -262,16 +271,32 @@ def chain(*rules: LocalRule) -> LocalRule:
     return LocalRule(init, update)
 
 
-def make_local_rule(*head: LocalRule, weight_decay: float = 0.0, momentum: float = 0.0) -> LocalRule:
-    """``chain(*head, add_decayed_weights, trace, scale_by_lr)``, leaving out unused pieces.
+def sgd(weight_decay: float = 0.0, momentum: float = 0.0) -> LocalRule:
+    r"""The descent every local rule ends with: ``chain(add_decayed_weights, trace, scale_by_lr)``.
 
-    ``head`` holds the pieces that form the gradient (``sam``, ``asam``,
-    ``blend_direction``, ``fedgf_perturbation`` …); an empty head is plain SGD.
+    :math:`g \leftarrow g + \lambda_{wd} y`, :math:`v \leftarrow \theta v + g`,
+    :math:`u = -\eta_t v` (``torch.optim.SGD``'s order); a piece whose
+    coefficient is 0 is left out, so ``sgd()`` is plain SGD.
     """
-    pieces = list(head)
+    pieces = []
     if weight_decay > 0:
         pieces.append(add_decayed_weights(weight_decay))
     if momentum > 0:
         pieces.append(trace(momentum))
-    pieces.append(scale_by_lr())
-    return chain(*pieces)
+    return chain(*pieces, scale_by_lr())
+
+
+#: The sharpness-aware steps a SAM algorithm can take (``sam_variant``).
+SAM_VARIANTS = ("sam", "asam")
+
+
+def sharpness_aware(cfg) -> LocalRule:
+    """The config's SAM step: :func:`sam` with ``rho``, or :func:`asam` with ``rho``, ``asam_eta``, ``asam_scale_all``."""
+    if cfg.sam_variant == "asam":
+        return asam(cfg.rho, cfg.asam_eta, cfg.asam_scale_all)
+    return sam(cfg.rho)
+
+
+def make_local_rule(*head: LocalRule, weight_decay: float = 0.0, momentum: float = 0.0) -> LocalRule:
+    """``chain(*head, sgd(weight_decay, momentum))``: gradient-forming pieces, then the descent."""
+    return chain(*head, sgd(weight_decay, momentum))

@@ -87,6 +87,7 @@ class StackedModel:
             raise ValueError("strategy 'batched' needs an nn.Sequential of "
                              + ", ".join(t.__name__ for t in _BATCHED_LAYERS))
         self.strategy = strategy
+        self._weight_mask: Tensor | None = None
 
     # ----------------------------------------------------------------- parameters
     def init_params(self, m: int, seed: int, *, same_init: bool = True,
@@ -110,11 +111,13 @@ class StackedModel:
         return torch.cat([params[n].detach().reshape(-1).cpu() for n in self.names])
 
     def weight_mask(self) -> Tensor:
-        """``(d,)`` bool: True on parameters whose name contains "weight" (the ASAM code's rule)."""
-        mask = torch.zeros(self.d, dtype=torch.bool, device=self.device)
-        for name, shape, o in zip(self.names, self.shapes, self.offsets):
-            mask[o:o + shape.numel()] = "weight" in name
-        return mask
+        """``(d,)`` bool: True on parameters whose name contains "weight" (the ASAM code's rule); built once."""
+        if self._weight_mask is None:
+            mask = torch.zeros(self.d, dtype=torch.bool, device=self.device)
+            for name, shape, o in zip(self.names, self.shapes, self.offsets):
+                mask[o:o + shape.numel()] = "weight" in name
+            self._weight_mask = mask
+        return self._weight_mask
 
     def unflatten(self, flat: Tensor) -> dict[str, Tensor]:
         """Views ``{name: (m, *shape)}`` (or ``(*shape)`` for a ``(d,)`` input) into ``flat``."""

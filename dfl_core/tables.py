@@ -112,15 +112,15 @@ def _calibrate_fedgf(preset: Preset, make: Callable[[str, str], Config], seed: i
     """T_D for FedGF, which no source gives: as chapter 06 does, the midpoint of the mean client drift
     D^r (eq. (15)) of a pilot on the most and on the least heterogeneous setting. The pilot is FedGF
     with a threshold never reached (c stays 0, i.e. FedSAM), which records D^r every round."""
-    from .engine import Simulation
+    from .engine import RoundLog, Simulation
 
     by_alpha = sorted(preset.settings, key=lambda s: make("fedgf", s, NEVER).alpha)
     drifts = []
     for setting in (by_alpha[0], by_alpha[-1]):
         cfg = make("fedgf", setting, NEVER).replace(seed=seed)
-        sim = Simulation(cfg, data(cfg.resolved()))
-        sim.run()
-        drifts.append(statistics.fmean(sim.server["drift"]))
+        log = RoundLog()
+        Simulation(cfg, data(cfg.resolved())).run(hooks=[log])
+        drifts.append(statistics.fmean(log.series("fedgf_drift")))
     return (drifts[0] + drifts[1]) / 2
 
 

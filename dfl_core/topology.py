@@ -61,8 +61,9 @@ import math
 from abc import ABC, abstractmethod
 import numbers
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Callable, Mapping
 
 import networkx as nx
 import numpy as np
@@ -74,6 +75,8 @@ __all__ = [
     "metropolis_hastings",
     "make_topology",
     "TOPOLOGIES",
+    "TopologySpec",
+    "TopologyOption",
 ]
 
 
@@ -613,29 +616,71 @@ def _random_regular(m: int, seed: int, k: int) -> StaticTopology:
 
 # ---- registry --------------------------------------------------------------- #
 
-TOPOLOGIES: dict[str, str] = {
-    "ring": "cycle 0-1-...-(m-1)-0, Metropolis-Hastings weights (1/3 each)",
-    "grid": "2-D grid r x c (r = largest divisor of m <= sqrt(m)), MH weights",
-    "torus": "2-D grid with wrap-around, MH weights",
-    "exponential": "directed exponential graph of Ying et al. 2021: i receives from i+2^k, uniform weights",
-    "exponential-mh": "undirected exponential graph (i -- i+-2^k), MH weights",
-    "complete": "all-to-all, w_ij = 1/m",
-    "full": "alias of complete",
-    "star": "node 0 is the hub, MH weights",
-    "erdos-renyi": "G(m, p) redrawn until connected (option p, default 0.2), MH weights",
-    "random-regular": "random k-regular connected graph (option k, default 4), MH weights",
-    "random-symmetric": "time-varying: new undirected graph of degree <= max_degree (default 10) "
-    "every gossip step, MH weights (DFedSAM App. B.4 read as the theory needs)",
-    "random-as-coded": "time-varying: every client averages itself with num_neighbors (default 10) "
-    "random others, row-stochastic only (DisPFL/DFedSAM public code)",
-}
 
-# options each topology accepts, with defaults
-_OPTIONS: dict[str, dict[str, object]] = {
-    "erdos-renyi": {"p": 0.2},
-    "random-regular": {"k": 4},
-    "random-symmetric": {"max_degree": 10},
-    "random-as-coded": {"num_neighbors": 10},
+def _erdos_renyi_checked(m: int, seed: int, p) -> StaticTopology:
+    if not isinstance(p, numbers.Real) or isinstance(p, bool) or not (0.0 < p <= 1.0):
+        raise TopologyError(f"'erdos-renyi' option p must be a number in (0, 1], got {p!r}")
+    return _erdos_renyi(m, seed, float(p))
+
+
+def _random_regular_checked(m: int, seed: int, k) -> StaticTopology:
+    if not _is_int(k) or not 0 < k < m or (m * k) % 2:
+        raise TopologyError(f"'random-regular' option k must be an int with 0 < k < m and m*k even; got k={k!r}, m={m}")
+    return _random_regular(m, seed, int(k))
+
+
+@dataclass(frozen=True)
+class TopologyOption:
+    """One option of a topology: its default and the :class:`~dfl_core.config.Config` field that sets it."""
+
+    default: object
+    config_field: str
+
+
+@dataclass(frozen=True)
+class TopologySpec:
+    """One entry of :data:`TOPOLOGIES`: a line of documentation, a builder, and its options.
+
+    ``build(m, seed, **options)`` returns a :class:`Topology` (it validates its
+    options and raises :class:`TopologyError`); ``options`` maps each option
+    name to its default and the config field that feeds it. Adding a topology
+    is one entry here.
+    """
+
+    summary: str
+    build: Callable[..., Topology]
+    options: Mapping[str, TopologyOption] = field(default_factory=dict)
+
+
+TOPOLOGIES: dict[str, TopologySpec] = {
+    "ring": TopologySpec("cycle 0-1-...-(m-1)-0, Metropolis-Hastings weights (1/3 each)",
+                         lambda m, seed: _ring(m)),
+    "grid": TopologySpec("2-D grid r x c (r = largest divisor of m <= sqrt(m)), MH weights",
+                         lambda m, seed: _grid(m, "grid")),
+    "torus": TopologySpec("2-D grid with wrap-around, MH weights", lambda m, seed: _grid(m, "torus")),
+    "exponential": TopologySpec("directed exponential graph of Ying et al. 2021: i receives from i+2^k, "
+                                "uniform weights", lambda m, seed: _exponential(m)),
+    "exponential-mh": TopologySpec("undirected exponential graph (i -- i+-2^k), MH weights",
+                                   lambda m, seed: _exponential_mh(m)),
+    "complete": TopologySpec("all-to-all, w_ij = 1/m", lambda m, seed: _complete(m, "complete")),
+    "full": TopologySpec("alias of complete", lambda m, seed: _complete(m, "full")),
+    "star": TopologySpec("node 0 is the hub, MH weights", lambda m, seed: _star(m)),
+    "erdos-renyi": TopologySpec("G(m, p) redrawn until connected (option p, default 0.2), MH weights",
+                                _erdos_renyi_checked, {"p": TopologyOption(0.2, "edge_probability")}),
+    "random-regular": TopologySpec("random k-regular connected graph (option k, default 4), MH weights",
+                                   _random_regular_checked, {"k": TopologyOption(4, "degree")}),
+    "random-symmetric": TopologySpec(
+        "time-varying: new undirected graph of degree <= max_degree (default 10) every gossip step, MH "
+        "weights (DFedSAM App. B.4 read as the theory needs)",
+        lambda m, seed, max_degree: RandomSymmetric(
+            m, seed, _need_int("'random-symmetric' option max_degree", max_degree, 2)),
+        {"max_degree": TopologyOption(10, "max_degree")}),
+    "random-as-coded": TopologySpec(
+        "time-varying: every client averages itself with num_neighbors (default 10) random others, "
+        "row-stochastic only (DisPFL/DFedSAM public code)",
+        lambda m, seed, num_neighbors: RandomAsCoded(
+            m, seed, _need_int("'random-as-coded' option num_neighbors", num_neighbors, 1)),
+        {"num_neighbors": TopologyOption(10, "num_neighbors")}),
 }
 
 
@@ -670,41 +715,10 @@ def make_topology(name: str, m: int, *, seed: int = 0, **options) -> Topology:
         raise TopologyError(f"unknown topology {name!r}; allowed: {', '.join(TOPOLOGIES)}")
     m = _need_int("m (number of clients)", m, 1)
     seed = _need_int("seed", seed, 0)
-    allowed = _OPTIONS.get(name, {})
-    unknown = sorted(set(options) - set(allowed))
+    spec = TOPOLOGIES[name]
+    unknown = sorted(set(options) - set(spec.options))
     if unknown:
-        takes = f"it takes only {', '.join(allowed)}" if allowed else "it takes no options"
+        takes = f"it takes only {', '.join(spec.options)}" if spec.options else "it takes no options"
         raise TopologyError(f"topology {name!r} got unknown option(s) {', '.join(unknown)}; {takes}")
-    opts = {k: (options[k] if options.get(k) is not None else d) for k, d in allowed.items()}
-
-    if name == "ring":
-        return _ring(m)
-    if name in ("grid", "torus"):
-        return _grid(m, name)
-    if name == "exponential":
-        return _exponential(m)
-    if name == "exponential-mh":
-        return _exponential_mh(m)
-    if name in ("complete", "full"):
-        return _complete(m, name)
-    if name == "star":
-        return _star(m)
-    if name == "erdos-renyi":
-        p = opts["p"]
-        if not isinstance(p, numbers.Real) or isinstance(p, bool) or not (0.0 < p <= 1.0):
-            raise TopologyError(f"'erdos-renyi' option p must be a number in (0, 1], got {p!r}")
-        return _erdos_renyi(m, seed, float(p))
-    if name == "random-regular":
-        k = opts["k"]
-        if not _is_int(k) or not 0 < k < m or (m * k) % 2:
-            raise TopologyError(
-                f"'random-regular' option k must be an int with 0 < k < m and m*k even; got k={k!r}, m={m}"
-            )
-        return _random_regular(m, seed, int(k))
-    if name == "random-symmetric":
-        d = _need_int("'random-symmetric' option max_degree", opts["max_degree"], 2)
-        return RandomSymmetric(m, seed, d)
-    if name == "random-as-coded":
-        k = _need_int("'random-as-coded' option num_neighbors", opts["num_neighbors"], 1)
-        return RandomAsCoded(m, seed, k)
-    raise AssertionError(name)  # every name in TOPOLOGIES is handled above
+    opts = {k: (options[k] if options.get(k) is not None else o.default) for k, o in spec.options.items()}
+    return spec.build(m, seed, **opts)

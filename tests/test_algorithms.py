@@ -95,9 +95,9 @@ DECENTRALIZED = [a for a in ALGORITHMS if ALGORITHMS[a].kind == "decentralized" 
 @pytest.mark.parametrize("algorithm", DECENTRALIZED)
 def test_engine_equals_per_client_reference(algorithm, topology):
     extra = {}
-    if ALGORITHMS[algorithm].uses_sam:
+    if "rho" in ALGORITHMS[algorithm].defaults:
         extra["rho"] = 0.05
-    if ALGORITHMS[algorithm].uses_momentum:
+    if "momentum" in ALGORITHMS[algorithm].defaults:
         extra["momentum"] = 0.5
     if algorithm != "dpsgd":
         extra["local_steps"] = 3
@@ -142,7 +142,7 @@ def test_minibatches_walk_a_permutation_of_each_clients_data():
     cfg = Config(algorithm="dfedavg", dataset="digits", num_clients=5, batch_size=8, local_steps=3)
     sim = Simulation(cfg)
     counts = sim.data.train.counts
-    batches = sim._batches(int(counts.min()) // 8, torch.arange(5))
+    batches = sim.batches(torch.arange(5), steps=int(counts.min()) // 8)
     seen = [set() for _ in range(cfg.num_clients)]
     owned = [set(p.tolist()) for p in sim.data.train.client_indices()]
     for inputs, labels, weights in batches:
@@ -160,7 +160,7 @@ def test_changing_the_topology_does_not_change_data_init_or_batches():
     b = Simulation(Config(algorithm="dfedavg", topology="complete"))
     assert torch.equal(a.x0, b.x0)
     assert torch.equal(a.data.train.index, b.data.train.index)
-    assert all(torch.equal(p, q) for (p, *_), (q, *_) in zip(a._batches(3, torch.arange(20)), b._batches(3, torch.arange(20))))
+    assert all(torch.equal(p, q) for (p, *_), (q, *_) in zip(a.batches(steps=3), b.batches(steps=3)))
 
 
 def test_same_seed_same_run_and_different_seed_different_run():

@@ -31,7 +31,7 @@ def _one_round(algorithm: str, rho: float, momentum: float = 0.0, weight_decay: 
     template = model.template.double()
     x0 = sim.x.clone()
     # the engine's batches of round 0, client by client
-    engine_batches = sim._batches(K, torch.arange(M))
+    engine_batches = sim.batches(torch.arange(M), steps=K)
     assert all(bool((w == 1).all()) for _, _, w in engine_batches)      # no padding: every client has >= B samples
     batches = [[(inp[i], lab[i]) for inp, lab, _ in engine_batches] for i in range(M)]
     W = sim.matrices(0)[0].W

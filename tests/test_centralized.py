@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from dfl_core import Config, Simulation
+from dfl_core.engine import RoundLog
 from dfl_core.models import build_model
 
 ROUNDS = 4
@@ -128,14 +129,14 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_centralized_engine_equals_per_client_reference(case):
-    sim = Simulation(Config(**SMALL, **CASES[case]))
-    sim.run()
+    sim, log = Simulation(Config(**SMALL, **CASES[case])), RoundLog()
+    sim.run(hooks=[log])
     w_ref, cs = reference(sim)
     assert torch.equal(sim.x[0], sim.x[-1])                  # every client holds the global model
     err = float((sim.x[0] - w_ref).abs().max())
     assert err < 1e-10, f"{case}: max |engine - reference| = {err:.2e}"
     if sim.config.algorithm == "fedgf":
-        assert sim.server["c"] == pytest.approx(cs, abs=0)
+        assert log.series("fedgf_c") == pytest.approx(cs, abs=0)
         assert 0 < max(cs), "the test should exercise c > 0; lower fedgf_threshold"
 
 

@@ -161,7 +161,7 @@ def test_momentum_baselines_reduce_to_fedavg(algorithm, limit):
 
 
 def test_per_client_state_survives_checkpoint_and_resume(tmp_path):
-    """SCAFFOLD's c_i live in the server state; a resumed run equals an uninterrupted one."""
+    """SCAFFOLD's c_i live in the algorithm's state; a resumed run equals an uninterrupted one."""
     cfg = Config(**SMALL, algorithm="scaffold")
     full = Simulation(cfg)
     full.run()
@@ -171,7 +171,7 @@ def test_per_client_state_survives_checkpoint_and_resume(tmp_path):
     resumed = Simulation.resume(path, cfg)
     resumed.run()
     assert torch.equal(resumed.x, full.x)
-    assert torch.equal(resumed.server["control_variates"], full.server["control_variates"])
+    assert torch.equal(resumed.state.c_clients, full.state.c_clients)
 
 
 @pytest.mark.parametrize("field, value, match", [

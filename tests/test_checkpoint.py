@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from dfl_core import ALGORITHMS, Config, DivergenceError, Simulation
+from dfl_core.engine import Hooks
 from dfl_core.checkpoint import FORMAT, CheckpointError, load, save_atomic
 
 # one small config per algorithm; the extras make every kind of carried state appear
@@ -49,7 +50,10 @@ def test_resumed_run_equals_uninterrupted_run_bit_for_bit(algorithm, tmp_path):
     resumed.run()
     assert torch.equal(resumed.x, whole.x)
     assert strip_wall(resumed.history.records) == strip_wall(whole.history.records)
-    assert resumed.server.keys() == whole.server.keys()
+    assert type(resumed.state) is type(whole.state)
+    for name, value in whole.state._asdict().items():                # the algorithm's whole state
+        other = getattr(resumed.state, name)
+        assert torch.equal(other, value) if isinstance(value, torch.Tensor) else other == value, name
 
 
 def test_ctrl_c_in_the_middle_of_a_round_saves_the_last_completed_round(tmp_path, monkeypatch):
@@ -58,14 +62,14 @@ def test_ctrl_c_in_the_middle_of_a_round_saves_the_last_completed_round(tmp_path
     whole.run()
 
     sim = Simulation(cfg)
-    gossip = sim.gossip
-    def interrupted_gossip(x, *a, **k):                       # local training of round 4 is done, then Ctrl-C
-        if sim.t == 3:
-            raise KeyboardInterrupt
-        return gossip(x, *a, **k)
-    monkeypatch.setattr(sim, "gossip", interrupted_gossip)
+
+    class CtrlCInRound4(Hooks):                               # local training of round 4 is done, then Ctrl-C
+        def after_gossip(self, before, after, step):
+            if sim.t == 3:
+                raise KeyboardInterrupt
+
     with pytest.raises(KeyboardInterrupt):
-        sim.run(checkpoint=tmp_path / "c.pt", checkpoint_every=100)
+        sim.run(checkpoint=tmp_path / "c.pt", checkpoint_every=100, hooks=[CtrlCInRound4()])
     state = load(tmp_path / "c.pt")
     assert state["t"] == 3 and [r["round"] for r in state["history"]] == [0, 2]   # round 4 is not kept
     resumed = Simulation.resume(tmp_path / "c.pt")
@@ -106,7 +110,7 @@ def test_checkpoints_never_unpickle_code_and_broken_files_are_refused(tmp_path):
     with pytest.raises(CheckpointError, match="not a readable checkpoint"):
         load(tmp_path / "cut.pt")
     save_atomic({"format": "something/else"}, tmp_path / "other.pt")
-    with pytest.raises(CheckpointError, match="expected 'dfl-book/checkpoint/v1'"):
+    with pytest.raises(CheckpointError, match="expected 'dfl-book/checkpoint/v2'"):
         load(tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match="no checkpoint at"):
         load(tmp_path / "missing.pt")
@@ -115,17 +119,19 @@ def test_checkpoints_never_unpickle_code_and_broken_files_are_refused(tmp_path):
 
 def test_divergence_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
     sim = Simulation(small("dfedavg", rounds=8))
-    train = sim.local_train
-    def nan_in_round_5(x, *a, **k):
-        return train(x, *a, **k) * (float("nan") if sim.t == 4 else 1.0)
-    monkeypatch.setattr(sim, "local_train", nan_in_round_5)
+
+    class NaNInRound5(Hooks):                                 # a fault: round 5's local models become NaN
+        def after_local_train(self, start, trained, clients):
+            if sim.t == 4:
+                trained.fill_(float("nan"))
+
     with pytest.raises(DivergenceError) as err:
-        sim.run(checkpoint=tmp_path / "c.pt", checkpoint_every=1)
+        sim.run(checkpoint=tmp_path / "c.pt", checkpoint_every=1, hooks=[NaNInRound5()])
     msg = str(err.value)
     assert "client 0" in msg and "round 5" in msg and "lr=0.05" in msg
     assert "last good checkpoint (round 4)" in msg and "c.pt" in msg
     state = load(tmp_path / "c.pt")
-    assert state["t"] == 4 and torch.isfinite(state["x"]).all()
+    assert state["t"] == 4 and torch.isfinite(state["state"]["x"]).all()
 
 
 def test_cli_reports_divergence_with_exit_code_3(tmp_path, capsys):

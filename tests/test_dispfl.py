@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from dfl_core import Config, ConfigError, Simulation
 from dfl_core.algorithms.dispfl import drop_fraction, initial_masks
-from dfl_core.engine import purpose_seed
+from dfl_core.rng import purpose_seed
 from dfl_core.models import build_model
 
 ROUNDS = 3
@@ -113,7 +113,7 @@ def test_engine_equals_per_client_reference(topology):
     sim.run()
     params, masks = reference_run(sim, ROUNDS)
     assert sim.x.dtype == torch.float64
-    assert torch.equal(sim.server["dispfl_masks"], flat(masks))
+    assert torch.equal(sim.state.masks, flat(masks))
     err = float((sim.x - flat(params)).abs().max())
     assert err < 1e-10, f"{topology}: max |engine - reference| = {err:.2e}"
     assert float(sim.history.final["mask_change"]) > 0              # the masks moved
@@ -131,9 +131,9 @@ def test_reference_detects_an_average_over_non_holders():
 def test_masks_keep_their_layer_counts_and_are_personal(regrow, mask_init):
     sim = Simulation(Config(dispfl_regrow=regrow, dispfl_mask_init=mask_init, **SMALL))
     sim.step()
-    first = sim.server["dispfl_sent_masks"].clone()                  # the initial masks m^0
+    first = sim.state.sent_masks.clone()                  # the initial masks m^0
     sim.run()
-    masks, sent = sim.server["dispfl_masks"], sim.server["dispfl_sent_masks"]
+    masks, sent = sim.state.masks, sim.state.sent_masks
     for mk in (first, masks, sent):
         for o, shape, count in zip(sim.model.offsets, sim.model.shapes, ERK_COUNTS_2NN_DIGITS):
             assert (mk[:, o:o + shape.numel()].sum(1) == count).all()
@@ -166,7 +166,7 @@ def test_client_chunks_do_not_change_masks_or_results():
     whole = Simulation(Config(client_chunk=6, **SMALL))
     chunked = Simulation(Config(client_chunk=4, **SMALL))                   # chunks of 4 and 2 clients
     whole.run(), chunked.run()
-    assert torch.equal(whole.server["dispfl_masks"], chunked.server["dispfl_masks"])
+    assert torch.equal(whole.state.masks, chunked.state.masks)
     assert float((whole.x - chunked.x).abs().max()) < 1e-12
 
 
@@ -179,7 +179,7 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path):
     resumed = Simulation.resume(tmp_path / "c.pt", cfg)
     resumed.run()
     assert torch.equal(resumed.x, whole.x)
-    assert torch.equal(resumed.server["dispfl_masks"], whole.server["dispfl_masks"])
+    assert torch.equal(resumed.state.masks, whole.state.masks)
 
 
 @pytest.mark.parametrize("changes, message", [

@@ -7,7 +7,6 @@ each round sampled.
 """
 from __future__ import annotations
 
-import importlib
 
 import pytest
 import torch
@@ -16,7 +15,8 @@ import torch.nn.functional as F
 from dfl_core import Config, ConfigError, Simulation
 from dfl_core.models import build_model
 
-fr = importlib.import_module("dfl_core.algorithms.fedrobust")     # the package's name `fedrobust` is the round function
+from dfl_core.algorithms import fedrobust
+from dfl_core.instruments import robustness as fr                   # the adversary of the paper's evaluation
 
 ROUNDS = 3
 SMALL = dict(algorithm="fedrobust", dataset="digits", train_size=240, test_size=60, num_clients=8, rounds=ROUNDS,
@@ -75,8 +75,8 @@ def test_fedrobust_engine_equals_per_client_reference():
     w_ref, Lam_ref, dlt_ref = reference(sim)
     assert torch.equal(sim.x[0], sim.x[-1])
     assert float((sim.x[0] - w_ref).abs().max()) < 1e-10
-    assert float((sim.server["Lambda"] - Lam_ref).abs().max()) < 1e-10
-    assert float((sim.server["delta"] - dlt_ref).abs().max()) < 1e-10
+    assert float((sim.state.shift_matrix - Lam_ref).abs().max()) < 1e-10
+    assert float((sim.state.shift_offset - dlt_ref).abs().max()) < 1e-10
     # the test exercises the ascent: sampled clients moved away from (I, 0), the others did not
     sampled = set().union(*(sim.clients_of_round(t).tolist() for t in range(ROUNDS)))
     moved = {i for i in range(8) if float((Lam_ref[i] - torch.eye(64, dtype=torch.float64)).abs().max()) > 1e-4}
@@ -92,7 +92,7 @@ def test_zero_ascent_lr_is_fedavg_and_positive_differs():
     for s in (fedavg, frozen, robust):
         s.run()
     assert torch.equal(frozen.x[0], fedavg.x[0])                           # Λ = I, δ = 0 throughout
-    assert torch.equal(frozen.server["Lambda"], torch.eye(64, dtype=torch.float64).expand(8, 64, 64))
+    assert torch.equal(frozen.state.shift_matrix, torch.eye(64, dtype=torch.float64).expand(8, 64, 64))
     assert float((robust.x[0] - fedavg.x[0]).abs().max()) > 1e-4
 
 
@@ -104,7 +104,7 @@ def test_resumed_run_keeps_the_clients_shifts(tmp_path):
     resumed = Simulation.resume(tmp_path / "c.pt", Config(**SMALL))
     resumed.run()
     assert torch.equal(resumed.x[0], whole.x[0])
-    assert torch.equal(resumed.server["Lambda"], whole.server["Lambda"])
+    assert torch.equal(resumed.state.shift_matrix, whole.state.shift_matrix)
 
 
 def test_adversary_lowers_accuracy_within_its_bounds():
@@ -141,9 +141,10 @@ def test_bad_config_values_are_refused(changes, message):
 def test_defaults_and_memory_limit(monkeypatch):
     cfg = Config(algorithm="fedrobust").resolved()
     assert (cfg.robust_lambda, cfg.robust_ascent_lr, cfg.server_lr) == (1.0, 0.1, 1.0)
-    monkeypatch.setattr(fr, "MAX_SHIFT_BYTES", 1000)
-    sim = Simulation(Config(**SMALL))
+    monkeypatch.setattr(fedrobust, "MAX_SHIFT_BYTES", 1000)
     with pytest.raises(ConfigError, match=r"full 64x64 matrix .* 8 clients need 0\.0 GiB"):
-        sim.step()
+        Simulation(Config(**SMALL))                           # refused before any training
+    monkeypatch.undo()
+    sim = Simulation(Config(**SMALL))
     with pytest.raises(ValueError, match="lambda_radius must be a finite number >= 0"):
         fr.adversarial_affine_accuracy(sim, lambda_radius=-0.1)

@@ -1,21 +1,26 @@
-"""Decentralized algorithms: D-PSGD, DFedAvg(M), quantized DFedAvgM, DFedSAM(-MGS).
+r"""Decentralized algorithms: D-PSGD, DFedAvg(M), quantized DFedAvgM, DFedSAM(-MGS).
 
-Each is the round function of an :class:`~dfl_core.algorithms.Algorithm`; the
-local rule (SGD, momentum, SAM) is built by the engine from the config.
+Every client keeps its own model; the state is :class:`~.base.ClientModels`,
+``x`` of shape ``(m, d)``. DFedAvg, DFedAvgM, DFedSAM and DFedSAM-MGS share one
+round, :func:`local_steps_then_gossip`; they differ only in their declared
+local rule (SGD, heavy-ball SGD, SAM) and in their defaults (Q = 4 for MGS).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from torch import Tensor
+from ..instruments.quantize import message_bits, quantize
+from .base import (Algorithm, ClientModels, DecentralizedParams, SAMParams, sam_rule, sgd_rule)
 
 if TYPE_CHECKING:
-    from . import RoundTools
+    from .base import RoundTools
 
-__all__ = ["dpsgd", "dfedavg", "dfedavgm_q", "dfedsam"]
+__all__ = ["dpsgd_round", "local_steps_then_gossip", "quantized_dfedavgm_round", "DPSGD", "DFEDAVG", "DFEDAVGM",
+           "DFEDAVGM_Q", "DFEDSAM", "DFEDSAM_MGS", "QUANT_MIXINGS"]
 
 
-def dpsgd(x: Tensor, r: RoundTools) -> Tensor:
+def dpsgd_round(s: ClientModels, r: RoundTools) -> ClientModels:
     r"""D-PSGD (Lian et al. 2017, Algorithm 1): one SGD step per round, mixed with the neighbours.
 
     .. math::
@@ -24,28 +29,35 @@ def dpsgd(x: Tensor, r: RoundTools) -> Tensor:
     The gradient is taken at the client's own model before mixing, as in
     Lian et al.; DFedAvgM's eq. (3) reorders it into DFedAvg with K = 1.
     """
-    step = r.local_train(x) - x       # -η ∇F_i(x^t(i); ξ), one local step (K = 1)
-    return r.gossip(x) + step
+    step = r.local_train(s.x) - s.x           # -η ∇F_i(x^t(i); ξ), one local step (K = 1)
+    return ClientModels(r.gossip(s.x) + step)
 
 
-def dfedavg(x: Tensor, r: RoundTools) -> Tensor:
-    r"""DFedAvg and DFedAvgM (Sun et al., "Decentralized Federated Averaging", eqs. (4)–(5)).
+def local_steps_then_gossip(s: ClientModels, r: RoundTools) -> ClientModels:
+    r"""DFedSAM and DFedSAM-MGS (Shi et al., ICML 2023, Algorithm 1); DFedAvg and DFedAvgM (Sun et al.).
 
-    1. :math:`y^{t,0}(i) = y^{t,-1}(i) = x^t(i)`
-    2. for k = 0..K-1: :math:`y^{t,k+1}(i) = y^{t,k}(i) - \eta \nabla F_i(y^{t,k}(i); \xi)
-       + \theta\,(y^{t,k}(i) - y^{t,k-1}(i))`   (eq. (4); θ = 0 is DFedAvg)
-    3. :math:`z^t(i) = y^{t,K}(i)`, :math:`x^{t+1}(i) = \sum_l w_{il} z^t(l)`   (eq. (5))
+    1. :math:`y^{t,0}(i) = x^t(i)`
+    2. for k = 0..K-1 (l.3–4): :math:`y^{t,k+1}(i) = y^{t,k}(i) + u^{t,k}(i)`, the declared local rule:
+       SAM, eq. (3): :math:`\delta = \rho\, g/\lVert g \rVert_2`, :math:`u = -\eta \nabla F_i(y^{t,k} + \delta; \xi)`;
+       DFedAvg(M), eq. (4): :math:`u = -\eta \nabla F_i(y^{t,k}; \xi) + \theta\,(y^{t,k} - y^{t,k-1})`
+    3. :math:`z^{t,0}(i) = y^{t,K}(i)` (l.5)
+    4. for q = 0..Q-1: :math:`z^{t,q+1}(i) = \sum_l w_{il} z^{t,q}(l)` (l.6–8, eq. (5))
+    5. :math:`x^{t+1}(i) = z^{t,Q}(i)` (l.9)
 
-    Eq. (4) lost its symbols in the seed text; the heavy-ball form above is
-    *reconstructed* from the paper's wording ("SGD with heavy-ball") and
-    DFedSAM's Algorithm 1 line 3 (:math:`y^{t,-1} = y^{t,0}`). With Q > 1 the
-    gossip is repeated, as in DFedSAM-MGS.
+    Q = 1 is DFedSAM (eq. (4)) or DFedAvg (Sun et al. eq. (5)); Q > 1 is DFedSAM-MGS.
+    DFedAvgM's eq. (4) lost its symbols in the seed text; the heavy-ball form
+    is *reconstructed* from the paper's wording ("SGD with heavy-ball") and
+    DFedSAM's Algorithm 1 l.3 (:math:`y^{t,-1} = y^{t,0}`), see :func:`dfl_core.local.trace`.
     """
-    z = r.local_train(x)              # l.2: K steps of (momentum) SGD
-    return r.gossip(z)                # l.3: x^{t+1} = W z^t
+    z = r.local_train(s.x)                    # l.2–5: K steps of the declared local rule
+    return ClientModels(r.gossip(z))          # l.6–9: Q gossip steps
 
 
-def dfedavgm_q(x: Tensor, r: RoundTools) -> Tensor:
+#: dfedavgm-q's two readings of its mixing, eq. (7).
+QUANT_MIXINGS = ("difference", "models")
+
+
+def quantized_dfedavgm_round(s: ClientModels, r: RoundTools) -> ClientModels:
     r"""Quantized DFedAvgM (Sun et al., "Decentralized Federated Averaging", §3.2, eqs. (6)–(7)); *reconstructed*.
 
     1. :math:`z^t(i) = y^{t,K}(i)`: K heavy-ball steps from :math:`x^t(i)` (eq. (4), as DFedAvgM)
@@ -55,11 +67,11 @@ def dfedavgm_q(x: Tensor, r: RoundTools) -> Tensor:
 
     Q is :func:`~dfl_core.instruments.quantize.quantize` with ``quant_bits``,
     ``quant_step`` (``None``: s = max|v|/(2^{b-1}-1) per message, our choice)
-    and ``quant_stochastic``; stochastic rounding draws from the round's
-    ``"quantize"`` stream. The seed text lost every symbol of §3.2; the update
-    above is rebuilt from its words ("quantizes the difference of parameters",
-    "after receiving ... updates its local parameters"). With Q the identity it
-    is :math:`x^{t+1} = W z^t + (I - W) x^t`: DFedAvgM's average
+    and ``quant_stochastic``; stochastic rounding draws from
+    the round's ``"quantize"`` stream. The seed text lost every symbol of §3.2;
+    the update above is rebuilt from its words ("quantizes the difference of
+    parameters", "after receiving ... updates its local parameters"). With Q the
+    identity it is :math:`x^{t+1} = W z^t + (I - W) x^t`: DFedAvgM's average
     :math:`\bar x^{t+1} = \bar z^t`, and exactly DFedAvgM whenever the
     clients agree (:math:`W x^t = x^t`: round 0 from a common initialisation;
     every round on the complete graph), but otherwise the disagreement of the
@@ -71,31 +83,64 @@ def dfedavgm_q(x: Tensor, r: RoundTools) -> Tensor:
     neighbours' :math:`x^t(l)`, as it does after a round of exact gossip).
     One gossip step per round (``gossip_steps = 1``).
     """
-    from ..instruments.quantize import message_bits, quantize   # lazy: instruments may import the engine
-
-    cfg = r.config
+    cfg, x = r.config, s.x
     z = r.local_train(x)                                             # (4): K heavy-ball steps
-    gen = r.round_generator("quantize") if cfg.quant_stochastic else None
+    gen = r.generator("quantize") if cfg.quant_stochastic else None
     q = quantize(z - x, cfg.quant_bits, cfg.quant_step,              # (6): one message per row
                  stochastic=cfg.quant_stochastic, generator=gen)
     bits = message_bits(x.shape[1], cfg.quant_bits)
     if cfg.quant_mixing == "models":                                 # W (x + Q(z − x)): DFedAvgM when Q = id
-        return r.gossip(x + q, bits_per_message=bits)
-    return x + r.gossip(q, bits_per_message=bits)                    # (7)
+        return ClientModels(r.gossip(x + q, bits_per_message=bits))
+    return ClientModels(x + r.gossip(q, bits_per_message=bits))      # (7)
 
 
-def dfedsam(x: Tensor, r: RoundTools) -> Tensor:
-    r"""DFedSAM and DFedSAM-MGS (Shi et al., ICML 2023, Algorithm 1).
+# --------------------------------------------------------------- hyperparameters
+@dataclass(frozen=True)
+class DPSGDParams(DecentralizedParams):
+    """D-PSGD: one SGD step per round."""
 
-    1. :math:`y^{t,0}(i) = x^t(i)`
-    2. for k = 0..K-1 (l.3–4, eq. (3)):
-       :math:`g = \nabla F_i(y^{t,k}; \xi)`, :math:`\delta = \rho\, g/\lVert g \rVert_2`,
-       :math:`y^{t,k+1}(i) = y^{t,k}(i) - \eta \nabla F_i(y^{t,k} + \delta; \xi)`
-    3. :math:`z^{t,0}(i) = y^{t,K}(i)` (l.5)
-    4. for q = 0..Q-1: :math:`z^{t,q+1}(i) = \sum_l w_{il} z^{t,q}(l)` (l.6–8, eq. (5))
-    5. :math:`x^{t+1}(i) = z^{t,Q}(i)` (l.9)
+    local_steps: int = 1
 
-    Q = 1 is DFedSAM (eq. (4)); Q > 1 is DFedSAM-MGS.
-    """
-    z = r.local_train(x)              # l.3–5: K SAM steps
-    return r.gossip(z)                # l.6–9: Q gossip steps with the same W
+
+@dataclass(frozen=True)
+class DFedAvgMParams(DecentralizedParams):
+    """DFedAvgM: heavy-ball momentum θ = 0.9 (DFedSAM App. B.3)."""
+
+    momentum: float = 0.9
+
+
+@dataclass(frozen=True)
+class QuantizedDFedAvgMParams(DFedAvgMParams):
+    """Quantized DFedAvgM: b = 16 bits; the step s chosen per message (``quant_step`` None)."""
+
+    quant_bits: int = 16
+    quant_step: float | None = None
+    quant_stochastic: bool = False
+    quant_mixing: str = "difference"
+
+
+@dataclass(frozen=True)
+class DFedSAMParams(SAMParams, DecentralizedParams):
+    """DFedSAM (Shi et al. 2023, App. B.3): ρ = 0.01, ring, Q = 1, K = 5."""
+
+
+@dataclass(frozen=True)
+class DFedSAMMGSParams(DFedSAMParams):
+    """DFedSAM-MGS: Q = 4 gossip steps per round."""
+
+    gossip_steps: int = 4
+
+
+DPSGD = Algorithm("dpsgd", "D-PSGD: one local SGD step, then gossip (Lian et al. 2017)",
+                  DPSGDParams, sgd_rule, dpsgd_round, ClientModels.init, fixed={"local_steps": 1})
+DFEDAVG = Algorithm("dfedavg", "DFedAvg: K local SGD steps, then gossip (Sun et al. 2022)",
+                    DecentralizedParams, sgd_rule, local_steps_then_gossip, ClientModels.init)
+DFEDAVGM = Algorithm("dfedavgm", "DFedAvgM: K local heavy-ball SGD steps, then gossip (Sun et al. 2022)",
+                     DFedAvgMParams, sgd_rule, local_steps_then_gossip, ClientModels.init)
+DFEDAVGM_Q = Algorithm("dfedavgm-q", "Quantized DFedAvgM: K heavy-ball steps, b-bit model differences gossiped "
+                       "(Sun et al. 2022, §3.2; reconstructed)", QuantizedDFedAvgMParams, sgd_rule,
+                       quantized_dfedavgm_round, ClientModels.init, fixed={"gossip_steps": 1})
+DFEDSAM = Algorithm("dfedsam", "DFedSAM: K local SAM steps, then one gossip step (Shi et al. 2023)",
+                    DFedSAMParams, sam_rule, local_steps_then_gossip, ClientModels.init)
+DFEDSAM_MGS = Algorithm("dfedsam-mgs", "DFedSAM-MGS: DFedSAM with Q gossip steps per round (Shi et al. 2023)",
+                        DFedSAMMGSParams, sam_rule, local_steps_then_gossip, ClientModels.init)

@@ -2,8 +2,8 @@ r"""DisPFL: decentralized sparse training with personalized masks (Dai, Shen, He
 
 Client i keeps a binary mask :math:`m_i \in \{0,1\}^d` with a fixed number of
 ones in every layer (parameter tensor) and a model :math:`x_i` supported on it.
-The engine's ``server`` dict holds, across rounds, ``dispfl_masks`` (the masks
-:math:`m_i^t` the next local training uses) and ``dispfl_sent_masks`` (the masks
+The algorithm's state (:class:`DisPFLState`) holds, across rounds, ``masks`` (the
+masks :math:`m_i^t` the next local training uses) and ``sent_masks`` (the masks
 :math:`m_i^{t-1}` the current models :math:`x_i^t` were trained with, i.e. their
 supports, which is what a neighbour receives with the model).
 
@@ -17,19 +17,22 @@ the paper.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..local import LocalRule, StepContext
+from ..local import LocalRule, StepContext, chain, sgd
+from ..rng import purpose_seed
+from .base import Algorithm, DecentralizedParams
 
 if TYPE_CHECKING:
     from ..stacked import StackedModel
     from . import RoundTools
 
-__all__ = ["dispfl", "erk_densities", "layer_counts", "initial_masks", "drop_fraction", "prune_and_regrow",
+__all__ = ["DisPFLState", "dispfl_rule", "dispfl_round", "DISPFL", "erk_densities", "layer_counts", "initial_masks", "drop_fraction", "prune_and_regrow",
            "sparse_average", "mask_gradient", "message_bits", "DISPFL_REGROW", "DISPFL_MASK_INIT"]
 
 #: How regrown coordinates are chosen: largest |gradient| (RigL's rule, the code's default) or
@@ -170,12 +173,32 @@ def message_bits(d: int, nonzeros: int, bits_per_param: int) -> int:
 
 
 # ----------------------------------------------------------------------- round
-def dispfl(x: Tensor, r: RoundTools) -> Tensor:
+class DisPFLState(NamedTuple):
+    x: Tensor                                       # (m, d) every client's (sparse) personalized model
+    masks: Tensor                                   # (m, d) bool: m_i^t, the masks the next local training uses
+    sent_masks: Tensor                              # (m, d) bool: m_i^{t-1}, the supports of the x_i^t
+
+    @classmethod
+    def init(cls, x0: Tensor, r: RoundTools) -> "DisPFLState":
+        """Random ERK masks m_i^0 at ``dispfl_density`` (one shared mask with ``dispfl_mask_init="shared"``)."""
+        cfg = r.config
+        gen = torch.Generator().manual_seed(purpose_seed(cfg.seed, "masks"))
+        masks = initial_masks(r.model, cfg.num_clients, cfg.dispfl_density, gen,
+                              shared=cfg.dispfl_mask_init == "shared").to(x0.device)
+        return cls(x0, masks, masks.clone())
+
+
+def dispfl_rule(cfg, s: DisPFLState) -> LocalRule:
+    """Sparse local SGD, eq. (3): the gradient masked by the client's current mask."""
+    return chain(mask_gradient(s.masks), sgd(cfg.weight_decay, cfg.momentum))
+
+
+def dispfl_round(s: DisPFLState, r: RoundTools) -> DisPFLState:
     r"""DisPFL (Dai et al., ICML 2022), one round t; *reconstructed* from the official code (see module doc).
 
-    At the start of round 0: masks :math:`m_i^0` with ERK layer densities (eq. (1)) at
-    ``dispfl_density``, random positions; :math:`x_i^0 \leftarrow x_i^0 \odot m_i^0`
-    (so the round-0 record of a run evaluates the dense initial models).
+    Before round 0: masks :math:`m_i^0` with ERK layer densities (eq. (1)) at
+    ``dispfl_density``, random positions (:meth:`DisPFLState.init`); the round-0
+    record of a run evaluates the dense initial models.
     Every client i, in parallel:
 
     1. receive :math:`(x_j^t, m_j^{t-1})` from the neighbours :math:`j \in N_i^t`
@@ -201,8 +224,8 @@ def dispfl(x: Tensor, r: RoundTools) -> Tensor:
 
     * W: any topology; the weights :math:`w_{ij}` of eq. (2) reduce to the code's
       plain average on ``random-as-coded`` (each client draws ``num_neighbors`` others each round).
-    * The regrow gradient is over the client's whole train split
-      (:meth:`~dfl_core.engine.Simulation.full_gradient`); the code's ``screen_gradients`` uses one mini-batch.
+    * The regrow gradient is over the client's whole train split (``r.full_gradient``);
+      the code's ``screen_gradients`` uses one mini-batch.
     * ``dispfl_regrow="random"``: the published scripts' ``--dis_gradient_check`` (uniform regrowth).
     * ``dispfl_mask_init="shared"``: the code's default (one mask for all); "independent" is its scripts'.
     * T in :math:`\alpha_t` is ``dispfl_anneal_rounds`` (default: ``rounds``, the code's ``comm_round``).
@@ -212,30 +235,38 @@ def dispfl(x: Tensor, r: RoundTools) -> Tensor:
     Communication: each message is :func:`message_bits` (a d-bit bitmap plus
     the nonzeros at ``bits_per_param`` bits), one per edge :math:`j \to i`, :math:`j \ne i`.
     """
-    cfg, model = r.config, r.model
-    server = r.server
-    if "dispfl_masks" not in server:                                  # before round 0
-        from ..engine import purpose_seed
-        gen = torch.Generator().manual_seed(purpose_seed(cfg.seed, "masks"))
-        masks = initial_masks(model, cfg.num_clients, cfg.dispfl_density, gen,
-                              shared=cfg.dispfl_mask_init == "shared").to(x.device)
-        server["dispfl_masks"], server["dispfl_sent_masks"] = masks, masks.clone()
-        x = x * masks.to(x.dtype)
-    masks, sent = server["dispfl_masks"], server["dispfl_sent_masks"]
-    (M,) = r.matrices(r.t)                                              # one gossip step per round
+    cfg, model, x = r.config, r.model, s.x
+    (M,) = r.matrices()                                                 # one gossip step per round
     W = torch.as_tensor(M.W, dtype=x.dtype, device=x.device)
     nonzeros = sum(layer_counts(model, cfg.dispfl_density))
     r.count_transmissions(M.num_messages, message_bits(model.d, nonzeros, cfg.bits_per_param))
 
-    y0 = sparse_average(x, sent, W) * masks.to(x.dtype)                # (2)
-    x_next = r.local_train(y0, head=(mask_gradient(masks),))            # (3)
+    y0 = sparse_average(x, s.sent_masks, W) * s.masks.to(x.dtype)     # (2)
+    x_next = r.local_train(y0)                                          # (3), the masked rule
 
     drop = drop_fraction(cfg.dispfl_anneal, r.t, cfg.dispfl_anneal_rounds or cfg.rounds)
     if cfg.dispfl_regrow == "gradient":                                 # (4)
-        new = prune_and_regrow(model, masks, x_next, drop, grad=r.full_gradient(x_next))
+        new = prune_and_regrow(model, s.masks, x_next, drop, grad=r.full_gradient(x_next))
     else:
-        new = prune_and_regrow(model, masks, x_next, drop, generator=r.round_generator("masks"))
-    server["dispfl_sent_masks"], server["dispfl_masks"] = masks, new
-    moved = (new != masks).sum(1).double().mean() / 2                  # ones that moved, per client
-    server["record"] = {"mask_change": float(moved) / max(1, nonzeros)}
-    return x_next
+        new = prune_and_regrow(model, s.masks, x_next, drop, generator=r.generator("masks"))
+    moved = (new != s.masks).sum(1).double().mean() / 2                # ones that moved, per client
+    r.record(mask_change=float(moved) / max(1, nonzeros))
+    return DisPFLState(x_next, new, s.masks)
+
+
+@dataclass(frozen=True)
+class DisPFLParams(DecentralizedParams):
+    """DisPFL's public code (rong-dai/DisPFL ``main_dispfl.py`` and scripts): density 0.5, anneal 0.5,
+    10 random neighbours a round (``random-as-coded``)."""
+
+    topology: str = "random-as-coded"
+    dispfl_density: float = 0.5
+    dispfl_anneal: float = 0.5
+    dispfl_anneal_rounds: int | None = None         # T of the cosine (default: rounds)
+    dispfl_regrow: str = "gradient"
+    dispfl_mask_init: str = "independent"
+
+
+DISPFL = Algorithm("dispfl", "DisPFL: personalized sparse masks, masked aggregation and local steps, "
+                   "prune-and-regrow (Dai et al. 2022; reconstructed from the code)",
+                   DisPFLParams, dispfl_rule, dispfl_round, DisPFLState.init, fixed={"gossip_steps": 1})

@@ -1,13 +1,16 @@
-"""One rank's part of a run: its block of clients, trained by the simulator's own code.
+"""One rank's part of a run: its block of clients, trained by the simulator's own code and loop.
 
-:class:`RankRound` is the :class:`~dfl_core.algorithms.RoundTools` of one rank:
-``x`` is the rank's block of rows, ``local_train`` is the engine's vectorized
-:meth:`~dfl_core.engine.Simulation.local_train` on the rank's clients (a
-:class:`~dfl_core.engine.Simulation` built on :func:`~.data.private_data`), and
-``gossip`` exchanges rows with the neighbouring ranks (:class:`~.exchange.Exchange`).
-So the algorithms' round functions run unchanged; with the same config a run
-over P processes follows the simulator's run (same batches: every random draw
-is a function of (seed, purpose, round), :meth:`Simulation.round_generator`).
+:class:`RankTools` is the :class:`~dfl_core.algorithms.RoundTools` of one rank:
+the state's ``x`` is the rank's block of rows, ``local_train`` is the engine's
+vectorized local training (:class:`~dfl_core.engine.LocalTrainer`) on the
+rank's clients (a :class:`~dfl_core.engine.Simulation` built on
+:func:`~.data.private_data`), and ``gossip`` exchanges rows with the
+neighbouring ranks (:class:`~.exchange.Exchange`). :func:`run_rank` hands these
+tools, a gathered evaluation and per-rank checkpoints to the engine's one
+driver loop (:func:`dfl_core.engine.drive`), so the algorithms' round functions
+and the loop run unchanged; with the same config a run over P processes
+follows the simulator's run (same batches: every random draw is a function of
+(seed, purpose, round), :mod:`dfl_core.rng`).
 
 Checkpoints are per rank: ``OUT/checkpoints/rank<r>/round<t>.pt`` holds that
 rank's block (parameters, momentum rows, its byte counters, the history). All
@@ -27,54 +30,52 @@ import torch.distributed as dist
 from torch import Tensor
 
 from .. import checkpoint as ckpt
+from ..algorithms import ClientModels
 from ..config import Config, ConfigError
 from ..data import ClientData
-from ..engine import DivergenceError, Simulation, _tree_assign, _tree_index, federated_data
+from ..engine import Hooks, RunState, Simulation, SimulationTools, drive, federated_data
+from ..engine.trainer import tree_assign_rows, tree_rows
 from ..metrics import evaluate_clients
 from ..results import History
 from .data import block_of, private_data
 from .exchange import Exchange, GossipPlan
 
-__all__ = ["RankRound", "run_rank", "FORMAT", "FAULT_ENV", "checkpoint_rounds", "load_final_params"]
+__all__ = ["RankTools", "run_rank", "FORMAT", "FAULT_ENV", "DISTRIBUTED_ALGORITHMS", "checkpoint_rounds",
+           "load_final_params"]
 
-FORMAT = "dfl-book/distributed-checkpoint/v1"
+FORMAT = "dfl-book/distributed-checkpoint/v2"
 #: Fault injection for tests and the book: "kill:RANK:ROUND" (SIGKILL) or "stall:RANK:ROUND"
 #: (SIGSTOP, the process stops answering) at the start of that 1-based round.
 FAULT_ENV = "DFL_DISTRIBUTED_FAULT"
+#: The algorithms whose rounds use only local training and gossip, which a rank can do on its block.
+DISTRIBUTED_ALGORITHMS = ("dpsgd", "dfedavg", "dfedavgm", "dfedavgm-q", "dfedsam", "dfedsam-mgs")
 
 
-class RankRound:
-    """The round tools of one rank (:class:`~dfl_core.algorithms.RoundTools` on a block of rows)."""
+class RankTools(SimulationTools):
+    """The round tools of one rank: the simulator's, on this rank's clients, with gossip over the network.
 
-    def __init__(self, sim: Simulation, clients: Tensor, exchange: Exchange):
-        self.sim, self.clients, self.exchange = sim, clients, exchange
-        self.config = sim.config
-        self.server = sim.server
-        self.default_head = sim.default_head
-        self._plans: dict[int, tuple[object, GossipPlan]] = {}
+    The bits the rank puts on the wire (counted by the :class:`Exchange`) are
+    its ``bits``, so the run's counters are this rank's bytes sent.
+    """
 
-    @property
-    def t(self) -> int:
-        return self.sim.t
+    def __init__(self, sim: Simulation, t: int, state, rule_state, hooks, clients: Tensor, exchange: Exchange,
+                 plans: dict):
+        super().__init__(sim.config, sim.algorithm, state, t, sim.trainer, sim.matrices(t),
+                         sim.data.dataset.input_shape, rule_state=rule_state, hooks=hooks)
+        self.clients, self.exchange, self._plans = clients, exchange, plans
+        self.time_varying = sim.topology.time_varying
 
-    @property
-    def lr(self) -> float:
-        return self.sim.lr
-
-    def local_train(self, x: Tensor, clients: Tensor | None = None, head=None) -> Tensor:
-        return self.sim.local_train(x, self.clients if clients is None else clients, head)
+    def local_train(self, x: Tensor, clients: Tensor | None = None, **kw) -> Tensor:
+        return super().local_train(x, self.clients if clients is None else clients, **kw)
 
     def full_gradient(self, x: Tensor, clients: Tensor | None = None) -> Tensor:
-        return self.sim.full_gradient(x, self.clients if clients is None else clients)
-
-    def round_generator(self, purpose: str) -> torch.Generator:
-        return self.sim.round_generator(purpose)
+        return super().full_gradient(x, self.clients if clients is None else clients)
 
     def _plan(self, M) -> GossipPlan:
         key = id(M)
         if key not in self._plans or self._plans[key][0] is not M:
             ex = self.exchange
-            self._plans[key] = (M, GossipPlan(M.W, ex.rank, ex.world_size, self.sim.device, self.sim.dtype))
+            self._plans[key] = (M, GossipPlan(M.W, ex.rank, ex.world_size, self.model.device, self.trainer.dtype))
         return self._plans[key][1]
 
     def gossip(self, x: Tensor, bits_per_message: int | None = None) -> Tensor:
@@ -85,19 +86,25 @@ class RankRound:
         and scales. ``"models"`` mixes x + Q(z − x), which a rank can only send
         as floats (it does not hold its neighbours' x), so those go unquantized.
         """
-        cfg = self.config
+        cfg, ex = self.config, self.exchange
         quantize = None
         if bits_per_message is not None and cfg.quant_mixing == "difference":
             quantize = (cfg.quant_bits, cfg.quant_step)
-        matrices = self.sim.matrices(self.t)
-        if self.sim.topology.time_varying:
-            self._plans = {k: v for k, v in self._plans.items() if any(v[0] is M for M in matrices)}
+        matrices = self.matrices()
+        if self.time_varying:                                       # drop the plans of earlier rounds
+            for key in [k for k, (M, _) in self._plans.items() if not any(M is N for N in matrices)]:
+                del self._plans[key]
+        bytes_before, rows_before = ex.bytes_sent, ex.rows_sent
         for q, M in enumerate(matrices):
-            x = self.exchange.step(x, self._plan(M), quantize, label=f"gossip step {q + 1}/{len(matrices)}")
+            before, x = x, ex.step(x, self._plan(M), quantize, label=f"gossip step {q + 1}/{len(matrices)}")
+            if self.hooks is not None:
+                self.hooks.after_gossip(before, x, q)
+        self.bits += 8 * (ex.bytes_sent - bytes_before)
+        self.transmissions += ex.rows_sent - rows_before
         return x
 
     def count_transmissions(self, models: int, bits_per_message: int | None = None) -> None:
-        self.sim.count_transmissions(models, bits_per_message)
+        """Nothing to add: what a rank sends is counted on the wire, by its :class:`Exchange`."""
 
     def sample_clients(self) -> Tensor:
         raise ConfigError("the distributed backend runs decentralized algorithms only")
@@ -148,27 +155,42 @@ def load_final_params(out: str | os.PathLike) -> Tensor:
     return torch.cat([s["x"] for s in sorted(states, key=lambda s: s["rank"])])
 
 
-class _RankRun:
-    """The state and loop of one rank (see :func:`run_rank`)."""
+class _FaultInjection(Hooks):
+    """:data:`FAULT_ENV`: this rank dies or freezes at the start of a round (tests and the book)."""
 
-    def __init__(self, cfg: Config, rank: int, world_size: int, exchange: Exchange, out: Path):
+    def __init__(self, rank: int):
+        self.rank = rank
+
+    def before_round(self, run: RunState) -> None:
+        _fault(self.rank, run.t + 1)
+
+
+class _RankRun(Hooks):
+    """One rank's run: its simulation on private data, its tools, evaluation and checkpoints (see :func:`run_rank`)."""
+
+    def __init__(self, cfg: Config, rank: int, world_size: int, exchange: Exchange, out: Path, checkpoint_every: int):
         self.cfg, self.rank, self.world_size, self.exchange = cfg, rank, world_size, exchange
+        self.checkpoint_every = checkpoint_every
         self.clients = block_of(rank, world_size, cfg.num_clients)
         # The deterministic split needs the dataset file; only this rank's clients' samples are kept.
         data = private_data(federated_data(cfg), self.clients)
         self.sim = Simulation(cfg, data=data)
-        if self.sim.centralized:
-            raise ConfigError(f"algorithm {cfg.algorithm!r} is centralized; the distributed backend runs the "
-                              f"decentralized ones (a server would be one more process)")
-        self.x = self.sim.x[self.clients.to(self.sim.device)].clone()
-        self.tools = RankRound(self.sim, self.clients, exchange)
-        self.history = History(config=cfg.to_dict())
-        self.bytes_last_round = 0
+        if cfg.algorithm not in DISTRIBUTED_ALGORITHMS:
+            raise ConfigError(f"algorithm {cfg.algorithm!r} is not run by the distributed backend; allowed: "
+                              f"{', '.join(DISTRIBUTED_ALGORITHMS)}")
+        own = self.clients.to(self.sim.device)
+        self.run = RunState(t=0, state=ClientModels(self.sim.x[own].clone()))
+        self.plans: dict = {}
         self.folder = out / "checkpoints" / f"rank{rank}"
         self._start = time.perf_counter()
         own = self.clients.to(data.train.index.device)
         self._own_train = ClientData(data.train.x, data.train.y, data.train.index[own], data.train.counts[own])
         self._own_test = ClientData(data.test.x, data.test.y, data.test.index[own], data.test.counts[own])
+
+    def tools(self, run: RunState, hooks) -> RankTools:
+        """The tools of round ``run.t``, after marking the round started (for messages naming the ranks behind)."""
+        self.exchange.start_round(run.t + 1)
+        return RankTools(self.sim, run.t, run.state, run.rule_state, hooks, self.clients, self.exchange, self.plans)
 
     # ------------------------------------------------------------ measurements
     def _gather(self, values: Tensor) -> Tensor:
@@ -177,35 +199,34 @@ class _RankRun:
         self.exchange.wait_all([(dist.all_gather(out, values, async_op=True), None)], "evaluation")
         return torch.stack(out)
 
-    def evaluate(self) -> dict:
-        """The simulator's record (:meth:`Simulation.evaluate`), from per-rank sums.
+    def evaluate(self, run: RunState) -> dict:
+        """The simulator's record (:class:`~dfl_core.engine.evaluation.Evaluator`), from per-rank sums.
 
         x̄ and the consensus distance come from sums over blocks. x̄'s train
         numbers are over the union of the clients' train splits, as in the
         simulator; its *test* numbers are over the union of the clients' test
         splits (the simulator uses the whole test set, which no rank holds).
         """
-        model, x = self.sim.model, self.x
+        model, x, chunk = self.sim.model, run.state.x, self.sim.client_chunk
         x_bar = self._gather(x.sum(0).to(torch.float64)).sum(0).div(self.cfg.num_clients).to(x.dtype)
-        tr_acc, tr_loss = evaluate_clients(model, x_bar.expand_as(x), self._own_train, self.sim.client_chunk)
-        te_acc, te_loss = evaluate_clients(model, x_bar.expand_as(x), self._own_test, self.sim.client_chunk)
-        c_tr_acc, c_tr_loss = evaluate_clients(model, x, self._own_train, self.sim.client_chunk)
-        c_te_acc, c_te_loss = evaluate_clients(model, x, self._own_test, self.sim.client_chunk)
+        tr_acc, tr_loss = evaluate_clients(model, x_bar.expand_as(x), self._own_train, chunk)
+        te_acc, te_loss = evaluate_clients(model, x_bar.expand_as(x), self._own_test, chunk)
+        c_tr_acc, c_tr_loss = evaluate_clients(model, x, self._own_train, chunk)
+        c_te_acc, c_te_loss = evaluate_clients(model, x, self._own_test, chunk)
         n_tr = self._own_train.counts.cpu().to(torch.float64)
         n_te = self._own_test.counts.cpu().to(torch.float64)
         cd = ((x - x_bar) ** 2).sum(1).to(torch.float64).cpu()
         row = torch.stack([c_tr_acc, c_tr_loss, c_te_acc, c_te_loss, cd, tr_acc * n_tr, tr_loss * n_tr, n_tr,
                            te_acc * n_te, te_loss * n_te, n_te])                     # (11, n)
-        counters = torch.tensor([self.exchange.bytes_sent, self.bytes_last_round, self.exchange.rows_sent],
+        counters = torch.tensor([run.bits_sent // 8, run.bits_last_round // 8, run.transmissions],
                                 dtype=torch.float64)
         everyone = self._gather(torch.cat([row.flatten(), counters]))          # (P, 11·n + 3)
         n = len(self.clients)
         per_client = everyone[:, :11 * n].reshape(self.world_size, 11, n).permute(1, 0, 2).reshape(11, -1)
         (c_tr_acc, c_tr_loss, c_te_acc, c_te_loss, cd, tr_c, tr_l, n_tr, te_c, te_l, n_te) = per_client
         bytes_sent, bytes_last, rows = everyone[:, 11 * n:].T.to(torch.int64).tolist()
-        t = self.sim.t
         rec = {
-            "round": t, "lr": self.cfg.lr * self.cfg.lr_decay ** max(t - 1, 0),
+            "round": run.t, "lr": self.cfg.lr * self.cfg.lr_decay ** max(run.t - 1, 0),
             "test_acc": float(te_c.sum() / n_te.sum()), "test_loss": float(te_l.sum() / n_te.sum()),
             "train_acc": float(tr_c.sum() / n_tr.sum()), "train_loss": float(tr_l.sum() / n_tr.sum()),
             "client_test_acc": c_te_acc.tolist(), "client_test_loss": c_te_loss.tolist(),
@@ -218,21 +239,24 @@ class _RankRun:
             "wall_time_s": time.perf_counter() - self._start,
         }
         rec["gen_error"] = rec["train_acc"] - rec["test_acc"]
-        self.history.records.append(rec)
         return rec
 
     # ------------------------------------------------------------ checkpoints
-    def save(self) -> None:
+    def after_round(self, run: RunState) -> None:
+        if run.t % self.checkpoint_every == 0 or run.t == self.cfg.rounds:
+            self.save(run)
+
+    def save(self, run: RunState) -> None:
         """Write this rank's state after a barrier: every rank has completed round t when any saves it."""
-        self.exchange.barrier(f"checkpoint of round {self.sim.t}")
-        rule_state = None if self.sim.rule_state is None else _tree_index(self.sim.rule_state, self.clients)
-        state = {"format": FORMAT, "config": self.cfg.to_dict(), "t": self.sim.t, "rank": self.rank,
+        self.exchange.barrier(f"checkpoint of round {run.t}")
+        rule_state = None if run.rule_state is None else tree_rows(run.rule_state, self.clients)
+        state = {"format": FORMAT, "config": self.cfg.to_dict(), "t": run.t, "rank": self.rank,
                  "world_size": self.world_size, "clients": self.clients.tolist(),
-                 "x": self.x.detach().cpu().clone(), "rule_state": rule_state,
-                 "counters": {"bytes_sent": self.exchange.bytes_sent, "rows_sent": self.exchange.rows_sent,
-                              "bytes_last_round": self.bytes_last_round},
-                 "history": list(self.history.records), "elapsed_s": time.perf_counter() - self._start}
-        ckpt.save_atomic(state, self.folder / f"round{self.sim.t:06d}.pt")
+                 "x": run.state.x.detach().cpu().clone(), "rule_state": ckpt.to_cpu(rule_state),
+                 "counters": {"bytes_sent": run.bits_sent // 8, "rows_sent": run.transmissions,
+                              "bytes_last_round": run.bits_last_round // 8},
+                 "history": list(run.history), "elapsed_s": time.perf_counter() - self._start}
+        ckpt.save_atomic(state, self.folder / f"round{run.t:06d}.pt")
         for old in checkpoint_rounds(self.folder)[:-2]:                 # keep the two newest
             (self.folder / f"round{old:06d}.pt").unlink(missing_ok=True)
 
@@ -248,40 +272,23 @@ class _RankRun:
             raise ckpt.CheckpointError(f"no round is saved by every rank (rank: rounds = "
                                        f"{dict(enumerate(everyone))}); start again without --resume")
         path = self.folder / f"round{max(common):06d}.pt"
-        state = _load(path)
-        ckpt.check_compatible(state["config"], self.cfg.to_dict(), state["t"], path)
-        if state["world_size"] != self.world_size or state["clients"] != self.clients.tolist():
-            raise ckpt.CheckpointError(f"{str(path)!r} was written by rank {state['rank']} of "
-                                       f"{state['world_size']}; now rank {self.rank} of {self.world_size}")
-        self.x = state["x"].to(self.sim.device, self.sim.dtype)
-        self.sim.t = state["t"]
-        if state["rule_state"] is not None:
-            full = self.sim.rule_state
-            if full is None:
-                self.sim.rule_state = full = _tree_zeros(state["rule_state"], self.cfg.num_clients)
-            _tree_assign(full, self.clients, state["rule_state"])
-        counters = state["counters"]
+        saved = _load(path)
+        ckpt.check_compatible(saved["config"], self.cfg.to_dict(), saved["t"], path)
+        if saved["world_size"] != self.world_size or saved["clients"] != self.clients.tolist():
+            raise ckpt.CheckpointError(f"{str(path)!r} was written by rank {saved['rank']} of "
+                                       f"{saved['world_size']}; now rank {self.rank} of {self.world_size}")
+        rule_state = None
+        if saved["rule_state"] is not None:                 # every client's rows, this rank's filled in
+            rule_state = _tree_zeros(ckpt.to_device(saved["rule_state"], self.sim.device), self.cfg.num_clients)
+            tree_assign_rows(rule_state, self.clients, ckpt.to_device(saved["rule_state"], self.sim.device))
+        counters = saved["counters"]
         self.exchange.bytes_sent, self.exchange.rows_sent = counters["bytes_sent"], counters["rows_sent"]
-        self.bytes_last_round = counters["bytes_last_round"]
-        self.history = History(config=self.cfg.to_dict(), records=list(state["history"]))
-        self._start = time.perf_counter() - state["elapsed_s"]
+        self.run = RunState(t=saved["t"], state=ClientModels(saved["x"].to(self.sim.device, self.sim.dtype)),
+                            rule_state=rule_state, transmissions=counters["rows_sent"],
+                            bits_sent=8 * counters["bytes_sent"], bits_last_round=8 * counters["bytes_last_round"],
+                            history=tuple(saved["history"]))
+        self._start = time.perf_counter() - saved["elapsed_s"]
         return True
-
-    # ------------------------------------------------------------------ rounds
-    def step(self) -> None:
-        """One round of the algorithm on this rank's block (the simulator's :meth:`Simulation.step`)."""
-        sim = self.sim
-        sim._augment_calls = 0                            # the augmentation stream restarts every round
-        self.exchange.start_round(sim.t + 1)
-        before = self.exchange.bytes_sent
-        with torch.no_grad():
-            self.x = sim.algorithm.round(self.x, self.tools).detach()
-        self.bytes_last_round = self.exchange.bytes_sent - before
-        sim.t += 1
-        if not torch.isfinite(self.x.sum()):
-            row = int((~torch.isfinite(self.x)).any(1).nonzero()[0])
-            raise DivergenceError(f"parameters of client {int(self.clients[row])} became NaN/inf in round "
-                                  f"{sim.t}; lower lr={self.cfg.lr}" + (f" or rho={self.cfg.rho}" if self.cfg.rho else ""))
 
 
 def _tree_zeros(part, m: int):
@@ -290,30 +297,37 @@ def _tree_zeros(part, m: int):
     return tuple(_tree_zeros(p, m) for p in part)
 
 
+class _RankProgress(Hooks):
+    """Rank 0's progress bar."""
+
+    def __init__(self, total: int, done: int, desc: str):
+        from tqdm import tqdm
+        self.bar = tqdm(total=total, initial=done, desc=desc, leave=False)
+
+    def after_evaluate(self, run: RunState, record: dict) -> None:
+        self.bar.set_postfix(acc=f"{record['test_acc']:.3f}", cd=f"{record['consensus_distance']:.2e}")
+
+    def after_round(self, run: RunState) -> None:
+        self.bar.update(1)
+
+
 def run_rank(cfg: Config, rank: int, world_size: int, exchange: Exchange, out: str | os.PathLike,
              checkpoint_every: int = 10, resume: bool = False, progress: bool = False) -> History:
     """Run this rank's block of ``cfg`` to the end (every rank calls it; the process group is initialised).
 
-    Returns the history, which every rank holds (records are gathered).
+    The engine's driver loop (:func:`dfl_core.engine.drive`) with this rank's tools, the gathered
+    evaluation and per-rank checkpoints. Returns the history, which every rank holds (records are gathered).
     """
-    from tqdm import tqdm
-
-    run = _RankRun(cfg.resolved(), rank, world_size, exchange, Path(out))
-    cfg = run.cfg
-    if not (resume and run.resume()):
-        run.evaluate()
-    bar = tqdm(total=cfg.rounds, initial=run.sim.t, desc=f"{cfg.algorithm} x{world_size}",
-               disable=not progress or rank != 0, leave=False)
-    while run.sim.t < cfg.rounds:
-        _fault(rank, run.sim.t + 1)
-        run.step()
-        t = run.sim.t
-        if t % cfg.eval_every == 0 or t == cfg.rounds:
-            rec = run.evaluate()
-            bar.set_postfix(acc=f"{rec['test_acc']:.3f}", cd=f"{rec['consensus_distance']:.2e}")
-        if t % checkpoint_every == 0 or t == cfg.rounds:
-            run.save()
-        bar.update(1)
-    bar.close()
-    run.history.wall_time_s = time.perf_counter() - run._start
-    return run.history
+    rank_run = _RankRun(cfg.resolved(), rank, world_size, exchange, Path(out), checkpoint_every)
+    cfg = rank_run.cfg
+    if resume:
+        rank_run.resume()
+    bar = _RankProgress(cfg.rounds, rank_run.run.t, f"{cfg.algorithm} x{world_size}") \
+        if progress and rank == 0 else None
+    final = drive(rank_run.sim.algorithm, rank_run.run, rounds=cfg.rounds, eval_every=cfg.eval_every,
+                  num_clients=len(rank_run.clients), tools_for=rank_run.tools, evaluate=rank_run.evaluate,
+                  hooks=[_FaultInjection(rank), rank_run, bar])
+    if bar is not None:
+        bar.bar.close()
+    return History(config=cfg.to_dict(), records=list(final.history),
+                   wall_time_s=time.perf_counter() - rank_run._start)

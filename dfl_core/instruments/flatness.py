@@ -264,9 +264,9 @@ def from_simulation(sim, rho: float | None = None, steps: int = 10, *, local_par
     * Centralized: w is the global model and F the union's loss over all
       clients. The local models are not kept between rounds, so pass them as
       ``local_params`` (``(n, d)``) with the ``clients`` they belong to. If they
-      are omitted and the algorithm is FedAvg/FedSAM/FedASAM (whose local rule
-      is the config's default) with ``reset_momentum``, they are recomputed:
-      the next round's sampled clients train from w exactly as
+      are omitted and the algorithm's round is FedAvg's (FedAvg, FedSAM,
+      FedASAM, FedProx), they are recomputed with the next round's tools
+      (``sim.tools()``): the round's sampled clients train from w exactly as
       :meth:`~dfl_core.engine.Simulation.step` would (same batches; nothing in
       ``sim`` changes). Weights are then :math:`n_i / \sum_{j \in S} n_j`.
 
@@ -277,16 +277,13 @@ def from_simulation(sim, rho: float | None = None, steps: int = 10, *, local_par
     if sim.centralized:
         w = sim.x[0]
         if local_params is None:
-            from ..algorithms.centralized import fedavg
-            if sim.algorithm.round is not fedavg or not cfg.reset_momentum:
+            from ..algorithms.centralized import fedavg_round
+            if sim.algorithm.round is not fedavg_round:
                 raise ValueError(f"{cfg.algorithm}: pass the local models (local_params) and their clients; "
-                                 "they can only be recomputed for FedAvg/FedSAM/FedASAM with reset_momentum")
-            clients = sim.sample_clients()
-            # step() restarts the augmentation stream counter before the round; do the same, then put it back
-            calls = getattr(sim, "_augment_calls", 0)
-            sim._augment_calls = 0
-            local_params = sim.local_train(w.expand(len(clients), -1), clients)
-            sim._augment_calls = calls
+                                 "they can only be recomputed for FedAvg's round (FedAvg, FedSAM, FedASAM, FedProx)")
+            tools = sim.tools()                                      # the next round's, computed aside
+            clients = tools.sample_clients()
+            local_params = tools.local_train(w.expand(len(clients), -1), clients)
         elif clients is None:
             raise ValueError("pass the clients the local models belong to")
     else:

@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..engine import DivergenceError
+from ..errors import DivergenceError
 from ..stacked import StackedModel
 
 if TYPE_CHECKING:

@@ -1,0 +1,100 @@
+r"""FedGF (Lee & Yoon, "Rethinking the Flat Minima Searching in Federated Learning", ICML 2024).
+
+The slides (seed 001) give eqs. (8)–(16): clients take SAM steps towards an
+interpolation, by an adaptive weight c, between their own perturbation and a
+global one built from the server's last update.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+import torch
+from torch import Tensor
+
+from ..local import LocalRule, chain, fedgf_perturbation, sam, sam_perturbation, sgd
+from .base import REQUIRED, Algorithm, CentralizedParams
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from .base import RoundTools
+
+__all__ = ["FedGFState", "fedgf_c", "fedgf_rule", "fedgf_round", "FEDGF", "FEDGF_C_READINGS"]
+
+#: How c is read in the first W rounds, eq. (16): ``"window"`` divides by W from round 0 (rounds
+#: before the first count as 0; c ramps 0, 1/W, 2/W, …); ``"seen"`` averages the indicators seen so
+#: far (the official code's ``np.mean`` over its window; c is 0 in round 0, then 1, 1, … if every
+#: indicator is 1). Both agree from round W on.
+FEDGF_C_READINGS = ("window", "seen")
+
+
+class FedGFState(NamedTuple):
+    w: Tensor                                       # (d,) w^r, the global model
+    previous: Tensor | None                         # (d,) w^{r-1} (None before the first round)
+    indicators: tuple[int, ...]                     # 1[D^r > T_D] of the last W rounds, oldest first
+
+    @classmethod
+    def init(cls, x0: Tensor, r: RoundTools) -> "FedGFState":
+        return cls(x0[0].clone(), None, ())
+
+
+def fedgf_c(cfg: Config, s: FedGFState) -> float:
+    r"""The interpolation weight c of this round, eq. (16), from the completed rounds' indicators."""
+    window = s.indicators[-cfg.fedgf_window:]
+    if cfg.fedgf_c_reading == "seen":
+        return sum(window) / len(window) if window else 0.0
+    return sum(window) / cfg.fedgf_window
+
+
+def fedgf_rule(cfg: Config, s: FedGFState) -> LocalRule:
+    r"""The gradient at :math:`c\,\tilde w^r + (1-c)\,\tilde w_{i,k}`, eqs. (9)–(13); plain SAM in round 0.
+
+    :math:`\tilde w^r = w^r + \rho\, \Delta^r/\lVert \Delta^r \rVert` with :math:`\Delta^r = w^{r-1} - w^r`
+    (10)–(11); in round 0 there is no :math:`\Delta`, and the official code takes plain SAM steps.
+    """
+    if s.previous is None:
+        return chain(sam(cfg.rho), sgd(cfg.weight_decay, cfg.momentum))
+    global_delta = sam_perturbation(s.previous - s.w, cfg.rho)                     # (10)–(11)
+    return chain(fedgf_perturbation(cfg.rho, fedgf_c(cfg, s), s.w + global_delta, global_delta,
+                                    cfg.fedgf_reading), sgd(cfg.weight_decay, cfg.momentum))
+
+
+def fedgf_round(s: FedGFState, r: RoundTools) -> FedGFState:
+    r"""FedGF (Lee & Yoon, ICML 2024; eqs. (8)–(16) of the slides).
+
+    1. :math:`\Delta^r = w^{r-1} - w^r` (10), :math:`\tilde w^r = w^r + \rho \Delta^r/\lVert \Delta^r \rVert` (11)
+    2. client i, step k: gradient at :math:`c\,\tilde w^r + (1-c)\,\tilde w_{i,k}` (12)–(13),
+       :math:`\tilde w_{i,k}` the client's SAM point (9) (:func:`fedgf_rule`)
+    3. drift :math:`D^r = \frac{1}{|S|} \sum_{i \in S} \lVert w^r - w^r_{i,K} \rVert_2` (15),
+       indicator :math:`I^r = 1[D^r > T_D]`
+    4. :math:`c` for the next round: :math:`\frac{1}{W} \sum` of the last W indicators (16)
+       (:func:`fedgf_c`; ``fedgf_c_reading`` says how rounds before the first W count)
+    5. :math:`w^{r+1} = w^r + \eta_g \sum_i p_i (w^r_{i,K} - w^r)`
+
+    ``fedgf_reading`` chooses how (12) interpolates: ``"points"`` (as printed
+    and as coded) or ``"vectors"`` (see :func:`dfl_core.local.fedgf_perturbation`).
+    c and :math:`D^r` are recorded every round (``fedgf_c``, ``fedgf_drift``).
+    """
+    cfg, w = r.config, s.w
+    clients = r.sample_clients()
+    y = r.local_train(w.expand(len(clients), -1), clients)                         # 1.–2.
+    r.count_transmissions((2 if s.previous is None else 3) * len(clients))        # w (and w̃) down, y_i up
+    drift = float(torch.linalg.vector_norm(y - w, dim=1).mean())                   # 3., (15)
+    r.record(fedgf_c=fedgf_c(cfg, s), fedgf_drift=drift)
+    indicators = (*s.indicators, int(drift > cfg.fedgf_threshold))[-cfg.fedgf_window:]   # 4., (16)
+    return FedGFState(w + cfg.server_lr * (r.client_weights(clients) * (y - w)).sum(0), w, indicators)   # 5.
+
+
+@dataclass(frozen=True)
+class FedGFParams(CentralizedParams):
+    """FedGF: ρ = 0.05, W = 30 (the public script); T_D has no published value and must be set."""
+
+    rho: float = 0.05
+    fedgf_threshold: float = REQUIRED               # T_D
+    fedgf_window: int = 30                          # W
+    fedgf_reading: str = "points"
+    fedgf_c_reading: str = "window"
+
+
+FEDGF = Algorithm("fedgf", "FedGF: local SAM towards a global perturbation, adaptive c (Lee & Yoon 2024)",
+                  FedGFParams, fedgf_rule, fedgf_round, FedGFState.init, kind="centralized")

@@ -1,0 +1,149 @@
+"""The simulator's round tools: what an algorithm may use in round t (:class:`~dfl_core.algorithms.RoundTools`).
+
+A :class:`SimulationTools` lives for one round. It lends the algorithm local
+training (:class:`~.trainer.LocalTrainer` with the algorithm's declared rule),
+gossip with the round's mixing matrices, client sampling and the round's
+generators, and it counts what was sent. The driver loop (:mod:`.loop`) reads
+the counts and the recorded quantities back when the round is over.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..gossip import MixingOperator
+from ..local import LocalRule
+from .trainer import Gradient, LocalTrainer, RoundStreams
+
+__all__ = ["SimulationTools"]
+
+
+class SimulationTools:
+    """The tools of round ``t`` of one simulated run, for an algorithm whose state at the round's start is ``state``.
+
+    Args:
+        config: the resolved config.
+        algorithm: the :class:`~dfl_core.algorithms.Algorithm` (its declared local rule is built from ``state``).
+        state: the algorithm's state at the start of the round.
+        t: rounds completed before this one.
+        trainer: local training on the clients' data.
+        matrices: this round's mixing matrices, one per gossip step (empty for centralized FL).
+        input_shape: the shape of one input sample.
+        rule_state: local-rule buffers kept across rounds (``reset_momentum=False``), or ``None``.
+        hooks: observers of local training and gossip (:class:`~.loop.Hooks`).
+    """
+
+    def __init__(self, config, algorithm, state, t: int, trainer: LocalTrainer, matrices: list,
+                 input_shape: tuple, rule_state: Any = None, hooks=None, operators: dict | None = None):
+        self.config, self.algorithm, self.state, self.t = config, algorithm, state, t
+        self.trainer, self.model = trainer, trainer.model
+        self.num_clients, self.input_shape = config.num_clients, input_shape
+        self.lr = config.lr * config.lr_decay ** t                        # η_t
+        self.streams = RoundStreams(config.seed, t)
+        self._matrices = matrices
+        self._operators = {} if operators is None else operators          # shared across rounds by the caller
+        for key in [k for k, (M, _) in self._operators.items() if not any(M is N for N in matrices)]:
+            del self._operators[key]                                        # a time-varying W of an earlier round
+        self._rule: LocalRule | None = None
+        self.rule_state = _clone(rule_state)      # this round's copy; the driver keeps it if the round completes
+        self.hooks = hooks
+        self.transmissions, self.bits = 0, 0      # messages sent this round, and their bits
+        self.records: dict[str, float] = {}       # the algorithm's own per-round quantities
+
+    @property
+    def rule(self) -> LocalRule:
+        """The algorithm's declared local rule for this round (built once, from the state at the round's start)."""
+        if self._rule is None:
+            self._rule = self.algorithm.local_rule(self.config, self.state)
+        return self._rule
+
+    # ------------------------------------------------------------- local training
+    def local_train(self, x: Tensor, clients: Tensor | None = None, *, rule: LocalRule | None = None,
+                    gradient: Gradient | None = None) -> Tensor:
+        """K steps of the declared local rule (or ``rule``) from ``x`` (rows = ``clients``, default all); y^{t,K}."""
+        cfg = self.config
+        clients = torch.arange(cfg.num_clients) if clients is None else clients.cpu()
+        hint = f"lr={cfg.lr}" + (f", rho={cfg.rho}" if cfg.rho else "")
+        rule = self.rule if rule is None else rule
+        if not cfg.reset_momentum and self.rule_state is None:             # every client's buffer starts at 0
+            self.rule_state = rule.init(torch.zeros(cfg.num_clients, self.model.d, dtype=self.trainer.dtype,
+                                                    device=self.model.device))
+        y = self.trainer.train(x, clients, rule, lr=self.lr, t=self.t,
+                               streams=self.streams, rule_state=None if cfg.reset_momentum else self.rule_state,
+                               gradient=gradient, hint=hint)
+        if self.hooks is not None:
+            self.hooks.after_local_train(x, y, clients)
+        return y
+
+    def full_gradient(self, x: Tensor, clients: Tensor | None = None) -> Tensor:
+        """Each client's gradient of its mean loss over its whole train split at ``x`` (rows = ``clients``)."""
+        clients = torch.arange(self.config.num_clients) if clients is None else clients.cpu()
+        return self.trainer.full_gradient(x, clients)
+
+    # -------------------------------------------------------------------- gossip
+    def matrices(self) -> list:
+        """This round's mixing matrices (:class:`~dfl_core.topology.MixingMatrix`), one per gossip step."""
+        return self._matrices
+
+    def gossip(self, x: Tensor, bits_per_message: int | None = None) -> Tensor:
+        """Q gossip steps :math:`x \\leftarrow W_q x` with this round's matrices; counts the messages and their bits."""
+        for q, M in enumerate(self._matrices):
+            self.count_transmissions(M.num_messages, bits_per_message)
+            before, x = x, self._operator(M)(x)
+            if self.hooks is not None:
+                self.hooks.after_gossip(before, x, q)
+        return x
+
+    def _operator(self, M) -> MixingOperator:
+        """The operator of W on the device, built once per matrix object (a static W is built once per run)."""
+        key = id(M)
+        if key not in self._operators or self._operators[key][0] is not M:
+            self._operators[key] = (M, MixingOperator(M.W, self.model.device, self.trainer.dtype))
+        return self._operators[key][1]
+
+    # --------------------------------------------------------- centralized FL
+    def sample_clients(self) -> Tensor:
+        """The clients taking part in this round (centralized FL), sorted, without replacement.
+
+        A count (``clients_per_round``) or a fraction of m (``client_fraction``,
+        rounded, at least 1), drawn uniformly from the round's own generator.
+        """
+        cfg, m = self.config, self.config.num_clients
+        n = cfg.clients_per_round or max(1, round(cfg.client_fraction * m))
+        return torch.randperm(m, generator=self.generator("clients"))[:n].sort().values
+
+    def client_weights(self, clients: Tensor) -> Tensor:
+        """Aggregation weights n_i / Σ n_j over ``clients`` (McMahan et al. 2017), shape ``(n, 1)``."""
+        counts = self.trainer.data.train.counts
+        n = counts[clients.to(counts.device)].to(self.trainer.dtype)
+        return (n / n.sum()).unsqueeze(1).to(self.model.device)
+
+    def count_transmissions(self, models: int, bits_per_message: int | None = None) -> None:
+        """Record ``models`` messages (e.g. downloads and uploads of centralized FL) and their bits.
+
+        A message is one model-sized vector; unless the algorithm says otherwise
+        (a quantized message, :func:`dfl_core.instruments.quantize.message_bits`)
+        it carries ``d * bits_per_param`` bits.
+        """
+        bits = self.model.d * self.config.bits_per_param if bits_per_message is None else bits_per_message
+        self.transmissions += models
+        self.bits += models * int(bits)
+
+    # ------------------------------------------------------------ randomness, records
+    def generator(self, purpose: str) -> torch.Generator:
+        """This round's random stream for ``purpose`` (a function of the seed, the purpose and t only)."""
+        return self.streams.generator(purpose)
+
+    def record(self, **values: float) -> None:
+        """Per-round quantities of the algorithm, reported with the next evaluation (e.g. FedGF's c)."""
+        self.records.update(values)
+
+
+def _clone(tree):
+    if tree is None:
+        return None
+    if isinstance(tree, Tensor):
+        return tree.clone()
+    return tuple(_clone(t) for t in tree)

@@ -1,0 +1,231 @@
+"""Local training of many clients at once: a mini-batch's whole way from the data to a parameter update.
+
+:class:`LocalTrainer` holds what local training needs (the clients' data, the
+stacked model, K, B) and nothing else:
+
+1. :meth:`~LocalTrainer.batches`: each client's K mini-batches of round t, from
+   the round's ``batches`` stream (and the ``augment`` stream, for CIFAR);
+2. :meth:`~LocalTrainer.gradient`: every client's gradient of its mean loss
+   on its own batch, one batched forward and backward pass (:mod:`dfl_core.stacked`);
+3. :meth:`~LocalTrainer.train`: per chunk of clients and per step,
+   ``g ← gradient``, ``(u, state) ← rule.update(g, state, y, ctx)``, ``y ← y + u``.
+
+Clients are independent during local training, so they run in chunks of
+``client_chunk``; chunking changes memory use and speed, never results.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..data import FederatedData
+from ..errors import DivergenceError
+from ..local import LocalRule, StepContext
+from ..rng import round_generator
+from ..stacked import StackedModel
+
+__all__ = ["LocalTrainer", "RoundStreams", "Gradient", "default_client_chunk", "tree_rows", "tree_assign_rows"]
+
+#: ``gradient(p (n, d), inputs, labels, weights, clients) -> (g (n, d), losses (n,))``
+Gradient = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], tuple[Tensor, Tensor]]
+
+
+def default_client_chunk(d: int, m: int, device: torch.device,
+                         bytes_per_client: Callable[[], int] | None = None) -> int:
+    """How many clients train together when the config leaves ``client_chunk`` unset.
+
+    CPU: about 8 MB of parameters per chunk. Same-process A/B runs
+    (``benchmarks/RESULTS.md``, SAM round, 2 cores) measured the 2NN at
+    m = 100 at 0.65 s with 10 clients per chunk (8 MB) against 1.47 s with 84
+    (64 MB), and the MNIST CNN at m = 30 at 5.4 s with 1 client (6.6 MB)
+    against 7.6 s with 10 (most likely because (chunk, d) temporaries below
+    glibc's mmap threshold reuse heap memory, while larger ones page-fault
+    fresh memory on every local step).
+
+    CUDA: as many clients as fit in 60% of the free device memory, with the
+    memory one client needs measured by ``bytes_per_client`` (a probe that runs
+    one client's forward and backward pass); all m when they fit.
+    """
+    if device.type == "cuda":
+        if bytes_per_client is None:
+            return m
+        free, _ = torch.cuda.mem_get_info(device)
+        return max(1, min(m, int(0.6 * free) // max(1, bytes_per_client())))
+    return max(1, min(m, (8 << 20) // (4 * d)))
+
+
+class RoundStreams:
+    """The random streams of round t: one generator per purpose, and a fresh augmentation stream per batch draw."""
+
+    def __init__(self, seed: int, t: int):
+        self.seed, self.t = seed, t
+        self.augment_calls = 0
+
+    def generator(self, purpose: str) -> torch.Generator:
+        """The round's generator for ``purpose`` (:func:`dfl_core.rng.round_generator`)."""
+        return round_generator(self.seed, purpose, self.t)
+
+    def next_augment_generator(self) -> torch.Generator:
+        """The augmentation stream of the next batch tensor drawn this round (counted from 1)."""
+        self.augment_calls += 1
+        gen = self.generator("augment")
+        gen.manual_seed(gen.initial_seed() + self.augment_calls)
+        return gen
+
+
+class LocalTrainer:
+    """K local steps of a local rule on many clients at once (see the module docstring)."""
+
+    def __init__(self, model: StackedModel, data: FederatedData, *, local_steps: int, batch_size: int,
+                 full_batch: bool, client_chunk: int, dtype: torch.dtype):
+        self.model, self.data = model, data
+        self.local_steps, self.batch_size, self.full_batch = local_steps, batch_size, full_batch
+        self.client_chunk, self.dtype = client_chunk, dtype
+
+    # ------------------------------------------------------------------ 1. batches
+    def batches(self, clients: Tensor, streams: RoundStreams,
+                steps: int | None = None) -> list[tuple[Tensor, Tensor, Tensor]]:
+        """K (or ``steps``) mini-batches for ``clients``: ``(inputs (n,B,...), labels (n,B), weights (n,B))``.
+
+        Each round every client walks through a fresh random permutation of its
+        own train split, B samples per step, wrapping around if K·B exceeds its
+        size. A client with fewer than B samples uses all of them (the weights
+        mask the padding). In full-batch mode every step uses the whole split.
+        The permutations of all m clients are drawn, so a client's batches do
+        not depend on which other clients take part.
+        """
+        train = self.data.train
+        dev = train.index.device
+        ids = clients.to(dev)
+        steps = self.local_steps if steps is None else steps
+        if self.full_batch:
+            return [self.whole_splits(ids)] * steps
+        index, counts, mask = train.index[ids], train.counts[ids], train.mask()[ids]   # (n, n_max), (n,)
+        m, n_max = train.index.shape
+        B = min(self.batch_size, n_max)        # a batch never needs more slots than a client has samples
+        keys = torch.rand(m, n_max, generator=streams.generator("batches")).to(dev)[ids]
+        perm = keys.masked_fill(~mask, 2.0).argsort(dim=1)             # padding sorts last
+        b = counts.clamp(max=B)
+        arange = torch.arange(B, device=dev)
+        w = (arange[None, :] < b[:, None]).to(self.dtype)              # (n, B)
+        out = []
+        for k in range(steps):
+            pos = (k * b[:, None] + arange[None, :]) % counts[:, None].clamp(min=1)
+            idx = index.gather(1, perm.gather(1, pos))                   # (n, B) sample ids
+            out.append((self._augment(train.x[idx], streams), train.y[idx], w))
+        return out
+
+    def whole_splits(self, clients: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Every sample of each client's train split, padded: ``(inputs, labels, weights)`` as in :meth:`batches`."""
+        train = self.data.train
+        ids = clients.to(train.index.device)
+        index = train.index[ids]
+        return train.x[index], train.y[index], train.mask()[ids].to(self.dtype)
+
+    def _augment(self, inputs: Tensor, streams: RoundStreams) -> Tensor:
+        """The dataset's on-device augmentation, if it has one (CIFAR: random crop and flip)."""
+        if getattr(self.data.dataset, "augmentation", None) is None:
+            return inputs
+        return self.data.dataset.augment(inputs, streams.next_augment_generator())
+
+    # ----------------------------------------------------------------- 2. gradient
+    def gradient(self, p: Tensor, inputs: Tensor, labels: Tensor, weights: Tensor,
+                 clients: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Gradients ``(n, d)`` of each client's mean cross-entropy on its batch, and the losses ``(n,)``."""
+        with torch.enable_grad():
+            leaves = self.model.leaves(p)
+            logits = self.model.forward(leaves, inputs)              # (n, B, C)
+            ce = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none")
+            losses = (ce.view_as(weights) * weights).sum(1) / weights.sum(1)
+            grads = torch.autograd.grad(losses.sum(), list(leaves.values()))
+        return self.model.gather_grads(grads, p), losses.detach()
+
+    def full_gradient(self, x: Tensor, clients: Tensor) -> Tensor:
+        """Each client's gradient of its mean loss over its whole train split at ``x`` (rows = ``clients``).
+
+        One pass over the local data without augmentation (SCAFFOLD option I,
+        MimeLite's server statistics, DisPFL's regrowth); chunked like :meth:`train`.
+        """
+        out = torch.empty_like(x)
+        for lo in range(0, len(clients), self.client_chunk):
+            rows = slice(lo, lo + self.client_chunk)
+            out[rows], _ = self.gradient(x[rows], *self.whole_splits(clients[rows]))
+        return out
+
+    # -------------------------------------------------------------------- 3. train
+    def train(self, x: Tensor, clients: Tensor, rule: LocalRule, *, lr: float, t: int, streams: RoundStreams,
+              rule_state: Any = None, gradient: Gradient | None = None, hint: str = "") -> Tensor:
+        """K steps of ``rule`` from ``x`` (one row per client in ``clients``); returns y^{t,K}.
+
+        ``rule_state`` is ``None`` (every client's rule state starts afresh with
+        ``rule.init``) or a tree of ``(m, …)`` tensors indexed by client id,
+        read at the start and written back at the end (momentum kept across
+        rounds). ``gradient`` replaces :meth:`gradient` (FedRobust).
+        """
+        gradient = self.gradient if gradient is None else gradient
+        batches = self.batches(clients, streams)
+        out = torch.empty_like(x)
+        losses = []
+        for lo in range(0, len(clients), self.client_chunk):
+            rows = slice(lo, lo + self.client_chunk)
+            ids = clients[rows]
+            state = rule.init(x[rows]) if rule_state is None else tree_rows(rule_state, ids)
+            y, evals = out[rows], []                    # trained in place in the output (rules keep no y)
+            y.copy_(x[rows])
+            for inputs, labels, weights in batches:
+                def grad_fn(p: Tensor, batch=(inputs[rows], labels[rows], weights[rows])) -> Tensor:
+                    g, loss = gradient(p, *batch, ids)
+                    evals.append(loss)
+                    return g
+                g = grad_fn(y)
+                u, state = rule.update(g, state, y, StepContext(grad_fn, lr, ids, self.model))
+                y.add_(u)
+            losses.append(torch.stack(evals).cpu())
+            if rule_state is not None:
+                tree_assign_rows(rule_state, ids, state)
+        self._check_finite(torch.cat(losses, dim=1), clients, t, hint)
+        return out
+
+    @staticmethod
+    def _check_finite(losses: Tensor, clients: Tensor, t: int, hint: str) -> None:
+        """Stop on a NaN/inf loss, naming the round, the local step and the client."""
+        bad = ~torch.isfinite(losses)                                # (gradient evaluations, n)
+        if bad.any():
+            step, row = (int(v) for v in bad.nonzero()[0])
+            raise DivergenceError(
+                f"loss became {float(losses[step, row])} in round {t + 1} (local gradient evaluation {step}) "
+                f"on client {int(clients[row])}; the run diverged, likely because the learning rate or the "
+                f"SAM radius is too large ({hint}); try a smaller value")
+
+    def bytes_per_client(self) -> int:
+        """Peak device memory of one client's gradient on a batch, plus its (d,)-sized buffers (CUDA probe)."""
+        device, d = self.model.device, self.model.d
+        one = torch.arange(1)
+        batch = [t[:1] for t in self.batches(one, RoundStreams(0, 0))[0]]
+        p = torch.zeros(1, d, dtype=self.dtype, device=device)
+        torch.cuda.synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        self.gradient(p, *batch)
+        peak = torch.cuda.max_memory_allocated(device) - before
+        buffers = 8 * d * p.element_size()                  # x, y, g, u, SAM point, momentum, leaves, out
+        return int(2 * peak + buffers)                      # 2x: SAM's second pass, allocator slack
+
+
+def tree_rows(state, ids: Tensor):
+    """Rows ``ids`` of every tensor in a rule state (a nested tuple of ``(m, …)`` tensors)."""
+    if isinstance(state, Tensor):
+        return state[ids.to(state.device)]
+    return tuple(tree_rows(s, ids) for s in state)
+
+
+def tree_assign_rows(state, ids: Tensor, part) -> None:
+    """Write ``part`` (as returned by :func:`tree_rows`) back into rows ``ids`` of ``state``."""
+    if isinstance(state, Tensor):
+        state[ids.to(state.device)] = part
+        return
+    for s, p in zip(state, part):
+        tree_assign_rows(s, ids, p)

@@ -1,0 +1,173 @@
+"""The engine's shape: no import cycle, narrow tools, and one entry to add a topology or an algorithm.
+
+The examples below are deliberately small. Each is a complete extension of
+the engine made with a single registry entry, then run through ``Config``,
+``Simulation`` and the CLI like a built-in one.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import fields
+from pathlib import Path
+
+import networkx as nx
+import pytest
+import torch
+
+from dfl_core import ALGORITHMS, Config, Simulation
+from dfl_core.algorithms import Algorithm, ClientModels
+from dfl_core.algorithms.base import DecentralizedParams, sgd_rule
+from dfl_core.cli import configs_for, main
+from dfl_core.config import ALGORITHM_FIELDS
+from dfl_core.topology import TOPOLOGIES, StaticTopology, TopologySpec, metropolis_hastings, MixingMatrix
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "dfl_core"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """The dfl_core modules ``path`` imports anywhere (functions included), except under ``if TYPE_CHECKING``."""
+    tree, name = ast.parse(path.read_text()), module_name(path)
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    type_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                 and getattr(node.test, "id", None) == "TYPE_CHECKING" for n in ast.walk(node)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in type_only:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            found |= {target} | {f"{target}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    return {name: {m for m in imports_of(path) if m in modules and m != name} for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_import_graph_has_no_cycle():
+    graph = import_graph()
+    assert len(graph) > 30 and "dfl_core.engine.loop" in graph
+    assert cycles(graph) == []
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_algorithms_and_local_rules_do_not_import_the_engine():
+    graph = import_graph()
+    lower = [m for m in graph if m.startswith(("dfl_core.algorithms", "dfl_core.local", "dfl_core.topology",
+                                               "dfl_core.gossip", "dfl_core.data", "dfl_core.config"))]
+    for module in lower:
+        assert not {m for m in graph[module] if m.startswith(("dfl_core.engine", "dfl_core.distributed"))}, module
+
+
+def test_algorithms_use_only_public_tools():
+    """No algorithm reaches past the RoundTools protocol (``r._anything``) or into the engine's state."""
+    for path in (PACKAGE / "algorithms").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "r":
+                assert not node.attr.startswith("_"), f"{path.name}: r.{node.attr}"
+                assert node.attr != "server", f"{path.name}: r.server (state belongs in the algorithm's state)"
+
+
+def test_every_algorithm_declares_its_rule_state_and_defaults_in_config_fields():
+    for name, algo in ALGORITHMS.items():
+        assert callable(algo.local_rule) and callable(algo.init) and callable(algo.round), name
+        assert set(algo.defaults) <= set(ALGORITHM_FIELDS), (name, set(algo.defaults) - set(ALGORITHM_FIELDS))
+    used = set().union(*(a.defaults for a in ALGORITHMS.values()))
+    assert used == set(ALGORITHM_FIELDS), set(ALGORITHM_FIELDS) - used   # no per-algorithm field nobody reads
+    # DFedSAM and DFedAvg share their round; they differ in the declared rule (and its defaults)
+    assert ALGORITHMS["dfedsam"].round is ALGORITHMS["dfedavg"].round
+    assert ALGORITHMS["dfedsam"].local_rule is not ALGORITHMS["dfedavg"].local_rule
+
+
+# ---------------------------------------------------------------- one entry: a topology
+def path_topology(m: int, seed: int) -> StaticTopology:
+    """A path 0 – 1 – … – (m−1): a ring with one edge cut, Metropolis–Hastings weights."""
+    W = metropolis_hastings(nx.path_graph(m))
+    return StaticTopology("path", MixingMatrix(W, "path", True, True, False, True))
+
+
+def test_a_topology_is_one_entry(monkeypatch):
+    monkeypatch.setitem(TOPOLOGIES, "path", TopologySpec("a path 0-1-...-(m-1), MH weights", path_topology))
+    cfg = Config(algorithm="dfedavg", topology="path", num_clients=6, rounds=2)
+    sim = Simulation(cfg)
+    W = sim.matrices(0)[0].W
+    assert W[0, 5] == 0 and W[0, 1] > 0 and 0 < sim.matrices(0)[0].lam < 1      # the cut edge, a valid W
+    sim.run()
+    assert len(sim.history.records) == 3
+    assert "path" in {cfg.topology for cfg in configs_for(cfg, ["dfedavg", "dfedsam"]).values()}
+
+
+# --------------------------------------------------------------- one entry: an algorithm
+def gossip_first(s: ClientModels, r) -> ClientModels:
+    """Average with the neighbours first, then train: x^{t+1} = LocalSGD(W x^t)."""
+    return ClientModels(r.local_train(r.gossip(s.x)))
+
+
+def test_an_algorithm_is_one_entry(monkeypatch, tmp_path):
+    monkeypatch.setitem(ALGORITHMS, "gossip-first", Algorithm(
+        "gossip-first", "gossip, then K local SGD steps", DecentralizedParams, sgd_rule, gossip_first,
+        ClientModels.init))
+    cfg = Config(algorithm="gossip-first", num_clients=6, rounds=1, dtype="float64", full_batch=True)
+    sim = Simulation(cfg)
+    r = sim.tools()                                              # the first round's tools, computed aside
+    expected = r.local_train(r.gossip(sim.x))
+    sim.step()
+    assert torch.equal(sim.x, expected)
+    plain = Simulation(cfg.replace(algorithm="dfedavg"))
+    plain.step()
+    assert not torch.allclose(sim.x, plain.x)                   # a different algorithm
+    code = main(["run", "--algorithms", "gossip-first", "--seeds", "0", "--num-clients", "6", "--rounds", "2",
+                 "--no-plot", "--no-progress", "--out", str(tmp_path)])
+    assert code == 0 and (tmp_path / "results.json").exists()
+
+
+def test_config_fields_carry_their_allowed_values():
+    """Validation ranges live beside the fields: every number and name field says what it allows."""
+    unchecked = {f.name for f in fields(Config) if f.metadata.get("allowed") is None}
+    assert unchecked == {"data_dir", "degree", "max_degree", "num_neighbors"}    # the topology checks its options
+    with pytest.raises(ValueError, match=r"fedgf_window must be >= 1, got 0"):
+        Config(algorithm="fedgf", fedgf_threshold=1.0, fedgf_window=0).resolved()
