@@ -33,8 +33,9 @@ __all__ = ["FORMAT", "CheckpointError", "RESUMABLE_CHANGES", "save_atomic", "loa
 FORMAT = "dfl-book/checkpoint/v2"
 
 #: Config fields a resumed run may change: they do not alter the rounds already run
-#: (``client_chunk`` never changes results; ``data_dir`` is only where files live).
-RESUMABLE_CHANGES = ("rounds", "eval_every", "client_chunk", "data_dir")
+#: (``client_chunk``, ``gossip_mode`` and ``forward_strategy`` change only how a round is computed, up to
+#: float rounding; ``data_dir`` is only where files live).
+RESUMABLE_CHANGES = ("rounds", "eval_every", "client_chunk", "data_dir", "gossip_mode", "forward_strategy")
 
 
 class CheckpointError(ValueError):

@@ -98,6 +98,21 @@ def _build_parser() -> argparse.ArgumentParser:
                           "from OUT/results.json, unfinished ones continue from OUT/checkpoints")
     add_config_arguments(run)
     sub.add_parser("list", help="list algorithms, topologies, datasets, models and partitions")
+    showcase = sub.add_parser(
+        "showcase", help="run a chapter's showcase experiment (every arm x seed) into its results file",
+        description="Run every arm x seed of a showcase experiment (dfl_core.showcase) and write "
+                    "OUT/NAME.json after every finished run; rerunning the command continues an interrupted "
+                    "regeneration (finished runs are kept, unfinished ones resume from their checkpoints).")
+    showcase.add_argument("name", nargs="?", help="an experiment (omit with --list)")
+    showcase.add_argument("--list", action="store_true", help="list the experiments and their arms")
+    showcase.add_argument("--profile", default="showcase", help="showcase (default) or fast (a quick check)")
+    showcase.add_argument("--jobs", type=int, default=1, help="trainings at once, one process each (default: 1)")
+    showcase.add_argument("--seeds", default=None, help="comma-separated seeds (default: the experiment's)")
+    showcase.add_argument("--out", default=None, help="folder of the results file (default: the committed "
+                                                      "dfl_core/showcase/results)")
+    showcase.add_argument("--checkpoints", default=None, metavar="DIR",
+                          help="where unfinished runs checkpoint (default: $DFL_CHECKPOINTS/showcase/NAME)")
+    showcase.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     table = sub.add_parser(
         "table", help="rerun a paper's table (a preset) over seeds; write it as CSV and Markdown",
         description="Rerun every cell (algorithm x setting) of a paper preset for every seed and write "
@@ -281,6 +296,29 @@ def _table(parser: argparse.ArgumentParser, args: argparse.Namespace, command: s
     return 0
 
 
+def _showcase(parser: argparse.ArgumentParser, args: argparse.Namespace, command: str) -> int:
+    from .showcase import run_experiment
+    from .showcase.experiments import EXPERIMENTS
+    if args.list or not args.name:
+        for exp in EXPERIMENTS.values():
+            print(f"{exp.name:<22} ({exp.chapter}) {exp.question}\n{'':<24}arms: {', '.join(exp.arms)}")
+        return 0 if args.list else 2
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1, got {args.jobs}")
+    try:
+        path = run_experiment(args.name, args.profile, jobs=args.jobs, out=args.out, checkpoints=args.checkpoints,
+                              seeds=_seeds(parser, args.seeds) if args.seeds else None,
+                              progress=not args.no_progress, command=command)
+    except (ConfigError, CheckpointError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except DivergenceError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 3
+    print(f"results: {path}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -289,6 +327,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "list":
         print(_catalogue())
         return 0
+    if args.command == "showcase":
+        return _showcase(parser, args, command)
     if args.command == "table":
         return _table(parser, args, command)
     overrides = config_overrides(args)

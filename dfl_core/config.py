@@ -196,8 +196,11 @@ class Config:
     dtype: str = _run("float32", "'float32' or 'float64'", OneOf(("float32", "float64")))
     client_chunk: int | None = _run(None, "clients trained together (default: chosen for the device; never "
                                     "changes results)", Integer(1))
-    forward_strategy: str = _run("auto", "'auto', 'batched', 'vmap' or 'loop' (see dfl_core.stacked)",
-                                 OneOf(("auto", "batched", "vmap", "loop")))
+    gossip_mode: str = _run("auto", "how W·x is computed: 'auto' (dense W: one product; sparse W: row sums on a CPU, "
+                            "a CSR product on a GPU), 'dense', 'rows' or 'csr' (see dfl_core.gossip)",
+                            OneOf(("auto", "dense", "rows", "csr")))
+    forward_strategy: str = _run("auto", "'auto', 'mlp', 'batched', 'vmap' or 'loop' (see dfl_core.stacked)",
+                                 OneOf(("auto", "mlp", "batched", "vmap", "loop")))
     bits_per_param: int = _run(32, "bits per parameter on the wire, for byte counts", Integer(1))
 
     # ------------------------------------------------------------------ helpers

@@ -20,7 +20,8 @@ with the pieces a config leaves at 0 left out of :func:`sgd`. SAM needs a second
 gradient at the perturbed point, so the context ``ctx`` carries ``grad_fn``,
 which evaluates the gradient of the *same* mini-batch at any ``(m, d)`` point
 (the lesson of ``optax.contrib.sam``). SAM's normalized ascent step
-:math:`\rho\, g / \lVert g \rVert` is :func:`sam_perturbation`, the one place it is written.
+:math:`\rho\, g / \lVert g \rVert` is :func:`sam_scale` (the normalization) and :func:`sam_perturbation`
+(the step), the one place it is written.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from torch import Tensor
 
 __all__ = [
     "StepContext", "LocalRule", "chain", "identity", "scale_by_lr", "sgd",
-    "add_decayed_weights", "trace", "sam_perturbation", "sam", "asam", "sharpness_aware", "blend_direction",
+    "add_decayed_weights", "trace", "sam_scale", "sam_perturbation", "sam", "asam", "sharpness_aware", "blend_direction",
     "fedgf_perturbation", "clip_by_global_norm", "proximal", "control_variate", "corrected_sam",
     "make_local_rule", "SAM_EPS", "FEDGF_READINGS", "SAM_VARIANTS",
 ]
@@ -50,12 +51,17 @@ class StepContext(NamedTuple):
     model: Any = None                    # the parameter layout (StackedModel), e.g. for ASAM's weight mask
 
 
-def sam_perturbation(g: Tensor, rho: float) -> Tensor:
-    r"""SAM's ascent step :math:`\delta = \rho\, g / (\lVert g \rVert_2 + \epsilon)`, one norm per row of ``g``.
+def sam_scale(g: Tensor, rho: float) -> Tensor:
+    r"""SAM's normalization :math:`\rho / (\lVert g \rVert_2 + \epsilon)`, one value per row of ``g`` (shape ``(m, 1)``).
 
     Rows are clients (``(m, d)``); a ``(d,)`` vector is one row. ε = :data:`SAM_EPS`.
     """
-    return rho * g / (torch.linalg.vector_norm(g, dim=-1, keepdim=True) + SAM_EPS)
+    return rho / (torch.linalg.vector_norm(g, dim=-1, keepdim=True) + SAM_EPS)
+
+
+def sam_perturbation(g: Tensor, rho: float) -> Tensor:
+    r"""SAM's ascent step :math:`\delta = \rho\, g / (\lVert g \rVert_2 + \epsilon)`, one norm per row of ``g``."""
+    return g * sam_scale(g, rho)
 
 
 class LocalRule(NamedTuple):
@@ -111,7 +117,7 @@ def sam(rho: float) -> LocalRule:
     value per client), and :math:`\tilde g` is evaluated on the same batch ξ.
     """
     def update(g: Tensor, s, x: Tensor, ctx: StepContext):
-        return ctx.grad_fn(x + sam_perturbation(g, rho)), s           # (m, d)
+        return ctx.grad_fn(torch.addcmul(x, g, sam_scale(g, rho))), s   # x + δ in one pass, (m, d)
 
     return LocalRule(lambda x: (), update)
 

@@ -1,10 +1,14 @@
-"""The book's two profiles and the set-up every chapter runs first.
+"""The book's three profiles and the set-up every chapter runs first.
 
 ``DFL_PROFILE=fast`` (the default) runs every chapter in seconds on a CPU, on
 real data (a Fashion-MNIST subset, or the bundled digits where a chapter needs
-seconds); the committed notebooks are executed under it. ``DFL_PROFILE=full``
-uses the papers' settings (:mod:`dfl_core.presets`) and is meant for a GPU.
-Both run the same code: a chapter reads its sizes from the profile.
+seconds); the committed notebooks are executed under it. ``showcase`` is the
+scale at which the chapters' central comparisons separate: all 60,000
+Fashion-MNIST images (CIFAR-10 with ``DFL_SHOWCASE_DATASET=cifar10`` where its
+files are on disk), 100 clients, 5 seeds, enough rounds for the curves to
+flatten; its experiments are precomputed (:mod:`dfl_core.showcase`).
+``DFL_PROFILE=full`` uses the papers' settings (:mod:`dfl_core.presets`) and is
+meant for a GPU. All three run the same code: a chapter reads its sizes from the profile.
 """
 from __future__ import annotations
 
@@ -76,9 +80,15 @@ class Profile:
         return run(cfg, progress=progress, checkpoint=checkpoint, resume=True, data=self.data(cfg))
 
 
+#: The showcase's dataset: Fashion-MNIST (committed results), or CIFAR-10 for users who have its files.
+_SHOWCASE_DATASET = os.environ.get("DFL_SHOWCASE_DATASET", "fashion-mnist")
+
 PROFILES: dict[str, Profile] = {
     "fast": Profile("fast", dataset="fashion-mnist", train_size=6000, test_size=1000, model="2nn",
                     num_clients=20, rounds=30, seeds=(0, 1, 2), eval_every=5),
+    "showcase": Profile("showcase", dataset=_SHOWCASE_DATASET, train_size=None, test_size=None,
+                        model="cnn-cifar" if _SHOWCASE_DATASET == "cifar10" else "2nn", num_clients=100, rounds=200,
+                        seeds=(0, 1, 2, 3, 4), eval_every=10),
     "full": Profile("full", dataset="cifar10", train_size=None, test_size=None, model="vgg11-gn",
                     num_clients=100, rounds=1000, seeds=(0, 1, 2), eval_every=10,
                     presets={"table1": "dfedsam-table1-cifar10", "table2": "dfedsam-table2-cifar10"}),

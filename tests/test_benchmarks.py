@@ -79,3 +79,20 @@ def test_quick_run_writes_results(tmp_path):
         assert column in text, column
     assert "regenerate" in text.lower()
     assert "| target (issue 5) |" in text
+
+
+@pytest.mark.parametrize("model, shape", [("2nn", (1, 28, 28)), ("cnn-mnist", (1, 8, 8))])
+def test_gpu_path_operator_calls_do_not_grow_with_m(model, shape):
+    """On the code path CUDA takes, a round at m = 100 calls exactly the operators of a round at m = 10."""
+    from benchmarks.opcount import operator_calls
+    small, large = operator_calls(model, 10, shape), operator_calls(model, 100, shape)
+    assert sum(small.values()) > 100
+    assert small == large
+
+
+def test_operator_count_sees_a_per_client_loop():
+    """The counter is not blind: the CPU's per-client "loop" strategy does grow with m."""
+    from benchmarks.opcount import operator_calls
+    small = operator_calls("cnn-mnist", 2, (1, 8, 8), strategy="loop")
+    large = operator_calls("cnn-mnist", 6, (1, 8, 8), strategy="loop")
+    assert sum(large.values()) > sum(small.values()) + 50

@@ -210,3 +210,42 @@ def test_stacked_equals_per_client_modules(name, shape, strategy):
 def test_batched_strategy_refused_for_gn_backbones(name):
     with pytest.raises(ValueError, match="batched"):
         StackedModel(lambda: build_model(name, (3, 32, 32), 10), strategy="batched")
+
+
+@pytest.mark.parametrize("model", ["2nn", "linear"])
+def test_hand_written_mlp_gradient_equals_autograd(model):
+    """The "mlp" strategy's forward and backward by hand give autograd's losses and gradients (float64),
+    with padded samples (weight 0) ignored."""
+    from functools import partial
+
+    from dfl_core.models import build_model
+    from dfl_core.stacked import StackedModel
+
+    factory = partial(build_model, model, (1, 28, 28), 10)
+    by_hand, reference = StackedModel(factory, "mlp"), StackedModel(factory, "batched")
+    gen = torch.Generator().manual_seed(0)
+    p = by_hand.init_params(4, 0, same_init=False, dtype=torch.float64)
+    x = torch.randn(4, 6, 1, 28, 28, generator=gen, dtype=torch.float64)
+    y = torch.randint(0, 10, (4, 6), generator=gen)
+    w = torch.ones(4, 6, dtype=torch.float64)
+    w[1, 3:] = 0                                                   # client 1 has 3 samples, then padding
+    g, loss = by_hand.loss_and_grad(p, x, y, w)
+    g_ref, loss_ref = reference.loss_and_grad(p, x, y, w)
+    assert by_hand.strategy == "mlp" and float(g.abs().max()) > 1e-3
+    assert float((g - g_ref).abs().max()) < 1e-12 and float((loss - loss_ref).abs().max()) < 1e-12
+    x_changed = x.clone()
+    x_changed[1, 3:] += 1.0                                        # padding never matters
+    assert torch.allclose(by_hand.loss_and_grad(p, x_changed, y, w)[0], g, atol=1e-14, rtol=0)
+
+
+def test_mlp_strategy_refuses_other_models():
+    from functools import partial
+
+    from dfl_core.models import build_model
+    from dfl_core.stacked import StackedModel, choose_strategy
+
+    cnn = partial(build_model, "cnn-mnist", (1, 28, 28), 10)
+    with pytest.raises(ValueError, match="strategy 'mlp' needs an nn.Sequential of Flatten, then Linear"):
+        StackedModel(cnn, "mlp")
+    assert choose_strategy(build_model("2nn", (1, 28, 28), 10), torch.device("cpu")) == "mlp"
+    assert choose_strategy(cnn(), torch.device("cpu")) == "loop"

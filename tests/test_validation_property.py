@@ -55,7 +55,8 @@ COMMON = {
     "eval_every": sometimes_bad(st.integers(1, 3), 0),
     "dtype": one_of_names(["float32", "float64"], "float16"),
     "client_chunk": sometimes_bad(st.none() | st.integers(1, 20), 0),
-    "forward_strategy": one_of_names(["auto", "batched", "vmap", "loop"], "jit"),
+    "forward_strategy": one_of_names(["auto", "mlp", "batched", "vmap", "loop"], "jit"),
+    "gossip_mode": one_of_names(["auto", "dense", "rows", "csr"], "sparse"),
 }
 #: Fields only some algorithms read: drawn often for those, rarely (to be refused) for the others.
 SPECIFIC = {

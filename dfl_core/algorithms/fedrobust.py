@@ -42,7 +42,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from ..errors import ConfigError
@@ -81,9 +80,10 @@ class FedRobustState(NamedTuple):
 def robust_gradient(r: RoundTools, shift_matrix: Tensor, shift_offset: Tensor) -> Callable:
     r"""The local gradient of FedRobust: :math:`\nabla_w f_i(y; \Lambda_i, \delta_i; \xi)`, with the ascent on the shift.
 
-    One backward pass gives :math:`\nabla_w`, :math:`\nabla_\Lambda` and :math:`\nabla_\delta` at the
-    same point; the shift of each client in the chunk then takes its ascent step in place
-    (``shift_matrix``, ``shift_offset``: this round's copies), and :math:`\nabla_w` goes on to
+    One backward pass gives :math:`\nabla_w` and the gradient g with respect to the shifted inputs
+    :math:`\Lambda x + \delta`, hence :math:`\nabla_\Lambda = \sum_b g_b x_b^\top` and
+    :math:`\nabla_\delta = \sum_b g_b` at the same point; the shift of each client in the chunk then
+    takes its ascent step in place (``shift_matrix``, ``shift_offset``: this round's copies), and :math:`\nabla_w` goes on to
     the local rule (weight decay, the step :math:`-\eta_1`), so descent and ascent are simultaneous.
     """
     lam, ascent_lr, model = r.config.robust_lambda, r.config.robust_ascent_lr, r.model
@@ -92,16 +92,13 @@ def robust_gradient(r: RoundTools, shift_matrix: Tensor, shift_offset: Tensor) -
     def gradient(y: Tensor, inputs: Tensor, labels: Tensor, weights: Tensor, clients: Tensor):
         ids = clients.to(shift_matrix.device)
         Lam, dlt = shift_matrix[ids], shift_offset[ids]                         # this chunk's (Λ_i, δ_i)
-        with torch.enable_grad():
-            leaves = model.leaves(y)
-            Lam_v, dlt_v = Lam.detach().requires_grad_(True), dlt.detach().requires_grad_(True)
-            logits = model.forward(leaves, shift_inputs(inputs, Lam_v, dlt_v))     # (n, B, C)
-            ce = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none")
-            losses = (ce.view_as(weights) * weights).sum(1) / weights.sum(1)
-            *g_leaves, g_Lam, g_dlt = torch.autograd.grad(losses.sum(), [*leaves.values(), Lam_v, dlt_v])
+        g_w, losses, g_inputs = model.loss_and_grad(y, shift_inputs(inputs, Lam, dlt), labels, weights,
+                                                    input_grad=True)
+        g_shifted = g_inputs.flatten(2)                                         # ∂f/∂(Λx + δ), (n, B, D)
+        g_Lam = torch.bmm(g_shifted.transpose(1, 2), inputs.flatten(2))        # Σ_b g_b x_bᵀ, (n, D, D)
         shift_matrix[ids] = Lam + ascent_lr * (g_Lam - 2 * lam * (Lam - eye))    # ascent on Λ_i
-        shift_offset[ids] = dlt + ascent_lr * (g_dlt - 2 * lam * dlt)            # ascent on δ_i
-        return model.gather_grads(tuple(g_leaves), y), losses.detach()
+        shift_offset[ids] = dlt + ascent_lr * (g_shifted.sum(1) - 2 * lam * dlt)   # ascent on δ_i
+        return g_w, losses
 
     return gradient
 

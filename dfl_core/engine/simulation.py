@@ -27,6 +27,7 @@ from ..algorithms import ALGORITHMS
 from ..config import Config, ConfigError, check_int
 from ..data import FederatedData
 from ..errors import DivergenceError
+from ..gossip import OutputBuffers
 from ..models import build_model
 from ..results import History
 from ..rng import purpose_seed
@@ -85,6 +86,7 @@ class Simulation:
                                                              self.trainer.bytes_per_client)
         self.evaluator = Evaluator(self.model, self.data, self.trainer.client_chunk)
         self._operators: dict = {}                      # mixing operators on the device, reused across rounds
+        self._gossip_outputs = OutputBuffers()          # gossip output tensors, reused once nothing holds them
         # 5. the algorithm's state before round 0
         self.restart()
 
@@ -149,7 +151,7 @@ class Simulation:
         return SimulationTools(self.config, self.algorithm, self.state if state is ... else state, t,
                                self.trainer, self.matrices(t), self.data.dataset.input_shape,
                                rule_state=None if state is None else self.run_state.rule_state,
-                               hooks=hooks, operators=self._operators)
+                               hooks=hooks, operators=self._operators, outputs=self._gossip_outputs)
 
     def batches(self, clients: Tensor | None = None, steps: int | None = None, t: int | None = None) -> list:
         """The mini-batches ``clients`` (default all) draw in round ``t`` (default the next): ``(inputs, labels, weights)``."""

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..gossip import MixingOperator
+from ..gossip import MixingOperator, OutputBuffers
 from ..local import LocalRule
 from .trainer import Gradient, LocalTrainer, RoundStreams
 
@@ -36,7 +36,8 @@ class SimulationTools:
     """
 
     def __init__(self, config, algorithm, state, t: int, trainer: LocalTrainer, matrices: list,
-                 input_shape: tuple, rule_state: Any = None, hooks=None, operators: dict | None = None):
+                 input_shape: tuple, rule_state: Any = None, hooks=None, operators: dict | None = None,
+                 outputs: OutputBuffers | None = None):
         self.config, self.algorithm, self.state, self.t = config, algorithm, state, t
         self.trainer, self.model = trainer, trainer.model
         self.num_clients, self.input_shape = config.num_clients, input_shape
@@ -44,6 +45,7 @@ class SimulationTools:
         self.streams = RoundStreams(config.seed, t)
         self._matrices = matrices
         self._operators = {} if operators is None else operators          # shared across rounds by the caller
+        self._outputs = OutputBuffers() if outputs is None else outputs   # gossip outputs, reused when free
         for key in [k for k, (M, _) in self._operators.items() if not any(M is N for N in matrices)]:
             del self._operators[key]                                        # a time-varying W of an earlier round
         self._rule: LocalRule | None = None
@@ -91,7 +93,7 @@ class SimulationTools:
         """Q gossip steps :math:`x \\leftarrow W_q x` with this round's matrices; counts the messages and their bits."""
         for q, M in enumerate(self._matrices):
             self.count_transmissions(M.num_messages, bits_per_message)
-            before, x = x, self._operator(M)(x)
+            before, x = x, self._operator(M)(x, out=self._outputs.take(x))
             if self.hooks is not None:
                 self.hooks.after_gossip(before, x, q)
         return x
@@ -100,7 +102,8 @@ class SimulationTools:
         """The operator of W on the device, built once per matrix object (a static W is built once per run)."""
         key = id(M)
         if key not in self._operators or self._operators[key][0] is not M:
-            self._operators[key] = (M, MixingOperator(M.W, self.model.device, self.trainer.dtype))
+            mode = None if self.config.gossip_mode == "auto" else self.config.gossip_mode
+            self._operators[key] = (M, MixingOperator(M.W, self.model.device, self.trainer.dtype, mode=mode))
         return self._operators[key][1]
 
     # --------------------------------------------------------- centralized FL

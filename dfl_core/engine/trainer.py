@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from ..data import FederatedData
@@ -135,13 +134,7 @@ class LocalTrainer:
     def gradient(self, p: Tensor, inputs: Tensor, labels: Tensor, weights: Tensor,
                  clients: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Gradients ``(n, d)`` of each client's mean cross-entropy on its batch, and the losses ``(n,)``."""
-        with torch.enable_grad():
-            leaves = self.model.leaves(p)
-            logits = self.model.forward(leaves, inputs)              # (n, B, C)
-            ce = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none")
-            losses = (ce.view_as(weights) * weights).sum(1) / weights.sum(1)
-            grads = torch.autograd.grad(losses.sum(), list(leaves.values()))
-        return self.model.gather_grads(grads, p), losses.detach()
+        return self.model.loss_and_grad(p, inputs, labels, weights)
 
     def full_gradient(self, x: Tensor, clients: Tensor) -> Tensor:
         """Each client's gradient of its mean loss over its whole train split at ``x`` (rows = ``clients``).

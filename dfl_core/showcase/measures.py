@@ -1,0 +1,51 @@
+"""What a showcase run measures after training, beyond its history: flatness, membership inference.
+
+Each function takes the finished :class:`~dfl_core.engine.Simulation` and
+returns a dict of floats (stored in the run's record as ``measures``); each is
+deterministic given the run (its own seeds are fixed here).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+__all__ = ["flatness_and_gap", "membership", "FLATNESS_SAMPLES", "ATTACKED_CLIENTS"]
+
+#: λ_max is computed on a fixed, class-stratified subset of the union of the clients' train splits (a full
+#: pass over 60,000 images per Hessian-vector product would cost more than the training itself).
+FLATNESS_SAMPLES = 6000
+#: Membership inference attacks these clients' models (the attack trains a shadow model per client).
+ATTACKED_CLIENTS = tuple(range(0, 100, 10))
+
+
+def _union_subset(sim, size: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    from ..data import stratified_subset
+    from ..instruments.hessian import union_data
+
+    x, y = union_data(sim, "train")
+    if len(y) <= size:
+        return x, y
+    idx = torch.from_numpy(stratified_subset(y.cpu().numpy(), size, np.random.default_rng(seed))).to(y.device)
+    return x[idx], y[idx]
+
+
+def flatness_and_gap(sim) -> dict:
+    """λ_max of the Hessian of the train loss at the average model x̄ (Lanczos), and x̄'s generalization gap."""
+    from ..instruments.hessian import top_hessian_eigenvalue
+
+    x, y = _union_subset(sim, FLATNESS_SAMPLES)
+    w = sim.x.mean(0)
+    final = sim.history.final
+    return {"lambda_max": top_hessian_eigenvalue(sim.model, w, x, y, iters=40, tol=1e-3, seed=0),
+            "gen_error": final["train_acc"] - final["test_acc"]}
+
+
+def membership(sim) -> dict:
+    """Membership inference against ``ATTACKED_CLIENTS``' models (DFedAvgM §6): the shadow-model attack's
+    AUC, and each client's member − non-member accuracy gap, averaged over the clients."""
+    from ..instruments.privacy import client_membership_auc
+
+    results = [client_membership_auc(sim, c, seed=sim.config.seed) for c in ATTACKED_CLIENTS
+               if c < sim.config.num_clients]
+    return {"membership_auc": float(np.mean([r.auc for r in results])),
+            "membership_gap": float(np.mean([r.target_member_acc - r.target_nonmember_acc for r in results]))}

@@ -1,0 +1,100 @@
+"""The showcase experiments: the command, resuming it, the results files' coverage and provenance, and the
+paired comparisons the chapters read from them."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dfl_core import Config
+from dfl_core.cli import main
+from dfl_core.profiles import get_profile
+from dfl_core.showcase import RESULTS_DIR, SCHEMA, Experiment, ShowcaseResult, load, run_experiment
+from dfl_core.showcase.experiments import EXPERIMENTS
+
+COMMITTED = sorted(RESULTS_DIR.glob("*.json"))
+
+
+def test_every_experiment_builds_valid_configs_at_every_profile():
+    for name, exp in EXPERIMENTS.items():
+        assert len(exp.arms) >= 2 and len(exp.seeds) >= 5, name       # a comparison, over at least 5 seeds
+        for profile in ("fast", "showcase"):
+            for arm in exp.arms:
+                cfg = exp.config(arm, 0, get_profile(profile))
+                assert isinstance(cfg, Config) and cfg.seed == 0
+        big = exp.config(next(iter(exp.arms)), 0, get_profile("showcase"))
+        assert big.dataset == "fashion-mnist" and big.train_size is None and big.rounds >= 200
+
+
+def stored_config_matches(stored: dict, current: dict) -> list[str]:
+    """Fields where a stored run's config differs from what the code would run now (a field added to Config
+    since then must hold its default, which keeps the run valid)."""
+    defaults = Config().to_dict()
+    return sorted([k for k in stored if stored[k] != current.get(k)]
+                  + [k for k in current if k not in stored and current[k] != defaults.get(k)])
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: p.stem)
+def test_committed_results_cover_their_configs_and_seeds(path):
+    doc = json.loads(path.read_text())
+    assert doc["schema"] == SCHEMA and doc["profile"] == "showcase"
+    exp = EXPERIMENTS[doc["experiment"]]
+    assert list(doc["arms"]) == list(exp.arms) and tuple(doc["seeds"]) == exp.seeds
+    for key in ("command", "seeds", "versions", "machine", "date", "wall_time_s"):
+        assert doc["provenance"][key] not in (None, ""), key
+    runs = {(r["arm"], r["seed"]): r for r in doc["runs"]}
+    assert set(runs) == {(a, s) for a in exp.arms for s in exp.seeds}
+    profile = get_profile("showcase")
+    for (arm, seed), run in runs.items():
+        current = exp.config(arm, seed, profile).to_dict()
+        assert stored_config_matches(run["config"], current) == [], (arm, seed)
+        assert run["history"][-1]["round"] == current["rounds"] and run["wall_time_s"] > 0
+        if exp.measure is not None:
+            assert run["measures"], (arm, seed)
+
+
+TINY = Experiment("tiny", "test", "Does a tiny experiment run and resume?",
+                  arms={"DFedAvg": dict(algorithm="dfedavg"), "DFedSAM": dict(algorithm="dfedsam")},
+                  base=dict(dataset="digits", train_size=None, test_size=None, num_clients=4, rounds=2,
+                            eval_every=1), seeds=(0, 1))
+
+
+def test_an_experiment_runs_writes_provenance_and_resumes(tmp_path, monkeypatch):
+    monkeypatch.setitem(EXPERIMENTS, "tiny", TINY)
+    path = run_experiment("tiny", "fast", out=tmp_path, checkpoints=tmp_path / "ck", seeds=(0,), progress=False)
+    first = json.loads(path.read_text())
+    assert [(r["arm"], r["seed"]) for r in first["runs"]] == [("DFedAvg", 0), ("DFedSAM", 0)]
+    run_experiment("tiny", "fast", out=tmp_path, checkpoints=tmp_path / "ck", progress=False)   # both seeds now
+    second = json.loads(path.read_text())
+    assert len(second["runs"]) == 4
+    kept = {(r["arm"], r["seed"]): r for r in second["runs"]}
+    for r in first["runs"]:                                          # finished runs are not rerun
+        assert kept[(r["arm"], r["seed"])]["wall_time_s"] == r["wall_time_s"]
+    result = load("tiny", tmp_path)
+    assert result.seeds == (0, 1) and len(result.curve("DFedSAM")[1]) == 2
+    assert not list((tmp_path / "ck").glob("*.pt"))                 # checkpoints of finished runs are removed
+
+
+def test_the_command_lists_and_refuses_unknown_experiments(capsys):
+    assert main(["showcase", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in EXPERIMENTS)
+    assert main(["showcase", "no-such-experiment", "--no-progress"]) == 2
+    assert "unknown showcase experiment 'no-such-experiment'" in capsys.readouterr().err
+
+
+def fake(values: dict[str, list[float]]) -> ShowcaseResult:
+    """A results document whose final test accuracy (in %) per arm and seed is ``values``."""
+    runs = [{"arm": arm, "seed": s, "config": {}, "wall_time_s": 1.0, "measures": {},
+             "history": [{"round": 1, "test_acc": v / 100}]} for arm, vs in values.items() for s, v in enumerate(vs)]
+    return ShowcaseResult({"schema": SCHEMA, "experiment": "fake", "provenance": {}, "arms": dict.fromkeys(values),
+                           "seeds": list(range(len(next(iter(values.values()))))), "runs": runs})
+
+
+def test_compare_is_the_per_seed_paired_difference():
+    result = fake({"A": [80.0, 81.0, 79.0, 82.0, 80.5], "B": [79.0, 80.2, 78.1, 81.0, 79.4]})
+    c = result.compare("A", "B")
+    assert c.mean == pytest.approx(0.96) and c.verdict == "REPRODUCED" and c.n == 5
+    assert result.compare("B", "A").verdict == "REVERSED"
+    noisy = fake({"A": [80, 81, 79, 82, 80], "B": [81, 80, 80, 81, 80]})
+    assert noisy.compare("A", "B").verdict == "UNRESOLVED"
