@@ -303,7 +303,8 @@ def apply_solution_metadata(ipynb: Path) -> int:
 
 
 def execute(names: list[str] | None = None) -> int:
-    env = {**os.environ, "DFL_PROFILE": "fast", "TQDM_DISABLE": "1", "PYTHONHASHSEED": "0"}
+    # DFL_BOOK_STATIC: explorations show their static figure only (no widget state in committed notebooks)
+    env = {**os.environ, "DFL_PROFILE": "fast", "TQDM_DISABLE": "1", "PYTHONHASHSEED": "0", "DFL_BOOK_STATIC": "1"}
     jupytext = Path(sys.executable).with_name("jupytext")
     for md in chapters(names):
         start = time.perf_counter()
