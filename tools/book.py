@@ -318,8 +318,12 @@ def execute(names: list[str] | None = None) -> int:
 # ---------------------------------------------------------------------------------------------
 # One-off migration from MyST roles to the portable forms (kept for branches written before it).
 
-def _migrate_text(text: str, labels: dict[str, str], here: str) -> str:
-    """Rewrite MyST-only syntax of one chapter; ``labels`` maps MyST labels to the notebook defining them."""
+def _migrate_text(text: str, labels: dict[str, str], sections: set[str], here: str) -> str:
+    """Rewrite MyST-only syntax of one chapter.
+
+    ``labels`` maps every MyST label to the notebook defining it; ``sections``
+    are the labels of headings below a chapter's title.
+    """
     # admonitions become block quotes with a bold title
     def admonition(m: re.Match) -> str:
         body = [line for line in m.group(2).splitlines() if not line.startswith(":class:")]
@@ -345,6 +349,11 @@ def _migrate_text(text: str, labels: dict[str, str], here: str) -> str:
         def target(label: str) -> str:
             return "" if labels.get(label, here) == here else labels[label]
         s = re.sub(r"\{eq\}`([\w-]+)`", lambda m: f"[(0)]({target(m.group(1))}#{m.group(1)})", s)
+        def named(m: re.Match) -> str:      # "Qu et al. {cite:p}`qu2022fedsam`" reads as a narrative citation
+            keys = m.group(2).replace(" ", "")
+            first = bibliography().get(keys.split(",")[0], ((None,), ""))[0][0]
+            return f"[?](cite:{keys})" if first == m.group(1) else m.group(0)
+        s = re.sub(r"\b([A-Z][\w-]+)(?:\s+et\s+al\.|\s+and\s+[A-Z][\w-]+)?\s+\{cite:p\}`([^`]+)`", named, s)
         s = re.sub(r"\{cite:p\}`([^`]+)`", lambda m: f"[(?)](cite:{m.group(1).replace(' ', '')})", s)
         s = re.sub(r"\{cite:t\}`([^`]+)`", lambda m: f"[?](cite:{m.group(1).replace(' ', '')})", s)
 
@@ -352,31 +361,25 @@ def _migrate_text(text: str, labels: dict[str, str], here: str) -> str:
             label, chapter = m.group(2), labels.get(m.group(2))
             if chapter is None or chapter == here:   # a section of this chapter: keep the anchor link
                 return m.group(0)
-            return f"[{m.group(1)}]({chapter})" if not _is_section(label) else f"[{m.group(1)}]({chapter}#{label})"
+            return f"[{m.group(1)}]({chapter}#{label})" if label in sections else f"[{m.group(1)}]({chapter})"
         return re.sub(r"\[([^\]]*)\]\(#([\w-]+)\)", link, s)
 
     return _rewrite_markdown(text, part)
 
 
-def _is_section(label: str) -> bool:
-    return label in _SECTION_LABELS
-
-
-_SECTION_LABELS: set[str] = set()
-
-
 def migrate(names: list[str] | None = None) -> int:
     labels: dict[str, str] = {}
+    sections: set[str] = set()
     for md in chapters():
         text, nb = md.read_text(), md.with_suffix(".ipynb").name
         for m in re.finditer(r"^\(([\w-]+)\)=\n(#+) ", text, re.M):
             labels[m.group(1)] = nb
             if len(m.group(2)) > 1:
-                _SECTION_LABELS.add(m.group(1))
+                sections.add(m.group(1))
         for m in re.finditer(r"^[ \t]*\$\$[ \t]*\(([\w-]+)\)", text, re.M):
             labels[m.group(1)] = nb
     for md in chapters(names):
-        new = _migrate_text(md.read_text(), labels, md.with_suffix(".ipynb").name)
+        new = _migrate_text(md.read_text(), labels, sections, md.with_suffix(".ipynb").name)
         if new != md.read_text():
             md.write_text(new)
             print(f"migrated: {md.relative_to(ROOT)}")
