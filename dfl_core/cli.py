@@ -211,31 +211,7 @@ def summary_table(results: dict[str, list[History]]) -> str:
     return "\n".join(lines)
 
 
-def plot_comparison(results: dict[str, list[History]], path: Path) -> Path:
-    """Test accuracy and consensus distance over rounds (mean ± std over seeds)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    fig, (ax_acc, ax_cd) = plt.subplots(1, 2, figsize=(10, 3.8))
-    for name, hs in results.items():
-        rounds = np.array(hs[0].rounds)
-        for ax, key, scale in ((ax_acc, "test_acc", 100.0), (ax_cd, "consensus_distance", 1.0)):
-            vals = scale * np.array([h.series(key) for h in hs])
-            mean, std = vals.mean(0), vals.std(0)
-            ax.plot(rounds, mean, label=name)
-            ax.fill_between(rounds, mean - std, mean + std, alpha=0.2)
-    ax_acc.set(xlabel="round", ylabel="test accuracy of the average model (%)")
-    ax_cd.set(xlabel="round", ylabel="consensus distance", yscale="log")
-    ax_acc.legend(fontsize=8)
-    cfg = next(iter(results.values()))[0].config
-    fig.suptitle(f"{cfg['dataset']}, m = {cfg['num_clients']}, {cfg['topology'] or 'server'}, "
-                 f"{cfg['partition']} α = {cfg['alpha']}, {cfg['model']}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+from .plots import plot_comparison  # noqa: E402  (the CLI's figure lives with the book's figures)
 
 
 def _names(text: str | None) -> list[str]:
