@@ -19,7 +19,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import platform
 import statistics
 import sys
@@ -29,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from .checkpoint import write_atomic
 from .config import Config
 from .presets import PRESETS, Preset
 
@@ -219,9 +219,7 @@ class _Done:
 
     def put(self, key: str, cfg: Config, acc: float) -> None:
         self.runs[key] = {"config": self._config_key(cfg), "test_acc": acc}
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.runs, indent=1))
-        os.replace(tmp, self.path)                      # atomic: never a half-written record
+        write_atomic(self.path, json.dumps(self.runs, indent=1).encode())   # never a half-written record
 
 
 def _provenance(name: str, profile: str, seeds, seconds: float, command: str | None) -> dict[str, str]:
