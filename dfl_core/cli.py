@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import shlex
 import statistics
 import sys
@@ -18,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 from .algorithms import ALGORITHMS
 from .config import ALGORITHM_FIELDS, Config, ConfigError
-from .data import DATASETS, PARTITIONS
+from .data import DATASETS, PARTITIONS, DataError
 from .engine import DivergenceError
 from .models import MODEL_HELP
 from .presets import PRESETS, get_preset
@@ -249,6 +250,18 @@ def _seeds(parser: argparse.ArgumentParser, text: str) -> tuple[int, ...]:
         parser.error(f"--seeds must be comma-separated integers, got {text!r}")
 
 
+def _in_flags(message: str) -> str:
+    """A data error's message with each config field it spells as in Python (``data_dir=``) spelt as its flag.
+
+    The data layer speaks the Python API's language (``load_dataset(..., data_dir=...)``,
+    ``Config(train_size=...)``); on the command line the same value was given as
+    ``--data-dir`` or ``--train-size``.
+    """
+    fields = "|".join(f.name for f in dataclasses.fields(Config))
+    return re.sub(rf"\b({fields})=(\S?)",
+                  lambda m: "--" + m.group(1).replace("_", "-") + (" " + m.group(2) if m.group(2) else ""), message)
+
+
 def _table(parser: argparse.ArgumentParser, args: argparse.Namespace, command: str) -> int:
     from .tables import run_table, write_table
     types = {f.name: f.type for f in dataclasses.fields(Config)}
@@ -269,6 +282,9 @@ def _table(parser: argparse.ArgumentParser, args: argparse.Namespace, command: s
         result = run_table(args.name, args.profile, seeds, algorithms=tuple(_names(args.algorithms) or ()),
                            settings=tuple(_names(args.settings) or ()), changes=changes,
                            progress=not args.no_progress, command=command, checkpoints=args.checkpoints)
+    except DataError as err:
+        print(f"error: {_in_flags(str(err))}", file=sys.stderr)
+        return 2
     except (ConfigError, CheckpointError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -316,6 +332,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         results = compare(configs, seeds, progress=not args.no_progress, checkpoints=out / "checkpoints",
                           checkpoint_every=args.checkpoint_every, resume=args.resume, done=done, on_run_done=save)
+    except DataError as err:                                     # spelt with this command line's flags
+        print(f"error: {_in_flags(str(err))}", file=sys.stderr)
+        return 2
     except (ConfigError, CheckpointError, ValueError) as err:   # topology/data errors are ValueErrors too
         print(f"error: {err}", file=sys.stderr)
         return 2

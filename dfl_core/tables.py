@@ -30,6 +30,7 @@ from typing import Callable
 
 from .checkpoint import write_atomic
 from .config import Config
+from .data import DATASETS
 from .presets import PRESETS, Preset
 
 __all__ = ["TABLE_PROFILES", "FAST", "FAST_ROUNDS", "fast_config", "TableResult", "run_table", "write_table", "read_table",
@@ -81,9 +82,8 @@ def fast_config(preset: Preset, algorithm: str, setting: str, **changes) -> Conf
     return full.replace(**small)
 
 
-#: Training-set sizes of the presets' datasets (the descriptions in :data:`dfl_core.data.DATASETS`).
-_TRAIN_SIZES = {"digits": 1438, "fashion-mnist": 60_000, "mnist": 60_000, "emnist": 697_932,
-                "cifar10": 50_000, "cifar100": 50_000}
+#: Training-set sizes of the datasets, from their entries in :data:`dfl_core.data.DATASETS`.
+_TRAIN_SIZES = {name: spec.train_size for name, spec in DATASETS.items()}
 
 
 def _samples_per_client(cfg: Config) -> int:

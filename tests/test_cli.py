@@ -5,6 +5,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from dfl_core import ALGORITHMS, read_results
 from dfl_core.cli import main
 from dfl_core.data import DATASETS
@@ -58,3 +60,22 @@ def test_preset_runs_with_overrides(tmp_path, capsys):
 def test_setting_without_preset_is_refused(tmp_path, capsys):
     assert main(["run", "--setting", "iid", "--out", str(tmp_path), "--no-progress"]) == 2
     assert "--setting needs --preset" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("dataset", ["fashion-mnist", "mnist"])
+def test_a_data_dir_that_does_not_exist_is_an_error_in_the_command_lines_words(tmp_path, capsys, dataset):
+    absent = tmp_path / "nonexistent" / "path"
+    code = main(["run", "--dataset", dataset, "--data-dir", str(absent), "--algorithms", "dfedavg", "--seeds", "0",
+                 "--rounds", "1", "--out", str(tmp_path / "out"), "--no-progress", "--no-plot"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"error: --data-dir {str(absent)!r} does not exist; give an existing folder holding" in err, err
+    assert "data_dir=" not in err and "or no --data-dir to use" in err
+    assert not (tmp_path / "nonexistent").exists() and not (tmp_path / "out").exists()   # nothing created
+
+
+def test_data_errors_name_the_flags_of_the_fields_they_mention(tmp_path, capsys):
+    code = main(["run", "--train-size", "5000", "--algorithms", "dfedavg", "--seeds", "0", "--rounds", "1",
+                 "--out", str(tmp_path), "--no-progress", "--no-plot"])
+    assert code == 2
+    assert "error: --train-size 5000 is not available: allowed 1..1438" in capsys.readouterr().err
