@@ -79,3 +79,100 @@ def test_data_errors_name_the_flags_of_the_fields_they_mention(tmp_path, capsys)
                  "--out", str(tmp_path), "--no-progress", "--no-plot"])
     assert code == 2
     assert "error: --train-size 5000 is not available: allowed 1..1438" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------ earlier results are never silently replaced
+SHORT = ["run", "--algorithms", "dfedavg", "--seeds", "0", "--num-clients", "4", "--rounds", "1", "--no-progress",
+         "--device", "cpu"]
+
+
+def test_a_second_run_into_the_same_folder_is_refused_and_the_first_results_stay(tmp_path, capsys):
+    out = ["--out", str(tmp_path)]
+    assert main(SHORT + out) == 0
+    first = {name: (tmp_path / name).read_bytes() for name in ("results.json", "comparison.png")}
+    capsys.readouterr()
+    assert main(SHORT + ["--lr", "0.05"] + out) == 2
+    err = capsys.readouterr().err
+    assert f"error: {tmp_path} already holds results.json, comparison.png" in err, err
+    assert "--out DIR" in err and "--overwrite" in err and "--resume" in err
+    assert {name: (tmp_path / name).read_bytes() for name in first} == first          # untouched
+
+    assert main(SHORT + ["--lr", "0.05", "--overwrite"] + out) == 0                    # replaced on request
+    (h,) = read_results(tmp_path / "results.json")
+    assert h.config["lr"] == 0.05 and (tmp_path / "comparison.png").read_bytes() != first["comparison.png"]
+    assert main(SHORT + ["--lr", "0.05", "--resume"] + out) == 0                       # continues in place
+    assert read_results(tmp_path / "results.json")[0].records == h.records
+    assert main(SHORT + ["--resume", "--overwrite"] + out) == 2
+    assert "--resume and --overwrite" in capsys.readouterr().err
+
+
+def test_the_default_folder_is_protected_too(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(SHORT + ["--no-plot"]) == 0
+    assert (tmp_path / "dfl_results" / "results.json").exists()
+    assert main(SHORT + ["--no-plot"]) == 2
+    assert "dfl_results already holds results.json" in capsys.readouterr().err
+
+
+def test_an_interrupted_runs_checkpoints_are_not_restarted_without_resume(tmp_path, capsys):
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "dfedsam-seed7.pt").write_bytes(b"an earlier run's state")
+    assert main(SHORT + ["--out", str(tmp_path), "--no-plot"]) == 2
+    err = capsys.readouterr().err
+    assert "checkpoints of an interrupted run" in err and "--resume" in err
+    assert (tmp_path / "checkpoints" / "dfedsam-seed7.pt").exists() and not (tmp_path / "results.json").exists()
+    # --overwrite: the stale checkpoint goes once this command's first run is saved
+    assert main(SHORT + ["--out", str(tmp_path), "--no-plot", "--overwrite"]) == 0
+    assert not (tmp_path / "checkpoints").exists() and (tmp_path / "results.json").exists()
+
+
+def test_a_folder_with_other_files_is_used(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    assert main(SHORT + ["--out", str(tmp_path), "--no-plot"]) == 0
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+# ------------------------------------------------------------ help text and the summary
+def _option_lines(*command: str) -> list[str]:
+    import os
+    out = subprocess.run([sys.executable, "-m", "dfl_core", *command, "--help"], capture_output=True, text=True,
+                         check=True, env={**os.environ, "COLUMNS": "1000"}).stdout   # one line per option
+    return out, [line.strip() for line in out.splitlines() if line.strip().startswith("--")]
+
+
+def test_run_help_gives_each_option_one_default():
+    out, lines = _option_lines("run")
+    assert "(default: None)" not in out
+    for line in lines:
+        head, _, tail = line.partition("(default:")
+        assert not (tail and "default" in head.split("  ", 1)[-1]), f"two defaults: {line}"
+        assert "(default:" not in tail, f"two defaults: {line}"
+    by_flag = {line.split()[0]: line for line in lines}
+    assert "default: 0.01 for dfedsam, dfedsam-mgs; 0.05 for fedsam" in by_flag["--rho"]
+    assert by_flag["--train-size"].endswith("(default: all)")
+    assert by_flag["--topology"].count("default") == 1 and "default ring" in by_flag["--topology"]
+    assert by_flag["--full-batch"].endswith("(default: false)")
+    assert by_flag["--out"].endswith("(default: dfl_results)")
+    assert by_flag["--dispfl-mask-init"].endswith("(the code's default) (default: independent)")  # the engine's own
+
+
+def test_table_help_names_the_fast_profiles_real_scale():
+    from dfl_core.tables import FAST
+    out, _ = _option_lines("table")
+    assert f"({FAST['dataset']}, {FAST['model']}, {FAST['num_clients']} clients, {FAST['rounds']} rounds" in out
+    assert "Fashion-MNIST" not in out
+
+
+def test_a_single_seed_is_printed_without_a_spread():
+    from dfl_core.cli import summary_table
+    from dfl_core.results import History
+
+    def history(seed, acc, cd):
+        return History(config={"gossip_steps": 1, "seed": seed},
+                       records=[{"round": 1, "test_acc": acc, "consensus_distance": cd}])
+    table = summary_table({"dfedavg": [history(0, 0.9512, 0.0123)],
+                           "dfedsam": [history(0, 0.90, 0.02), history(1, 0.92, 0.04)]})
+    one, two = table.splitlines()[2:]
+    assert "±" not in one and "95.12" in one and "1.230e-02" in one and one.endswith(" 1")
+    assert "91.00 ± 1.41" in two and two.endswith(" 2")
+    assert one.index("1.230e-02") == two.index("3.000e-02")           # columns stay aligned
