@@ -136,8 +136,14 @@ def test_a_folder_with_other_files_is_used(tmp_path):
 def _option_lines(*command: str) -> list[str]:
     import os
     out = subprocess.run([sys.executable, "-m", "dfl_core", *command, "--help"], capture_output=True, text=True,
-                         check=True, env={**os.environ, "COLUMNS": "1000"}).stdout   # one line per option
-    return out, [line.strip() for line in out.splitlines() if line.strip().startswith("--")]
+                         check=True, env={**os.environ, "COLUMNS": "1000"}).stdout   # no wrapped help text
+    options, lines = out.split("\n\noptions:\n", 1)[-1].split("\n\n")[0], []
+    for line in options.splitlines():               # a long option's help starts on the next line
+        if line.strip().startswith("-"):
+            lines.append(line.strip())
+        elif lines:
+            lines[-1] += "  " + line.strip()
+    return out, lines
 
 
 def test_run_help_gives_each_option_one_default():
