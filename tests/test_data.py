@@ -426,9 +426,9 @@ def test_large_partition_is_fast():
     import time
 
     labels = balanced_labels(per_class=6000)
-    start = time.perf_counter()
+    start = time.process_time()          # CPU time of this process: a busy machine does not inflate it
     parts = dirichlet(labels, 1000, 0.1, np.random.default_rng(0))
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0     # about 0.03 s vectorized; a loop over samples takes far longer
     assert [len(p) for p in parts] == [60] * 1000
 
 
