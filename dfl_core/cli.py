@@ -376,6 +376,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: --resume and --overwrite contradict each other: --resume continues the runs in --out, "
               "--overwrite replaces them", file=sys.stderr)
         return 2
+    if out.exists() and not out.is_dir():
+        print(f"error: --out {str(out)!r} is a file; give a folder (it is created if missing)", file=sys.stderr)
+        return 2
     earlier, stale_checkpoints = _earlier_results(out)
     if (earlier or stale_checkpoints) and not (args.resume or args.overwrite):
         print(f"error: {_refusal(out, earlier, stale_checkpoints)}", file=sys.stderr)

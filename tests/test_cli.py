@@ -126,8 +126,10 @@ def test_an_interrupted_runs_checkpoints_are_not_restarted_without_resume(tmp_pa
     assert not (tmp_path / "checkpoints").exists() and (tmp_path / "results.json").exists()
 
 
-def test_a_folder_with_other_files_is_used(tmp_path):
+def test_a_folder_with_other_files_is_used_and_a_file_is_refused(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("mine")
+    assert main(SHORT + ["--out", str(tmp_path / "notes.txt"), "--no-plot"]) == 2
+    assert "is a file; give a folder" in capsys.readouterr().err
     assert main(SHORT + ["--out", str(tmp_path), "--no-plot"]) == 0
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
