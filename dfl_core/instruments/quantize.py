@@ -9,8 +9,8 @@ deterministic rule, the stochastic quantization uses the following scheme ...
 It is easy to see that the stochastic quantization is unbiased ... When is
 small, deterministic and stochastic quantization schemes perform very
 similarly", then the coordinate-wise operator (6), "For both deterministic and
-stochastic quantization schemes, we have if for ", and "client i just needs
-to send the pair ... whose representation requires bits rather than bits".
+stochastic quantization schemes, we have if for ", and "client just needs to
+send the pair to , whose representation requires bits rather than bits".
 From this we take, with :math:`L = 2^{b-1}` and a step s:
 
 * representable values :math:`\{k s : k \in \{-L, \dots, L-1\}\}`, the range of
@@ -33,22 +33,26 @@ Outside the range every rule clips (saturates) to the end levels; that part of
 the error is not bounded by s.
 
 **Which deterministic rule the text supports.** "we can find an integer such
-that and we then use to replace": one integer is found by a condition and one
-expression replaces v. The stochastic rule that follows chooses between the two
-levels around v, which is what a condition :math:`ks \le v < (k+1)s` sets up,
-and the natural single replacement after it is ks itself: rounding down. A
-nearest rule needs a choice between ks and (k+1)s that the sentence does not
-express. Second, "For both deterministic and stochastic quantization schemes,
-we have [a bound] if [v is in range]": one bound is stated for both rules. The
-stochastic error is below s and so is rounding down's, so one bound fits both
-exactly; rounding to nearest would have earned its own, halved bound s/2.
-Nothing in the surviving text favours nearest, so ``"floor"`` is at least as
-likely the paper's rule; neither can be settled without the symbols, and the
-default stays ``"nearest"`` so that earlier results are unchanged (the config
-field ``quant_rounding`` selects the reading). A level computed in floating
-point, k·s/s, can come out a hair below k; ``"floor"`` counts a value within a
-few ulps of a level as that level, so levels quantize to themselves and the
-adaptive step below puts the largest entry exactly on the top level.
+that and we then use to replace": an integer is found by a lost condition, and
+one lost expression replaces v. The stochastic rule that follows chooses
+between the two levels around v, so the condition it needs is
+:math:`ks \le v < (k+1)s`; if that is the lost condition, the single
+expression that then replaces v is most naturally ks, i.e. rounding down. A
+nearest rule would have to say which of ks and (k+1)s, or find k by another
+condition (:math:`|v - ks| \le s/2`); the gap may have held that, but nothing
+around it suggests it. Second, "For both deterministic and stochastic
+quantization schemes, we have [a bound] if [v is in range]": one bound is
+stated for both rules. It must hold for the stochastic error, which comes
+arbitrarily close to s, and rounding down's error is below s too, so one bound
+fits both tightly; rounding to nearest would meet it with room to spare (its
+own bound is s/2), and no separate bound for it survives. So the surviving words support
+``"floor"`` at least as well as ``"nearest"``, and slightly better; the symbols
+would settle it, and they are lost. The default stays ``"nearest"`` so that
+earlier results do not change; ``dfedavgm-q`` uses it until the config passes
+a reading through (a field such as ``quant_rounding``). A level computed in
+floating point, k·s/s, can come out a hair below k; ``"floor"`` counts a value
+within a few ulps of a level as that level, so levels quantize to themselves
+and the adaptive step below puts the largest entry exactly on the top level.
 
 **Choosing s (our choice, not the paper's).** The paper takes s as a given
 constant. When ``step`` is ``None`` we choose it per message from the data,
