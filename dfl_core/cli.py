@@ -322,10 +322,7 @@ def _table(parser: argparse.ArgumentParser, args: argparse.Namespace, command: s
         result = run_table(args.name, args.profile, seeds, algorithms=tuple(_names(args.algorithms) or ()),
                            settings=tuple(_names(args.settings) or ()), changes=changes,
                            progress=not args.no_progress, command=command, checkpoints=args.checkpoints)
-    except DataError as err:
-        print(f"error: {_in_flags(str(err))}", file=sys.stderr)
-        return 2
-    except (ConfigError, CheckpointError, ValueError) as err:
+    except (ConfigError, CheckpointError, ValueError) as err:   # (data errors say data_dir=, as --set does)
         print(f"error: {err}", file=sys.stderr)
         return 2
     except DivergenceError as err:

@@ -185,3 +185,11 @@ def test_a_single_seed_is_printed_without_a_spread():
     assert "±" not in one and "95.12" in one and "1.230e-02" in one and one.endswith(" 1")
     assert "91.00 ± 1.41" in two and two.endswith(" 2")
     assert one.index("1.230e-02") == two.index("3.000e-02")           # columns stay aligned
+
+
+def test_table_data_errors_keep_the_spelling_of_set(tmp_path, capsys):
+    """``table`` takes config fields as ``--set data_dir=...``, so its data errors say ``data_dir=``."""
+    code = main(["table", "dfedsam-table2-cifar10", "--algorithms", "dfedavg", "--settings", "ring", "--seeds", "0",
+                 "--set", "data_dir=/nonexistent/path", "--out", str(tmp_path), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "data_dir='/nonexistent/path'" in err and "--data-dir" not in err, err
