@@ -31,7 +31,6 @@ import csv
 import itertools
 import json
 import math
-import os
 import platform
 import shlex
 import statistics
@@ -42,7 +41,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from .checkpoint import write_atomic
 from .config import Config
+from .data import DATASETS
 from .presets import PRESETS, Preset
 from .stats import MIN_SEEDS, VERDICTS, PairedComparison, compare_paired, markdown_table, summarize
 
@@ -97,9 +98,8 @@ def fast_config(preset: Preset, algorithm: str, setting: str, **changes) -> Conf
     return full.replace(**small)
 
 
-#: Training-set sizes of the presets' datasets (the descriptions in :data:`dfl_core.data.DATASETS`).
-_TRAIN_SIZES = {"digits": 1438, "fashion-mnist": 60_000, "mnist": 60_000, "emnist": 697_932,
-                "cifar10": 50_000, "cifar100": 50_000}
+#: Training-set sizes of the datasets, from their entries in :data:`dfl_core.data.DATASETS`.
+_TRAIN_SIZES = {name: spec.train_size for name, spec in DATASETS.items()}
 
 
 def _samples_per_client(cfg: Config) -> int:
@@ -235,9 +235,7 @@ class _Done:
 
     def put(self, key: str, cfg: Config, acc: float) -> None:
         self.runs[key] = {"config": self._config_key(cfg), "test_acc": acc}
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.runs, indent=1))
-        os.replace(tmp, self.path)                      # atomic: never a half-written record
+        write_atomic(self.path, json.dumps(self.runs, indent=1).encode())   # never a half-written record
 
 
 def _provenance(name: str, profile: str, seeds, seconds: float, command: str | None) -> dict[str, str]:
