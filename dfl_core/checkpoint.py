@@ -21,14 +21,14 @@ uninterrupted one and ends with bit-for-bit the same parameters and history.
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Callable
 
 import torch
 
-__all__ = ["FORMAT", "CheckpointError", "RESUMABLE_CHANGES", "save_atomic", "load", "check_compatible",
-           "pack", "unpack", "to_cpu", "to_device"]
+__all__ = ["FORMAT", "CheckpointError", "RESUMABLE_CHANGES", "write_atomic", "save_atomic", "load",
+           "check_compatible", "pack", "unpack", "to_cpu", "to_device"]
 
 FORMAT = "dfl-book/checkpoint/v2"
 
@@ -42,25 +42,58 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be read, or that belongs to another configuration."""
 
 
-def save_atomic(state: dict[str, Any], path: str | os.PathLike) -> Path:
-    """Write ``state`` to ``path``: a temporary file in the same folder, fsync, then rename.
+def write_atomic(path: str | os.PathLike, content: bytes | Callable[[BinaryIO], Any]) -> Path:
+    """Write ``content`` (bytes, or a function writing to a binary file) to ``path`` atomically.
 
-    A crash at any moment leaves either the previous checkpoint or the new
-    one, never a half-written file.
+    A temporary file in the same folder, fsync, then :func:`os.replace`: a crash
+    at any moment leaves either the previous file or the new one, never a
+    half-written file, and a failed write leaves no temporary file behind.
+    The file gets the mode the user's umask gives a new file (0644 under umask
+    022): the temporary file is created with ``os.open(..., 0o666)``, not
+    ``tempfile.mkstemp``, whose private 0600 would outlive the rename.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    while True:
+        tmp = path.with_name(f"{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+            break
+        except FileExistsError:                     # another writer drew the same name: draw again
+            continue
     try:
         with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
+            if callable(content):
+                content(f)
+            else:
+                f.write(content)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+    _fsync_folder(path.parent)
     return path
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make the rename itself durable (POSIX); a no-op where folders cannot be opened."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def save_atomic(state: dict[str, Any], path: str | os.PathLike) -> Path:
+    """``torch.save`` ``state`` to ``path`` by :func:`write_atomic` (never a half-written checkpoint)."""
+    return write_atomic(path, lambda f: torch.save(state, f))
 
 
 def load(path: str | os.PathLike) -> dict[str, Any]:

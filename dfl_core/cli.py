@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import shlex
 import statistics
 import sys
@@ -18,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 from .algorithms import ALGORITHMS
 from .config import ALGORITHM_FIELDS, Config, ConfigError
-from .data import DATASETS, PARTITIONS
+from .data import DATASETS, PARTITIONS, DataError
 from .engine import DivergenceError
 from .models import MODEL_HELP
 from .presets import PRESETS, get_preset
@@ -88,7 +89,11 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--setting", default=None, help="the preset's column, e.g. dir0.6 or iid")
     run.add_argument("--seeds", default=",".join(map(str, DEFAULT_SEEDS)),
                      help="comma-separated seeds (default: %(default)s)")
-    run.add_argument("--out", default="dfl_results", help="folder for results.json and the plot")
+    run.add_argument("--out", default="dfl_results",
+                     help="folder for results.json, the plot and the checkpoints; one that already holds "
+                          "results is refused unless --overwrite or --resume (default: %(default)s)")
+    run.add_argument("--overwrite", action="store_true",
+                     help="replace the results already in OUT (they stay until this command's first run is saved)")
     run.add_argument("--no-plot", action="store_true", help="do not draw the plot")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     run.add_argument("--checkpoint-every", type=int, default=10, metavar="N",
@@ -98,6 +103,7 @@ def _build_parser() -> argparse.ArgumentParser:
                           "from OUT/results.json, unfinished ones continue from OUT/checkpoints")
     add_config_arguments(run)
     sub.add_parser("list", help="list algorithms, topologies, datasets, models and partitions")
+    from .tables import FAST                            # the fast scale, as the code runs it
     showcase = sub.add_parser(
         "showcase", help="run a chapter's showcase experiment (every arm x seed) into its results file",
         description="Run every arm x seed of a showcase experiment (dfl_core.showcase) and write "
@@ -118,8 +124,8 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Rerun every cell (algorithm x setting) of a paper preset for every seed and write "
                     "OUT/NAME-PROFILE.csv and .md: mean ± std of the final test accuracy, the paper's number "
                     "beside it, and the command, seeds, versions and machine. 'fast' is a CPU-sized copy of "
-                    "the table (Fashion-MNIST, 2NN, 20 clients, 30 rounds; see dfl_core.tables); 'full' is "
-                    "the paper's scale, for a GPU.")
+                    f"the table ({FAST['dataset']}, {FAST['model']}, {FAST['num_clients']} clients, "
+                    f"{FAST['rounds']} rounds; see dfl_core.tables); 'full' is the paper's scale, for a GPU.")
     table.add_argument("name", help="a preset: " + ", ".join(PRESETS))
     table.add_argument("--profile", default="fast", help="fast or full (default: %(default)s)")
     table.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default: %(default)s)")
@@ -150,7 +156,39 @@ def add_config_arguments(parser: argparse.ArgumentParser, skip: Sequence[str] = 
             continue
         parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, metavar=f.type.split()[0].upper(),
                             type=lambda s, a=f.type: _parse_value(s, a), default=argparse.SUPPRESS,
-                            help=f"{f.metadata.get('help', '')} (default: {getattr(defaults, f.name)})")
+                            help=_help_with_default(f, getattr(defaults, f.name)))
+
+
+#: What an unset (None) field that no algorithm sets means, where its help does not say.
+_UNSET = {"train_size": "all", "test_size": "all"}
+
+
+def _help_with_default(f: dataclasses.Field, default: Any) -> str:
+    """A field's help with exactly one default: its own words if it names one, else ``(default: ...)``.
+
+    A field left None means "the algorithm's default"; those defaults are read
+    from the algorithms, grouped by value when they differ.
+    """
+    text = f.metadata.get("help", "")
+    if re.search(r"(?<!code's )\bdefault\b|\brequired\b", text):
+        return text                                    # the help names its default (a public code's does not count)
+
+    def shown(value: Any) -> str:
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+    if default is not None:
+        return f"{text} (default: {shown(default)})"
+    if f.name not in ALGORITHM_FIELDS:
+        return f"{text} (default: {_UNSET.get(f.name, 'unset')})"
+    by_value: dict[str, list[str]] = {}
+    for name, algorithm in ALGORITHMS.items():
+        if f.name in algorithm.defaults:
+            by_value.setdefault(shown(algorithm.defaults[f.name]), []).append(name)
+    if len(by_value) == 1:
+        value = next(iter(by_value))
+        return f"{text} (default: {'unset' if value == 'None' else value})"
+    groups = "; ".join(f"{value} for {', '.join(names)}" for value, names in by_value.items())
+    return f"{text} (default: {groups})"
 
 
 def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -214,43 +252,22 @@ def _mean_std(values: list[float]) -> tuple[float, float]:
 
 
 def summary_table(results: dict[str, list[History]]) -> str:
-    """Final test accuracy (%) and consensus distance, mean ± std over seeds."""
+    """Final test accuracy (%) and consensus distance, mean ± std over seeds (no spread for one seed)."""
     head = f"{'algorithm':<14} {'Q':>2} {'test acc (%)':>16} {'consensus distance':>24} {'seeds':>6}"
     lines = [head, "-" * len(head)]
     for name, hs in results.items():
         acc = _mean_std([100 * h.final["test_acc"] for h in hs])
         cd = _mean_std([h.final["consensus_distance"] for h in hs])
         q = hs[0].config["gossip_steps"] or "-"
-        lines.append(f"{name:<14} {q:>2} {acc[0]:>9.2f} ± {acc[1]:<5.2f}"
-                     f" {cd[0]:>12.3e} ± {cd[1]:<9.2e} {len(hs):>6}")
+        if len(hs) > 1:
+            acc_text, cd_text = f"{acc[0]:>9.2f} ± {acc[1]:<5.2f}", f"{cd[0]:>12.3e} ± {cd[1]:<9.2e}"
+        else:                                           # one seed has no spread: print none, not "± 0.00"
+            acc_text, cd_text = f"{acc[0]:>9.2f}" + " " * 8, f"{cd[0]:>12.3e}" + " " * 12
+        lines.append(f"{name:<14} {q:>2} {acc_text} {cd_text} {len(hs):>6}")
     return "\n".join(lines)
 
 
-def plot_comparison(results: dict[str, list[History]], path: Path) -> Path:
-    """Test accuracy and consensus distance over rounds (mean ± std over seeds)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    fig, (ax_acc, ax_cd) = plt.subplots(1, 2, figsize=(10, 3.8))
-    for name, hs in results.items():
-        rounds = np.array(hs[0].rounds)
-        for ax, key, scale in ((ax_acc, "test_acc", 100.0), (ax_cd, "consensus_distance", 1.0)):
-            vals = scale * np.array([h.series(key) for h in hs])
-            mean, std = vals.mean(0), vals.std(0)
-            ax.plot(rounds, mean, label=name)
-            ax.fill_between(rounds, mean - std, mean + std, alpha=0.2)
-    ax_acc.set(xlabel="round", ylabel="test accuracy of the average model (%)")
-    ax_cd.set(xlabel="round", ylabel="consensus distance", yscale="log")
-    ax_acc.legend(fontsize=8)
-    cfg = next(iter(results.values()))[0].config
-    fig.suptitle(f"{cfg['dataset']}, m = {cfg['num_clients']}, {cfg['topology'] or 'server'}, "
-                 f"{cfg['partition']} α = {cfg['alpha']}, {cfg['model']}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+from .plots import plot_comparison  # noqa: E402  (the CLI's figure lives with the book's figures)
 
 
 def _names(text: str | None) -> list[str]:
@@ -262,6 +279,18 @@ def _seeds(parser: argparse.ArgumentParser, text: str) -> tuple[int, ...]:
         return tuple(int(s) for s in text.split(",") if s.strip())
     except ValueError:
         parser.error(f"--seeds must be comma-separated integers, got {text!r}")
+
+
+def _in_flags(message: str) -> str:
+    """A data error's message with each config field it spells as in Python (``data_dir=``) spelt as its flag.
+
+    The data layer speaks the Python API's language (``load_dataset(..., data_dir=...)``,
+    ``Config(train_size=...)``); on the command line the same value was given as
+    ``--data-dir`` or ``--train-size``.
+    """
+    fields = "|".join(f.name for f in dataclasses.fields(Config))
+    return re.sub(rf"\b({fields})=(\S?)",
+                  lambda m: "--" + m.group(1).replace("_", "-") + (" " + m.group(2) if m.group(2) else ""), message)
 
 
 def _table(parser: argparse.ArgumentParser, args: argparse.Namespace, command: str) -> int:
@@ -284,7 +313,7 @@ def _table(parser: argparse.ArgumentParser, args: argparse.Namespace, command: s
         result = run_table(args.name, args.profile, seeds, algorithms=tuple(_names(args.algorithms) or ()),
                            settings=tuple(_names(args.settings) or ()), changes=changes,
                            progress=not args.no_progress, command=command, checkpoints=args.checkpoints)
-    except (ConfigError, CheckpointError, ValueError) as err:
+    except (ConfigError, CheckpointError, ValueError) as err:   # (data errors say data_dir=, as --set does)
         print(f"error: {err}", file=sys.stderr)
         return 2
     except DivergenceError as err:
@@ -319,6 +348,28 @@ def _showcase(parser: argparse.ArgumentParser, args: argparse.Namespace, command
     return 0
 
 
+#: Files a run writes into OUT; finding one there means an earlier invocation used the folder.
+_RESULT_FILES = ("results.json", "comparison.png")
+
+
+def _earlier_results(out: Path) -> tuple[list[str], list[Path]]:
+    """The result files and the runs' checkpoints that an earlier invocation left in ``out``."""
+    files = [name for name in _RESULT_FILES if (out / name).exists()]
+    folder = out / "checkpoints"
+    return files, (sorted(folder.glob("*-seed*.pt")) if folder.is_dir() else [])
+
+
+def _refusal(out: Path, files: list[str], checkpoints: list[Path]) -> str:
+    """Why ``out`` is not written over, and the three ways on."""
+    if files:
+        held = ", ".join(files) + (" and the checkpoints of an interrupted run" if checkpoints else "")
+        return (f"{out} already holds {held} from an earlier run; pass --out DIR for a new folder, --overwrite "
+                "to replace them, or --resume to continue that run with the same options")
+    names = ", ".join(p.name for p in checkpoints[:3]) + (", ..." if len(checkpoints) > 3 else "")
+    return (f"{out} holds the checkpoints of an interrupted run (checkpoints/{names}); pass --resume to continue "
+            "it with the same options, --out DIR for a new folder, or --overwrite to start afresh")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -333,6 +384,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _table(parser, args, command)
     overrides = config_overrides(args)
     seeds = _seeds(parser, args.seeds)
+    out = Path(args.out)
+    if args.resume and args.overwrite:
+        print("error: --resume and --overwrite contradict each other: --resume continues the runs in --out, "
+              "--overwrite replaces them", file=sys.stderr)
+        return 2
+    if out.exists() and not out.is_dir():
+        print(f"error: --out {str(out)!r} is a file; give a folder (it is created if missing)", file=sys.stderr)
+        return 2
+    earlier, stale_checkpoints = _earlier_results(out)
+    if (earlier or stale_checkpoints) and not (args.resume or args.overwrite):
+        print(f"error: {_refusal(out, earlier, stale_checkpoints)}", file=sys.stderr)
+        return 2
+    # --overwrite: the earlier files go once this command's first run is saved, not before (a bad
+    # option or a diverging first run leaves them as they were).
+    to_replace = [out / name for name in earlier if name != "results.json"] + stale_checkpoints \
+        if args.overwrite else []
     try:
         if args.preset:
             preset = get_preset(args.preset)
@@ -345,7 +412,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             configs = configs_for(Config().replace(**overrides), algorithms)
         if args.checkpoint_every < 1:
             raise ConfigError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
-        out = Path(args.out)
         done = {}
         if args.resume and (out / "results.json").exists():
             done = {(h.config["algorithm"], h.config["seed"]): h for h in read_results(out / "results.json")}
@@ -353,9 +419,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         def save(results_so_far: dict[str, list[History]]) -> None:     # after every run: lose at most one run's rounds
             write_results(out / "results.json", [h for hs in results_so_far.values() for h in hs],
                           command=command)
+            while to_replace:                            # (results.json itself was just replaced)
+                to_replace.pop().unlink(missing_ok=True)
 
         results = compare(configs, seeds, progress=not args.no_progress, checkpoints=out / "checkpoints",
                           checkpoint_every=args.checkpoint_every, resume=args.resume, done=done, on_run_done=save)
+    except DataError as err:                                     # spelt with this command line's flags
+        print(f"error: {_in_flags(str(err))}", file=sys.stderr)
+        return 2
     except (ConfigError, CheckpointError, ValueError) as err:   # topology/data errors are ValueErrors too
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 import torch
 
 from .algorithms import (ALGORITHMS, DISPFL_MASK_INIT, DISPFL_REGROW, FEDGF_C_READINGS, FEDSMOO_VARIANTS,
-                         MOFEDSAM_VARIANTS, QUANT_MIXINGS, REQUIRED, SCAFFOLD_OPTIONS)
+                         MOFEDSAM_VARIANTS, QUANT_MIXINGS, QUANT_ROUNDINGS, REQUIRED, SCAFFOLD_OPTIONS)
 from .data import DATASETS, DIRICHLET_METHODS, PARTITIONS
 from .errors import ConfigError
 from .local import FEDGF_READINGS, SAM_VARIANTS
@@ -173,7 +173,9 @@ class Config:
     quant_bits: int | None = _algo("b, bits per coordinate of a quantized message (dfedavgm-q)", Integer(2, 32))
     quant_step: float | None = _algo("s, quantization step (dfedavgm-q; none: max|v|/(2^(b-1)-1) per message)",
                                      Number(0.0, low_open=True))
-    quant_stochastic: bool | None = _algo("unbiased stochastic rounding instead of nearest (dfedavgm-q)", Flag())
+    quant_rounding: str | None = _algo("dfedavgm-q's rounding to a level: 'nearest' or 'floor' (round down; the "
+                                       "seed lost the bracket that says which)", OneOf(QUANT_ROUNDINGS))
+    quant_stochastic: bool | None = _algo("unbiased stochastic rounding instead (dfedavgm-q)", Flag())
     quant_mixing: str | None = _algo("dfedavgm-q: 'difference' x + W·Q(z − x) (eq. (7) as read here) or "
                                      "'models' W·(x + Q(z − x)) (equals DFedAvgM without quantization)",
                                      OneOf(QUANT_MIXINGS))
@@ -275,6 +277,9 @@ class Config:
         if self.device == "cuda" and not torch.cuda.is_available():
             raise ConfigError("device='cuda' was asked for, but torch.cuda.is_available() is False; "
                               "use device='auto' or 'cpu'")
+        if self.quant_stochastic and self.quant_rounding == "floor":
+            raise ConfigError("quant_stochastic=True rounds at random (up or down, unbiased); it cannot be combined "
+                              "with quant_rounding='floor'")
         if self.clients_per_round is not None and self.clients_per_round > self.num_clients:
             raise ConfigError(f"clients_per_round={self.clients_per_round} exceeds num_clients={self.num_clients}")
 

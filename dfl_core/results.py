@@ -42,13 +42,14 @@ from __future__ import annotations
 import json
 import os
 import platform
-import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from .checkpoint import write_atomic
 
 __all__ = ["History", "SCHEMA", "write_results", "read_results", "versions"]
 
@@ -91,16 +92,10 @@ def versions() -> dict[str, str]:
 
 
 def write_results(path: str | os.PathLike, histories: list[History], command: str | None = None) -> Path:
-    """Write ``histories`` as a results file, atomically (temporary file, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``histories`` as a results file, atomically (:func:`dfl_core.checkpoint.write_atomic`)."""
     doc = {"schema": SCHEMA, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            "versions": versions(), "command": command, "runs": [h.to_dict() for h in histories]}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(doc, f, indent=1)
-    os.replace(tmp, path)
-    return path
+    return write_atomic(path, json.dumps(doc, indent=1).encode())
 
 
 def read_results(path: str | os.PathLike) -> list[History]:

@@ -13,14 +13,26 @@ test accuracy (%) of the global (average) model. :func:`write_table` writes a
 CSV and a Markdown file whose header lines record the command, the seeds, the
 versions and the machine; where the paper's table is transcribed in
 :mod:`theory.tables`, the paper's number stands beside ours.
+
+Two rows are compared seed by seed (:mod:`dfl_core.stats`): runs with the same
+seed share the initial model, the data split and the mini-batches, so the
+per-seed difference better − worse cancels what the seed changes in both. Its
+95% t-interval over the seeds gives the verdict: REPRODUCED (above 0, the
+paper's direction), REVERSED (below 0) or UNRESOLVED (contains 0; the
+detectable effect says how large a difference these seeds could have shown).
+:func:`orderings` compares every pair of rows the paper orders in a column,
+:func:`check_claims` the papers' named claims (:data:`CLAIMS`);
+:func:`write_table` adds both to the Markdown and writes them to
+``NAME-PROFILE[-TAG]-verdicts.csv``.
 """
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
-import os
 import platform
+import shlex
 import statistics
 import sys
 import time
@@ -29,11 +41,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from .checkpoint import write_atomic
 from .config import Config
+from .data import DATASETS
 from .presets import PRESETS, Preset
+from .stats import MIN_SEEDS, VERDICTS, PairedComparison, compare_paired, markdown_table, summarize
 
 __all__ = ["TABLE_PROFILES", "FAST", "FAST_ROUNDS", "fast_config", "TableResult", "run_table", "write_table", "read_table",
-           "paper_value", "DISPLAY_NAMES", "forward_flops", "full_scale_cost", "ASSUMED_GPU_TFLOPS"]
+           "paper_value", "DISPLAY_NAMES", "forward_flops", "full_scale_cost", "ASSUMED_GPU_TFLOPS",
+           "Claim", "CLAIMS", "orderings", "check_claims", "verdicts_markdown", "to_markdown",
+           "read_result"]
 
 TABLE_PROFILES = ("fast", "full")
 
@@ -81,9 +98,8 @@ def fast_config(preset: Preset, algorithm: str, setting: str, **changes) -> Conf
     return full.replace(**small)
 
 
-#: Training-set sizes of the presets' datasets (the descriptions in :data:`dfl_core.data.DATASETS`).
-_TRAIN_SIZES = {"digits": 1438, "fashion-mnist": 60_000, "mnist": 60_000, "emnist": 697_932,
-                "cifar10": 50_000, "cifar100": 50_000}
+#: Training-set sizes of the datasets, from their entries in :data:`dfl_core.data.DATASETS`.
+_TRAIN_SIZES = {name: spec.train_size for name, spec in DATASETS.items()}
 
 
 def _samples_per_client(cfg: Config) -> int:
@@ -219,9 +235,7 @@ class _Done:
 
     def put(self, key: str, cfg: Config, acc: float) -> None:
         self.runs[key] = {"config": self._config_key(cfg), "test_acc": acc}
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.runs, indent=1))
-        os.replace(tmp, self.path)                      # atomic: never a half-written record
+        write_atomic(self.path, json.dumps(self.runs, indent=1).encode())   # never a half-written record
 
 
 def _provenance(name: str, profile: str, seeds, seconds: float, command: str | None) -> dict[str, str]:
@@ -327,8 +341,189 @@ def paper_value(name: str, algorithm: str, setting: str) -> float | None:
     return None
 
 
+@dataclass(frozen=True)
+class Claim:
+    """A paper's claim that row ``better`` beats row ``worse``: in every column, or only in ``settings``."""
+
+    text: str
+    better: str
+    worse: str
+    settings: tuple[str, ...] | None = None
+
+
+#: The papers' named claims that chapter 08 checks, per table. Each is compared in every column (or in
+#: its ``settings``) that the table has both rows in.
+CLAIMS: dict[str, list[Claim]] = {
+    "dfedsam-table1-cifar10": [
+        Claim("DFedAvg beats D-PSGD", "dfedavg", "dpsgd"),
+        Claim("DFedSAM beats DFedAvg", "dfedsam", "dfedavg"),
+        Claim("DFedSAM beats DFedAvgM", "dfedsam", "dfedavgm"),
+        Claim("DFedSAM-MGS beats DFedSAM", "dfedsam-mgs", "dfedsam"),
+        Claim("DFedSAM beats DisPFL", "dfedsam", "dispfl"),
+        Claim("DFedSAM-MGS beats FedAvg", "dfedsam-mgs", "fedavg"),
+        Claim("FedSAM beats FedAvg", "fedsam", "fedavg"),
+    ],
+    "dfedsam-table2-cifar10": [
+        Claim("DFedSAM-MGS beats DFedSAM", "dfedsam-mgs", "dfedsam"),     # most of all on the ring
+    ],
+    "dfedsam-table3-cifar10": [
+        Claim("FedSAM beats DFedSAM-MGS", "fedsam", "dfedsam-mgs"),
+        Claim("FedAvg beats DFedAvg", "fedavg", "dfedavg"),
+        Claim("DFedSAM-MGS beats DFedSAM", "dfedsam-mgs", "dfedsam"),
+        Claim("DFedSAM beats DFedAvgM", "dfedsam", "dfedavgm"),
+        Claim("FedSAM beats FedAvg", "fedsam", "fedavg"),
+    ],
+    "fedgf-table1-cifar10": [
+        Claim("FedGF beats FedSAM", "fedgf", "fedsam"),
+        Claim("FedGF beats FedAvg", "fedgf", "fedavg"),
+        Claim("FedSAM beats FedAvg", "fedsam", "fedavg"),
+        Claim("FedSMOO beats FedSAM", "fedsmoo", "fedsam"),
+        Claim("FedSMOO beats FedGF", "fedsmoo", "fedgf"),
+        Claim("FedAvgM beats FedAvg", "fedavgm", "fedavg"),
+        Claim("SCAFFOLD beats FedAvg", "scaffold", "fedavg"),
+        Claim("FedGAMMA beats FedAvg", "fedgamma", "fedavg"),
+        Claim("FedASAM beats FedSAM", "fedasam", "fedsam"),
+    ],
+    "fedsam-cifar10": [
+        Claim("FedSAM beats FedAvg", "fedsam", "fedavg"),
+        Claim("MoFedSAM beats FedSAM", "mofedsam", "fedsam"),
+        Claim("MoFedSAM beats FedAvg", "mofedsam", "fedavg"),
+        Claim("FedCM beats FedAvg", "fedcm", "fedavg"),
+        Claim("MimeLite beats FedAvg", "mimelite", "fedavg"),
+        Claim("FedAvg beats SCAFFOLD", "fedavg", "scaffold"),
+        Claim("FedAvg beats FedRobust", "fedavg", "fedrobust"),
+    ],
+}
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """One comparison to make: in column ``setting``, row ``better`` against row ``worse``."""
+
+    kind: str           # "ordering" (the paper's numbers order the rows) or "claim" (a named claim)
+    setting: str
+    better: str
+    worse: str
+    label: str
+
+
+def _rows_and_columns(result: TableResult) -> tuple[list[str], list[str]]:
+    return list(dict.fromkeys(a for a, _ in result.cells)), list(dict.fromkeys(s for _, s in result.cells))
+
+
+def _ordering_pairs(result: TableResult) -> list[_Pair]:
+    algorithms, settings = _rows_and_columns(result)
+    pairs = []
+    for s in settings:
+        ranked = [(a, paper_value(result.name, a, s)) for a in algorithms if (a, s) in result.cells]
+        ranked = [(a, p) for a, p in ranked if p is not None]
+        for (a, pa), (b, pb) in itertools.combinations(ranked, 2):
+            if pa == pb:                                  # the paper does not order a tie
+                continue
+            (hi, p_hi), (lo, p_lo) = ((a, pa), (b, pb)) if pa > pb else ((b, pb), (a, pa))
+            label = f"{s}: {DISPLAY_NAMES.get(hi, hi)} > {DISPLAY_NAMES.get(lo, lo)} (paper {p_hi:.2f} vs {p_lo:.2f})"
+            pairs.append(_Pair("ordering", s, hi, lo, label))
+    return pairs
+
+
+def _claim_pairs(result: TableResult) -> list[_Pair]:
+    _, settings = _rows_and_columns(result)
+    return [_Pair("claim", s, c.better, c.worse, f"{s}: {c.text}")
+            for c in CLAIMS.get(result.name, []) for s in (c.settings or settings)
+            if (c.better, s) in result.cells and (c.worse, s) in result.cells]
+
+
+def _compare(result: TableResult, pair: _Pair) -> PairedComparison:
+    return compare_paired(result.cells[(pair.better, pair.setting)], result.cells[(pair.worse, pair.setting)],
+                          expect="greater", label=pair.label)
+
+
+def orderings(result: TableResult) -> list[PairedComparison]:
+    """Per column, every pair of rows the paper orders (both have a paper number, and they differ):
+    our per-seed values of the paper's better row against its worse one, ``expect="greater"``."""
+    return [_compare(result, p) for p in _ordering_pairs(result)]
+
+
+def check_claims(result: TableResult) -> list[PairedComparison]:
+    """The table's named claims (:data:`CLAIMS`), one comparison per claim and column that has both rows."""
+    return [_compare(result, p) for p in _claim_pairs(result)]
+
+
+def _method_text(n: int) -> str:
+    return (f"per-seed paired difference better − worse (same seed: same initial model, data split and "
+            f"mini-batches) over n = {n} seeds; 95% Student t-interval, mean ± t(0.975, n−1)·s_d/√n. "
+            f"REPRODUCED: the interval is above 0 (the paper's direction); REVERSED: below 0; UNRESOLVED: it "
+            f"contains 0 (not resolved by these seeds, which is not \"no difference\"). Detectable: the smallest "
+            f"difference this design resolves with 80% power, (t(0.975, n−1) + t(0.8, n−1))·s_d/√n.")
+
+
+def _few_seeds(n: int) -> str:
+    """Why a table with n < MIN_SEEDS seeds has no verdicts (n < 2) or weak ones; "" if n is enough."""
+    if n < 2:
+        return (f"a paired comparison needs at least 2 seeds (the book's rule asks for {MIN_SEEDS}); "
+                f"this table has {n}, so it has no verdicts.")
+    if n < MIN_SEEDS:
+        return (f"{n} seeds; the book's rule asks for at least {MIN_SEEDS} before a verdict is taken as settled, "
+                f"so expect wide intervals and many UNRESOLVED.")
+    return ""
+
+
+def _compared(result: TableResult, pairs: list[_Pair]) -> list[tuple[_Pair, PairedComparison]]:
+    return [(p, _compare(result, p)) for p in pairs]
+
+
+def verdicts_markdown(result: TableResult) -> str:
+    """The verdict section: per-column verdict counts over the paper's orderings and the named claims."""
+    n = len(result.seeds)
+    lines = ["## Paired verdicts", ""]
+    if n < 2:
+        return "\n".join(lines + [f"No verdicts: {_few_seeds(n)}"])
+    lines += [f"How: {_method_text(n)}", ""]
+    if n < MIN_SEEDS:
+        lines += [f"> Note: {_few_seeds(n)}", ""]
+    ordered = _compared(result, _ordering_pairs(result))
+    if ordered:
+        by_setting: dict[str, list[PairedComparison]] = {}
+        for pair, c in ordered:
+            by_setting.setdefault(pair.setting, []).append(c)
+        by_setting["all"] = [c for _, c in ordered]
+        lines += ["The paper's orderings (every pair of rows whose paper numbers differ), per column:", "",
+                  "| setting | pairs | " + " | ".join(VERDICTS) + " |", "|---|---:|---:|---:|---:|"]
+        for s, cs in by_setting.items():
+            counts = summarize(cs)
+            lines.append(f"| {s} | {len(cs)} | " + " | ".join(str(counts[v]) for v in VERDICTS) + " |")
+    else:
+        lines.append("No two rows here have different paper numbers in a column, so there are no orderings to check.")
+    claims = check_claims(result)
+    lines += [""] + (["The paper's named claims (`CLAIMS` in `dfl_core/tables.py`), per column:", "",
+                      markdown_table(claims)] if claims else ["No named claims for these rows."])
+    return "\n".join(lines)
+
+
+def _write_verdicts(result: TableResult, path: Path) -> None:
+    """One CSV row per comparison (the paper's orderings, then the named claims), headed like the table's CSV."""
+    n = len(result.seeds)
+    header = [f"# {k}: {v}" for k, v in result.meta.items()] + [f"# interval: {_method_text(n)}"]
+    if n < MIN_SEEDS:
+        header.append(f"# note: {_few_seeds(n)}")
+    fields = ["kind", "label", "setting", "better", "worse", "n", "mean", "low", "high", "detectable", "verdict"]
+    with open(path, "w", newline="") as f:
+        f.write("\n".join(header) + "\n")
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        for p, c in _compared(result, _ordering_pairs(result) + _claim_pairs(result)):
+            writer.writerow(dict(kind=p.kind, label=p.label, setting=p.setting, better=p.better, worse=p.worse,
+                                 n=c.n, mean=f"{c.mean:.4f}", low=f"{c.low:.4f}", high=f"{c.high:.4f}",
+                                 detectable=f"{c.detectable:.4f}", verdict=c.verdict))
+
+
 def write_table(result: TableResult, folder: str | Path, tag: str | None = None) -> tuple[Path, Path]:
-    """``<name>-<profile>[-<tag>].csv`` and ``.md`` in ``folder``; returns both paths."""
+    """``<name>-<profile>[-<tag>].csv`` and ``.md`` in ``folder``; returns both paths.
+
+    With at least 2 seeds it also writes ``<name>-<profile>[-<tag>]-verdicts.csv`` (one row per
+    paired comparison: the paper's orderings, then the named claims), and the Markdown ends with
+    the verdict section (:func:`verdicts_markdown`).
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     stem = folder / f"{result.name}-{result.profile}{'-' + tag if tag else ''}"
@@ -345,14 +540,18 @@ def write_table(result: TableResult, folder: str | Path, tag: str | None = None)
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    stem.with_suffix(".md").write_text(to_markdown(result) + "\n")
+    verdicts = Path(f"{stem}-verdicts.csv")
+    if len(result.seeds) >= 2:
+        _write_verdicts(result, verdicts)
+    else:
+        verdicts.unlink(missing_ok=True)                  # one from an earlier run would not match this table
+    stem.with_suffix(".md").write_text(to_markdown(result) + "\n\n" + verdicts_markdown(result) + "\n")
     return stem.with_suffix(".csv"), stem.with_suffix(".md")
 
 
 def to_markdown(result: TableResult) -> str:
     """Rows = algorithms, columns = settings; each cell ``mean ± std (paper)``."""
-    algorithms = list(dict.fromkeys(a for a, _ in result.cells))
-    settings = list(dict.fromkeys(s for _, s in result.cells))
+    algorithms, settings = _rows_and_columns(result)
     lines = [f"<!-- {k}: {v} -->" for k, v in result.meta.items()]
     lines += [f"Test accuracy (%) of the global model, mean ± std over seeds {', '.join(map(str, result.seeds))} "
               f"({result.profile} profile); the paper's number in parentheses.", "",
@@ -377,6 +576,19 @@ def read_table(path: str | Path) -> tuple[dict[str, str], list[dict[str, str]]]:
         elif line.strip():
             body.append(line)
     return meta, list(csv.DictReader(body))
+
+
+def read_result(path: str | Path) -> TableResult:
+    """A CSV written by :func:`write_table` (old ones included) as a :class:`TableResult`, so that its
+    verdicts can be recomputed without rerunning: name and profile from the recorded command, each
+    cell's per-seed values (rounded to 0.01 in the file) in the order of the recorded seeds."""
+    meta, rows = read_table(path)
+    words = shlex.split(meta["command"])
+    name = words[words.index("table") + 1]
+    profile = words[words.index("--profile") + 1] if "--profile" in words else "fast"
+    seeds = tuple(int(s) for s in meta["seeds"].split())
+    cells = {(r["algorithm"], r["setting"]): [float(v) for v in r["values"].split()] for r in rows}
+    return TableResult(name, profile, seeds, cells, meta)
 
 
 if __name__ == "__main__":       # pragma: no cover

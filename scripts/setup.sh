@@ -2,6 +2,10 @@
 # Set up a fresh Linux machine for dfl-book: system packages (when we may install them),
 # a virtual environment in .venv, and the package with its test and book extras.
 #   DFL_TORCH="torch==X torchvision==Y"  install this torch first (CI uses the build on its disk)
+#   DFL_TORCH_INDEX=URL                  install torch and torchvision (or $DFL_TORCH) from this package
+#                                        index first; https://download.pytorch.org/whl/cpu is the CPU-only
+#                                        build (about 1 GB installed, instead of the 4-5 GB of the CUDA
+#                                        build that PyPI's Linux wheels pull in)
 #   DFL_REQUIRE_ALL=1                    fail instead of skipping optional system packages
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,9 +32,15 @@ if [ ! -x .venv/bin/python ]; then
   $PY -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-if [ -n "${DFL_TORCH:-}" ]; then
-  echo "== pip install $DFL_TORCH"
-  .venv/bin/python -m pip install -q $DFL_TORCH
+TORCH=${DFL_TORCH:-}
+if [ -n "${DFL_TORCH_INDEX:-}" ]; then
+  # a torch already installed from here satisfies the package's own "torch>=" requirement below
+  TORCH=${TORCH:-torch torchvision}
+  echo "== pip install $TORCH --index-url $DFL_TORCH_INDEX"
+  .venv/bin/python -m pip install -q --index-url "$DFL_TORCH_INDEX" $TORCH
+elif [ -n "$TORCH" ]; then
+  echo "== pip install $TORCH"
+  .venv/bin/python -m pip install -q $TORCH
 fi
 echo "== pip install -e .[dev]"
 .venv/bin/python -m pip install -q -e ".[dev]"

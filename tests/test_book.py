@@ -68,9 +68,44 @@ def test_myst_toc_lists_exactly_the_chapters():
 
 
 def test_every_citation_is_in_the_bibliography():
-    bib = (ROOT / "book" / "references.bib").read_text()
-    keys = set(re.findall(r"@\w+\{([^,]+),", bib))
+    keys = set(book_tool.bibliography())
     for md in CHAPTERS:
-        cited = set(re.findall(r"\{cite:[pt]\}`([^`]+)`", md.read_text()))
-        cited = {k.strip() for group in cited for k in group.split(",")}
+        cited = book_tool.cite_keys(md.read_text())
         assert cited <= keys, f"{md.name} cites unknown keys {cited - keys}"
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_uses_only_portable_syntax(md: Path):
+    """No MyST role, directive or target that Jupyter and Colab would show raw; every link lands."""
+    text = md.read_text()
+    problems = book_tool.leftovers(text) + book_tool.broken_links(text, md.with_suffix(".ipynb").name)
+    assert problems == [], "see book/README.md, 'Citations, links and equations':\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
+def test_derived_text_is_up_to_date(md: Path):
+    """Citation texts, equation numbers and their references, as tools/book.py derives them."""
+    assert book_tool.expected_text(md) == md.read_text(), f"run python tools/book.py links ({md.name})"
+
+
+def test_derivations_on_a_small_chapter(tmp_path: Path):
+    text = ("# T\n\nSee [x](cite:shi2023dfedsam,lee2024fedgf) and [(x)](cite:lee2024fedgf), eq. [(9)](#eq-b), "
+            "[](02_server_to_graph.ipynb).\n\n<span id=\"eq-a\"></span>\n\n$$\na \\tag{7}\n$$\n\n"
+            "<span id=\"eq-b\"></span>\n\n$$\nb\n$$\n\n```{code-cell} ipython3\nx = \"[x](cite:lee2024fedgf)\"\n```\n")
+    md = tmp_path / "99_t.md"
+    want = book_tool.expected_text(md, text)
+    assert "[Shi et al. (2023); Lee & Yoon (2024)](cite:shi2023dfedsam,lee2024fedgf)" in want
+    assert "[(Lee & Yoon, 2024)](cite:lee2024fedgf)" in want
+    assert "a \\tag{1}\n$$" in want and "b \\tag{2}\n$$" in want and "eq. [(2)](#eq-b)" in want
+    assert "[From a server to a graph](02_server_to_graph.ipynb)" in want
+    assert 'x = "[x](cite:lee2024fedgf)"' in want, "code cells are never rewritten"
+    assert book_tool.leftovers("Text {cite:p}`k` and\n(sec-x)=\n```{note}\nn\n```\n$$ x $$ (eq-x)\n[](#a)") != []
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
+def test_solutions_are_collapsed_in_jupyter_colab_and_the_site(md: Path):
+    cells = json.loads(md.with_suffix(".ipynb").read_text())["cells"]
+    for cell in cells:
+        if book_tool.SOLUTION_TAG in cell["metadata"].get("tags", []):
+            assert cell["metadata"] == book_tool.solution_metadata(cell), \
+                f"run python tools/book.py execute {md.stem} (solution metadata missing)"

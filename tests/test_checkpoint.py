@@ -11,7 +11,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -161,9 +161,83 @@ def test_same_seed_same_results_and_prefixes_do_not_depend_on_rounds_or_eval_eve
 
 
 # ---------------------------------------------------------------- a real SIGKILL
-CLI = [sys.executable, "-m", "dfl_core", "run", "--algorithms", "dfedsam", "--seeds", "0", "--num-clients", "8",
-       "--rounds", "60", "--eval-every", "5", "--device", "cpu", "--no-plot", "--no-progress",
-       "--checkpoint-every", "1"]
+# No sleeps and no deadlines that a busy machine could miss: the child announces on stdout
+# when it has reached the state to be killed in, waits there, and only then gets SIGKILL.
+# HANG_GUARD_S only ends a child that never gets there (then the test fails, saying so).
+HANG_GUARD_S = 300
+CLI_ARGS = ["run", "--algorithms", "dfedsam", "--seeds", "0", "--num-clients", "8", "--rounds", "60",
+            "--eval-every", "5", "--device", "cpu", "--no-plot", "--no-progress", "--checkpoint-every", "1"]
+CLI = [sys.executable, "-m", "dfl_core", *CLI_ARGS]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+
+# The CLI, with every checkpoint save going through a hook that, once round KILL_AT is safely
+# on disk, prints a line and blocks: the run is mid-way (round KILL_AT of 60) when it is killed.
+STOP_AFTER_SAVE = """
+import sys
+import dfl_core.checkpoint as ckpt
+from dfl_core.cli import main
+
+KILL_AT = int(sys.argv[1])
+save = ckpt.save_atomic
+
+def save_then_wait(state, path):
+    saved = save(state, path)
+    if state["t"] == KILL_AT:
+        print(f"saved round {KILL_AT}", flush=True)
+        sys.stdin.read()                    # blocks until SIGKILL: the test never writes
+    return saved
+
+ckpt.save_atomic = save_then_wait
+sys.exit(main(sys.argv[2:]))
+"""
+
+# A checkpoint write that is killed half-way: the new state's bytes are partly in the
+# temporary file, fsync and rename have not happened.
+STOP_MID_WRITE = """
+import sys
+import torch
+from dfl_core.checkpoint import FORMAT, save_atomic, write_atomic
+
+path = sys.argv[1]
+save_atomic({"format": FORMAT, "t": 1, "x": torch.zeros(1000)}, path)
+
+def half_then_wait(f):
+    f.write(b"\\x80" * 4096)               # the start of a new file ...
+    f.flush()
+    print("half written", flush=True)
+    sys.stdin.read()                        # ... then SIGKILL
+
+write_atomic(path, half_then_wait)
+"""
+
+
+def _spawn(code: str, *args: str, stderr_path: Path) -> subprocess.Popen:
+    with stderr_path.open("w") as stderr:               # (a file, not a pipe that could fill and block)
+        return subprocess.Popen([sys.executable, "-c", code, *args], env=ENV, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=stderr, text=True)
+
+
+def _wait_for_line(proc: subprocess.Popen, expected: str, stderr_path: Path) -> None:
+    """Read the child's stdout until it prints ``expected``; fail if it exits (or hangs) first."""
+    guard = threading.Timer(HANG_GUARD_S, proc.kill)
+    guard.start()
+    try:
+        for line in proc.stdout:
+            if line.strip() == expected:
+                return
+    finally:
+        guard.cancel()
+    code = proc.wait()
+    pytest.fail(f"the child ended with code {code} without printing {expected!r}"
+                + (f" (stopped by the {HANG_GUARD_S} s hang guard)" if code == -signal.SIGKILL else "")
+                + f"; its stderr:\n{stderr_path.read_text()[-3000:]}")
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(timeout=HANG_GUARD_S) == -signal.SIGKILL
+    proc.stdin.close()
+    proc.stdout.close()
 
 
 def _results(path: Path) -> list[dict]:
@@ -172,38 +246,38 @@ def _results(path: Path) -> list[dict]:
 
 
 def test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
-    whole = subprocess.run(CLI + ["--out", str(tmp_path / "whole")], env=env, capture_output=True, text=True,
-                           timeout=300)
+    whole = subprocess.run(CLI + ["--out", str(tmp_path / "whole")], env=ENV, capture_output=True, text=True,
+                           timeout=HANG_GUARD_S)
     assert whole.returncode == 0, whole.stderr
 
-    ckpt = tmp_path / "killed" / "checkpoints" / "dfedsam-seed0.pt"
-    proc = subprocess.Popen(CLI + ["--out", str(tmp_path / "killed")], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 240
-    t_seen = 0
-    while time.monotonic() < deadline and proc.poll() is None:
-        if ckpt.exists():
-            try:
-                t_seen = load(ckpt)["t"]
-            except CheckpointError:                   # cannot happen with atomic writes; fail loudly below
-                raise
-            if t_seen >= 10:
-                break
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run finished before it could be killed; make it longer"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
-    state = load(ckpt)                                # readable: never half-written
-    assert 10 <= state["t"] < 60
-    assert not (tmp_path / "killed" / "results.json").exists()  # the only run was not finished
+    killed = tmp_path / "killed"
+    proc = _spawn(STOP_AFTER_SAVE, "10", *CLI_ARGS, "--out", str(killed), stderr_path=tmp_path / "stderr.txt")
+    _wait_for_line(proc, "saved round 10", tmp_path / "stderr.txt")
+    _kill(proc)
+    state = load(killed / "checkpoints" / "dfedsam-seed0.pt")      # readable: never half-written
+    assert state["t"] == 10 and [r["round"] for r in state["history"]] == [0, 5, 10]
+    assert not (killed / "results.json").exists()                  # the only run was not finished
+    assert sorted(p.name for p in (killed / "checkpoints").iterdir()) == ["dfedsam-seed0.pt"]
 
-    resumed = subprocess.run(CLI + ["--out", str(tmp_path / "killed"), "--resume"], env=env,
-                             capture_output=True, text=True, timeout=300)
+    rerun = subprocess.run(CLI + ["--out", str(killed)], env=ENV, capture_output=True, text=True,
+                           timeout=HANG_GUARD_S)                   # without --resume: refused, nothing lost
+    assert rerun.returncode == 2 and "--resume" in rerun.stderr, rerun.stderr
+    resumed = subprocess.run(CLI + ["--out", str(killed), "--resume"], env=ENV, capture_output=True, text=True,
+                             timeout=HANG_GUARD_S)
     assert resumed.returncode == 0, resumed.stderr
-    assert _results(tmp_path / "killed" / "results.json") == _results(tmp_path / "whole" / "results.json")
-    assert not (tmp_path / "killed" / "checkpoints").exists()
+    assert _results(killed / "results.json") == _results(tmp_path / "whole" / "results.json")
+    assert not (killed / "checkpoints").exists()
+
+
+def test_sigkill_in_the_middle_of_a_checkpoint_write_leaves_the_previous_one(tmp_path):
+    path = tmp_path / "run.pt"
+    proc = _spawn(STOP_MID_WRITE, str(path), stderr_path=tmp_path / "stderr.txt")
+    _wait_for_line(proc, "half written", tmp_path / "stderr.txt")
+    _kill(proc)
+    state = load(path)                                              # the previous checkpoint, whole
+    assert state["t"] == 1 and torch.equal(state["x"], torch.zeros(1000))
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name not in ("run.pt", "stderr.txt")]
+    assert len(leftovers) == 1 and leftovers[0].startswith("run.pt.") and leftovers[0].endswith(".tmp")
 
 
 def test_cli_resume_skips_finished_runs(tmp_path, capsys):

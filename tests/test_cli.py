@@ -5,6 +5,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from dfl_core import ALGORITHMS, read_results
 from dfl_core.cli import main
 from dfl_core.data import DATASETS
@@ -58,3 +60,136 @@ def test_preset_runs_with_overrides(tmp_path, capsys):
 def test_setting_without_preset_is_refused(tmp_path, capsys):
     assert main(["run", "--setting", "iid", "--out", str(tmp_path), "--no-progress"]) == 2
     assert "--setting needs --preset" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("dataset", ["fashion-mnist", "mnist"])
+def test_a_data_dir_that_does_not_exist_is_an_error_in_the_command_lines_words(tmp_path, capsys, dataset):
+    absent = tmp_path / "nonexistent" / "path"
+    code = main(["run", "--dataset", dataset, "--data-dir", str(absent), "--algorithms", "dfedavg", "--seeds", "0",
+                 "--rounds", "1", "--out", str(tmp_path / "out"), "--no-progress", "--no-plot"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"error: --data-dir {str(absent)!r} does not exist; give an existing folder holding" in err, err
+    assert "data_dir=" not in err and "or no --data-dir to use" in err
+    assert not (tmp_path / "nonexistent").exists() and not (tmp_path / "out").exists()   # nothing created
+
+
+def test_data_errors_name_the_flags_of_the_fields_they_mention(tmp_path, capsys):
+    code = main(["run", "--train-size", "5000", "--algorithms", "dfedavg", "--seeds", "0", "--rounds", "1",
+                 "--out", str(tmp_path), "--no-progress", "--no-plot"])
+    assert code == 2
+    assert "error: --train-size 5000 is not available: allowed 1..1438" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------ earlier results are never silently replaced
+SHORT = ["run", "--algorithms", "dfedavg", "--seeds", "0", "--num-clients", "4", "--rounds", "1", "--no-progress",
+         "--device", "cpu"]
+
+
+def test_a_second_run_into_the_same_folder_is_refused_and_the_first_results_stay(tmp_path, capsys):
+    out = ["--out", str(tmp_path)]
+    assert main(SHORT + out) == 0
+    first = {name: (tmp_path / name).read_bytes() for name in ("results.json", "comparison.png")}
+    capsys.readouterr()
+    assert main(SHORT + ["--lr", "0.05"] + out) == 2
+    err = capsys.readouterr().err
+    assert f"error: {tmp_path} already holds results.json, comparison.png" in err, err
+    assert "--out DIR" in err and "--overwrite" in err and "--resume" in err
+    assert {name: (tmp_path / name).read_bytes() for name in first} == first          # untouched
+
+    assert main(SHORT + ["--lr", "0.05", "--overwrite"] + out) == 0                    # replaced on request
+    (h,) = read_results(tmp_path / "results.json")
+    assert h.config["lr"] == 0.05 and (tmp_path / "comparison.png").read_bytes() != first["comparison.png"]
+    assert main(SHORT + ["--lr", "0.05", "--resume"] + out) == 0                       # continues in place
+    assert read_results(tmp_path / "results.json")[0].records == h.records
+    assert main(SHORT + ["--resume", "--overwrite"] + out) == 2
+    assert "--resume and --overwrite" in capsys.readouterr().err
+
+
+def test_the_default_folder_is_protected_too(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(SHORT + ["--no-plot"]) == 0
+    assert (tmp_path / "dfl_results" / "results.json").exists()
+    assert main(SHORT + ["--no-plot"]) == 2
+    assert "dfl_results already holds results.json" in capsys.readouterr().err
+
+
+def test_an_interrupted_runs_checkpoints_are_not_restarted_without_resume(tmp_path, capsys):
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "dfedsam-seed7.pt").write_bytes(b"an earlier run's state")
+    assert main(SHORT + ["--out", str(tmp_path), "--no-plot"]) == 2
+    err = capsys.readouterr().err
+    assert "checkpoints of an interrupted run" in err and "--resume" in err
+    assert (tmp_path / "checkpoints" / "dfedsam-seed7.pt").exists() and not (tmp_path / "results.json").exists()
+    # --overwrite: the stale checkpoint goes once this command's first run is saved
+    assert main(SHORT + ["--out", str(tmp_path), "--no-plot", "--overwrite"]) == 0
+    assert not (tmp_path / "checkpoints").exists() and (tmp_path / "results.json").exists()
+
+
+def test_a_folder_with_other_files_is_used_and_a_file_is_refused(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    assert main(SHORT + ["--out", str(tmp_path / "notes.txt"), "--no-plot"]) == 2
+    assert "is a file; give a folder" in capsys.readouterr().err
+    assert main(SHORT + ["--out", str(tmp_path), "--no-plot"]) == 0
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+# ------------------------------------------------------------ help text and the summary
+def _option_lines(*command: str) -> list[str]:
+    import os
+    out = subprocess.run([sys.executable, "-m", "dfl_core", *command, "--help"], capture_output=True, text=True,
+                         check=True, env={**os.environ, "COLUMNS": "1000"}).stdout   # no wrapped help text
+    options, lines = out.split("\n\noptions:\n", 1)[-1].split("\n\n")[0], []
+    for line in options.splitlines():               # a long option's help starts on the next line
+        if line.strip().startswith("-"):
+            lines.append(line.strip())
+        elif lines:
+            lines[-1] += "  " + line.strip()
+    return out, lines
+
+
+def test_run_help_gives_each_option_one_default():
+    out, lines = _option_lines("run")
+    assert "(default: None)" not in out
+    for line in lines:
+        head, _, tail = line.partition("(default:")
+        own_words = head.split("  ", 1)[-1].replace("the code's default", "")     # a public code's default is no default
+        assert not (tail and "default" in own_words), f"two defaults: {line}"
+        assert "(default:" not in tail, f"two defaults: {line}"
+    by_flag = {line.split()[0]: line for line in lines}
+    assert "default: 0.01 for dfedsam, dfedsam-mgs; 0.05 for fedsam" in by_flag["--rho"]
+    assert by_flag["--train-size"].endswith("(default: all)")
+    assert by_flag["--topology"].count("default") == 1 and "default ring" in by_flag["--topology"]
+    assert by_flag["--full-batch"].endswith("(default: false)")
+    assert by_flag["--out"].endswith("(default: dfl_results)")
+    assert by_flag["--dispfl-mask-init"].endswith("(the code's default) (default: independent)")  # the engine's own
+
+
+def test_table_help_names_the_fast_profiles_real_scale():
+    from dfl_core.tables import FAST
+    out, _ = _option_lines("table")
+    assert f"({FAST['dataset']}, {FAST['model']}, {FAST['num_clients']} clients, {FAST['rounds']} rounds" in out
+    assert "Fashion-MNIST" not in out
+
+
+def test_a_single_seed_is_printed_without_a_spread():
+    from dfl_core.cli import summary_table
+    from dfl_core.results import History
+
+    def history(seed, acc, cd):
+        return History(config={"gossip_steps": 1, "seed": seed},
+                       records=[{"round": 1, "test_acc": acc, "consensus_distance": cd}])
+    table = summary_table({"dfedavg": [history(0, 0.9512, 0.0123)],
+                           "dfedsam": [history(0, 0.90, 0.02), history(1, 0.92, 0.04)]})
+    one, two = table.splitlines()[2:]
+    assert "±" not in one and "95.12" in one and "1.230e-02" in one and one.endswith(" 1")
+    assert "91.00 ± 1.41" in two and two.endswith(" 2")
+    assert one.index("1.230e-02") == two.index("3.000e-02")           # columns stay aligned
+
+
+def test_table_data_errors_keep_the_spelling_of_set(tmp_path, capsys):
+    """``table`` takes config fields as ``--set data_dir=...``, so its data errors say ``data_dir=``."""
+    code = main(["table", "dfedsam-table2-cifar10", "--algorithms", "dfedavg", "--settings", "ring", "--seeds", "0",
+                 "--set", "data_dir=/nonexistent/path", "--out", str(tmp_path), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "data_dir='/nonexistent/path'" in err and "--data-dir" not in err, err

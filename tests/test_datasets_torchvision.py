@@ -183,7 +183,7 @@ def register_checksums(monkeypatch, cls, folder: Path) -> None:
 
 def test_new_datasets_are_listed():
     assert {"mnist", "emnist", "cifar10", "cifar100"} <= set(DATASETS)
-    assert "byclass" in DATASETS["emnist"] and "62" in DATASETS["emnist"]
+    assert "byclass" in DATASETS["emnist"].summary and "62" in DATASETS["emnist"].summary
 
 
 def test_mnist_torchvision_layout(tmp_path, downloads):
@@ -304,12 +304,25 @@ def test_cifar_checksum_still_checked(tmp_path, monkeypatch, downloads):
     ("cifar10", "cifar-10-batches-py"), ("cifar100", "cifar-100-python"),
 ])
 def test_missing_files_offline_explain(tmp_path, downloads, name, hint):
+    (tmp_path / "empty").mkdir()
     with pytest.raises(DataError) as info:
         load_dataset(name, data_dir=str(tmp_path / "empty"))
     message = str(info.value)
     assert "data_dir=" in message and hint in message and str(tmp_path / "empty") in message
     assert "network disabled in tests" in message  # the download's own error is shown
     assert len(downloads) == 1  # tried from disk first, then exactly one download attempt
+
+
+@pytest.mark.parametrize("name", ["mnist", "emnist", "cifar10", "cifar100"])
+def test_a_data_dir_that_does_not_exist_is_refused_before_anything_is_created(tmp_path, downloads, name):
+    absent = tmp_path / "nonexistent" / "path"
+    with pytest.raises(DataError) as info:
+        load_dataset(name, data_dir=str(absent))
+    message = str(info.value)
+    assert f"data_dir={str(absent)!r} does not exist" in message, message
+    assert "~/.cache" not in message.split("or no data_dir=")[0]   # names the folder given, not the cache
+    assert not (tmp_path / "nonexistent").exists()                # torchvision never ran: nothing created
+    assert downloads == []
 
 
 def test_default_root_is_the_book_cache(monkeypatch, tmp_path, downloads):

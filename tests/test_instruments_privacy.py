@@ -145,3 +145,17 @@ def test_a_diverging_shadow_model_is_reported_not_turned_into_nan_scores():
     x, y = torch.randn(40, 4) * 100, torch.randint(0, 3, (40,))
     with pytest.raises(DivergenceError, match=r"diverged at step \d+ of 50: loss .*lower lr=1e\+38"):
         train_classifier(net, x, y, steps=50, lr=1e38)
+
+
+def test_the_divergence_message_reads_the_loss_without_an_autograd_warning():
+    """The loss in the message is read from a detached tensor: no "requires_grad ... to a scalar" warning."""
+    import warnings
+
+    from dfl_core import DivergenceError
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 3))
+    x, y = torch.randn(40, 4) * 100, torch.randint(0, 3, (40,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                  # any warning fails the test
+        with pytest.raises(DivergenceError, match="loss (nan|inf)"):
+            train_classifier(net, x, y, steps=50, lr=1e38)

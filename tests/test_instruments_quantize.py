@@ -97,6 +97,105 @@ def test_bad_arguments_are_refused():
         quantize(torch.ones(3, dtype=torch.int64), 8, 1.0)
 
 
+# ------------------------------------------------- the two readings of the deterministic rule
+# b = 3 bits: levels k in {-4, ..., 3}; s = 0.5, so the representable values are -2.0, -1.5, ..., 1.5.
+# Every v is a dyadic number, so v / s is exact and the expected levels are worked out by hand:
+#      v:   -2.25  -2.0  -1.25  -0.25  0.0  0.125  0.25  0.75  1.5  1.75  9.0
+#  v / s:   -4.5   -4    -2.5   -0.5   0    0.25   0.5   1.5   3    3.5   18
+HAND_V = [-2.25, -2.0, -1.25, -0.25, 0.0, 0.125, 0.25, 0.75, 1.5, 1.75, 9.0]
+HAND = {
+    # nearest, ties up: floor(v/s + 1/2), then clip to [-4, 3]
+    "nearest": [-4, -4, -2, 0, 0, 0, 1, 2, 3, 3, 3],
+    # floor: the k with k s <= v < (k + 1) s, then clip to [-4, 3]
+    "floor": [-4, -4, -3, -1, 0, 0, 0, 1, 3, 3, 3],
+}
+
+
+@pytest.mark.parametrize("rounding", ["nearest", "floor"])
+def test_hand_worked_levels_of_both_readings(rounding):
+    v = torch.tensor(HAND_V, dtype=torch.float64)
+    msg = encode(v, 3, 0.5, rounding=rounding)
+    assert msg.payload.tolist() == HAND[rounding]
+    assert quantize(v, 3, 0.5, rounding=rounding).tolist() == [0.5 * k for k in HAND[rounding]]
+    assert quantize(v.float(), 3, 0.5, rounding=rounding).tolist() == [0.5 * k for k in HAND[rounding]]
+
+
+def test_nearest_is_the_default_and_the_floor_reading_differs_from_it():
+    v = torch.tensor(HAND_V, dtype=torch.float64)
+    assert torch.equal(quantize(v, 3, 0.5), quantize(v, 3, 0.5, rounding="nearest"))
+    assert not torch.equal(quantize(v, 3, 0.5), quantize(v, 3, 0.5, rounding="floor"))
+
+
+@pytest.mark.parametrize("bits", [2, 3, 8, 16])
+@pytest.mark.parametrize("s", [0.5, 0.37, 0.1, 1e-3])
+def test_error_bounds_of_both_readings_inside_their_ranges(bits, s):
+    """floor: 0 <= v - Q(v) < s on [-L s, L s); nearest: |Q(v) - v| <= s/2 on [-L s, (L - 1) s]."""
+    low, high = quantize_levels(bits)
+    gen = torch.Generator().manual_seed(bits)
+    u = low + (high + 1 - low) * torch.rand(20_000, generator=gen, dtype=torch.float64)    # [low, high + 1)
+    v = u * s
+    floor_q = quantize(v, bits, s, rounding="floor")
+    tol = 1e-9 * s
+    assert float((v - floor_q).min()) >= -tol and float((v - floor_q).max()) < s      # rounds down, by < s
+    assert float((v - floor_q).max()) > 0.9 * s                                       # ... and the bound is tight
+    inside = v <= high * s
+    near_q = quantize(v[inside], bits, s, rounding="nearest")
+    assert float((near_q - v[inside]).abs().max()) <= s / 2 + tol
+    for q in (floor_q, near_q):                                                        # values are levels k s
+        k = q / s
+        assert torch.allclose(k, k.round(), atol=1e-6) and k.round().min() >= low and k.round().max() <= high
+
+
+@pytest.mark.parametrize("rounding", ["nearest", "floor"])
+@pytest.mark.parametrize("s", [0.1, 0.37, 0.3 / 127, 1 / 3])
+def test_a_level_is_its_own_quantization_despite_float_division(rounding, s):
+    """k s / s can come out as k - 1e-16; the floor reading must still give level k, not k - 1."""
+    low, high = quantize_levels(8)
+    levels = torch.arange(low, high + 1, dtype=torch.float64)
+    for dtype in (torch.float64, torch.float32):
+        q = levels.to(dtype) * torch.tensor(s, dtype=dtype)
+        assert encode(q, 8, s, rounding=rounding).payload.tolist() == levels.int().tolist(), (dtype, s)
+        assert torch.equal(quantize(quantize(q, 8, s, rounding=rounding), 8, s, rounding=rounding),
+                           quantize(q, 8, s, rounding=rounding))
+
+
+def test_floor_with_the_adaptive_step_puts_each_rows_largest_entry_on_the_top_level():
+    gen = torch.Generator().manual_seed(5)
+    v = torch.randn(6, 999, generator=gen, dtype=torch.float64) * torch.tensor([[1e-4], [0.3], [1], [3], [0], [1e3]])
+    for bits in (2, 4, 8):
+        msg = encode(v, bits, rounding="floor")
+        s = msg.scale
+        q = decode(msg)
+        top = v.abs().amax(1)
+        assert torch.equal(msg.payload.abs().amax(1)[[0, 1, 2, 3, 5]].long(),
+                           torch.full((5,), quantize_levels(bits)[1]))
+        assert float(((v - q) / s).min()) >= -1e-9 and float(((v - q) / s).max()) < 1   # below v by < s
+        assert torch.allclose(q.abs().amax(1)[top > 0], top[top > 0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("rounding", ["nearest", "floor", "stochastic"])
+def test_encode_decode_round_trip_for_every_rounding(rounding):
+    v = torch.randn(3, 200, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    msg = encode(v, 6, rounding=rounding, generator=torch.Generator().manual_seed(3))
+    q = quantize(v, 6, rounding=rounding, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(decode(msg), q)
+
+
+def test_rounding_stochastic_is_the_stochastic_flag():
+    v = torch.randn(500, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    a = quantize(v, 4, 0.3, rounding="stochastic", generator=torch.Generator().manual_seed(9))
+    b = quantize(v, 4, 0.3, stochastic=True, generator=torch.Generator().manual_seed(9))
+    assert torch.equal(a, b)
+
+
+def test_bad_rounding_is_refused_naming_the_choices():
+    v = torch.ones(3)
+    with pytest.raises(ValueError, match=r"rounding='up'.*'nearest', 'floor', 'stochastic'"):
+        quantize(v, 8, rounding="up")
+    with pytest.raises(ValueError, match=r"stochastic=True.*rounding='floor'"):
+        encode(v, 8, rounding="floor", stochastic=True)
+
+
 # --------------------------------------------------------------- the config fields
 def test_config_fields_belong_to_dfedavgm_q():
     cfg = Config(algorithm="dfedavgm-q").resolved()

@@ -10,7 +10,9 @@ import pytest
 
 from dfl_core.cli import main
 from dfl_core.presets import PRESETS
-from dfl_core.tables import FAST, FAST_ROUNDS, fast_config, paper_value, read_table
+from dfl_core.stats import compare_paired
+from dfl_core.tables import (CLAIMS, FAST, FAST_ROUNDS, TableResult, check_claims, fast_config, orderings,
+                             paper_value, read_result, read_table, write_table)
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ["dfedsam-table1-cifar10", "dfedsam-table2-cifar10", "dfedsam-table3-cifar10", "fedgf-table1-cifar10",
@@ -57,6 +59,10 @@ def test_table_command_writes_provenance_and_reproduces_from_its_recorded_comman
     assert rows[0]["paper"] == "69.95"                     # DFedAvg, ring (DFedSAM Table 2)
     md = (tmp_path / "a" / "dfedsam-table2-cifar10-fast.md").read_text()
     assert "| DFedSAM |" in md and "(80.55)" not in md and "(73.19)" in md
+    assert "## Paired verdicts" in md and "| ring: DFedSAM beats" not in md       # Table 2's claim needs MGS
+    _, verdicts = read_table(tmp_path / "a" / "dfedsam-table2-cifar10-fast-verdicts.csv")
+    assert [(v["kind"], v["setting"], v["better"], v["worse"], v["n"]) for v in verdicts] == [
+        ("ordering", "ring", "dfedsam", "dfedavg", "2"), ("ordering", "full", "dfedsam", "dfedavg", "2")]
     # the recorded command, rerun, gives the same cells
     recorded = shlex.split(meta["command"])
     assert recorded[:3] == ["python", "-m", "dfl_core"]
@@ -146,3 +152,107 @@ def test_every_config_is_checked_before_any_run(tmp_path, monkeypatch, capsys):
     args = ["table", "dfedsam-table2-cifar10", *TINY, "--set", "rho=-1", "--out", str(tmp_path)]
     assert main(args) == 2
     assert "rho" in capsys.readouterr().err
+
+
+# A fake DFedSAM Table 2 over 5 seeds. Paper: MGS > DFedSAM > DFedAvg in every column (ring 80.55 > 73.19 > 69.95).
+AVG_RING = [90.0, 91.0, 92.0, 93.0, 94.0]
+FAKE = {
+    ("dfedavg", "ring"): AVG_RING,
+    ("dfedsam", "ring"): [x + d for x, d in zip(AVG_RING, [-1.0, -0.9, -1.1, -1.0, -0.9])],   # below: REVERSED
+    ("dfedsam-mgs", "ring"): [x + d for x, d in zip(AVG_RING, [2.0, 2.1, 1.9, 2.0, 2.05])],   # above both
+    ("dfedavg", "full"): [x + 1 for x in AVG_RING],
+    ("dfedsam", "full"): [x + 1 for x in AVG_RING],                                          # identical runs
+    ("dfedsam-mgs", "full"): [x + 1 + d for x, d in zip(AVG_RING, [0.5, -0.5, 0.25, -0.25, 0.0])],   # noise only
+}
+
+
+def fake_table(seeds=(0, 1, 2, 3, 4)) -> TableResult:
+    k = len(seeds)
+    return TableResult("dfedsam-table2-cifar10", "fast", tuple(seeds), {c: v[:k] for c, v in FAKE.items()},
+                       {"command": "python -m dfl_core table dfedsam-table2-cifar10 --profile fast --seeds 0,1,2,3,4"})
+
+
+def test_orderings_compare_every_pair_the_paper_orders_by_its_per_seed_difference():
+    result = fake_table()
+    got = {c.label: c for c in orderings(result)}
+    assert list(got) == [
+        "ring: DFedSAM > DFedAvg (paper 73.19 vs 69.95)", "ring: DFedSAM-MGS > DFedAvg (paper 80.55 vs 69.95)",
+        "ring: DFedSAM-MGS > DFedSAM (paper 80.55 vs 73.19)", "full: DFedSAM > DFedAvg (paper 88.05 vs 83.48)",
+        "full: DFedSAM-MGS > DFedAvg (paper 88.20 vs 83.48)", "full: DFedSAM-MGS > DFedSAM (paper 88.20 vs 88.05)"]
+    assert [c.verdict for c in got.values()] == ["REVERSED", "REPRODUCED", "REPRODUCED",
+                                                  "UNRESOLVED", "UNRESOLVED", "UNRESOLVED"]
+    ring = got["ring: DFedSAM > DFedAvg (paper 73.19 vs 69.95)"]
+    assert ring == compare_paired(FAKE[("dfedsam", "ring")], AVG_RING, label=ring.label)
+    assert ring.mean == pytest.approx(-0.98) and ring.n == 5
+    identical = got["full: DFedSAM > DFedAvg (paper 88.05 vs 83.48)"]
+    assert (identical.low, identical.high, identical.detectable) == (0, 0, 0)
+    # unpaired, the ring's DFedSAM and DFedAvg overlap completely (std 1.6 each); paired, they separate
+    assert ring.high < 0 < statistics.stdev(AVG_RING) - abs(ring.mean)
+
+
+def test_named_claims_are_checked_per_column():
+    result = fake_table()
+    claims = check_claims(result)
+    assert [(c.label, c.verdict) for c in claims] == [("ring: DFedSAM-MGS beats DFedSAM", "REPRODUCED"),
+                                                     ("full: DFedSAM-MGS beats DFedSAM", "UNRESOLVED")]
+    assert claims[1].mean == 0 and claims[1].detectable > 0
+    del result.cells[("dfedsam-mgs", "ring")]                    # a column without one of the rows is skipped
+    assert [c.label for c in check_claims(result)] == ["full: DFedSAM-MGS beats DFedSAM"]
+
+
+def test_every_claim_names_rows_and_columns_of_its_table():
+    for name, claims in CLAIMS.items():
+        preset = PRESETS[name]
+        for c in claims:
+            assert {c.better, c.worse} <= set(preset.algorithms), (name, c)
+            assert set(c.settings or ()) <= set(preset.settings), (name, c)
+            assert c.better != c.worse
+
+
+def test_write_table_adds_the_verdicts(tmp_path, capsys):
+    csv_path, md_path = write_table(fake_table(), tmp_path)
+    meta, rows = read_table(tmp_path / "dfedsam-table2-cifar10-fast-verdicts.csv")
+    assert "95% Student t-interval" in meta["interval"] and "per-seed paired difference" in meta["interval"]
+    assert "note" not in meta                                   # 5 seeds: the book's rule is met
+    assert list(rows[0]) == ["kind", "label", "setting", "better", "worse", "n", "mean", "low", "high",
+                             "detectable", "verdict"]
+    assert [r["kind"] for r in rows] == ["ordering"] * 6 + ["claim"] * 2
+    first = rows[0]
+    assert (first["label"], first["setting"], first["better"], first["worse"], first["n"], first["verdict"]) == (
+        "ring: DFedSAM > DFedAvg (paper 73.19 vs 69.95)", "ring", "dfedsam", "dfedavg", "5", "REVERSED")
+    assert float(first["mean"]) == pytest.approx(-0.98) and float(first["low"]) < float(first["high"]) < 0
+    md = md_path.read_text()
+    assert md.startswith("<!-- command:") and "| DFedSAM-MGS |" in md             # the table itself is unchanged
+    assert "| ring | 3 | 2 | 1 | 0 |" in md and "| full | 3 | 0 | 0 | 3 |" in md and "| all | 6 | 2 | 1 | 3 |" in md
+    assert "| claim | mean Δ | 95% CI | detectable | verdict |" in md
+    assert "| ring: DFedSAM-MGS beats DFedSAM | +2.99 | [+2.96, +3.02] | 0.04 | REPRODUCED |" in md
+    assert "Note:" not in md
+    assert "pooled" not in md
+
+
+def test_few_seeds_give_a_note_and_one_seed_no_verdicts(tmp_path):
+    write_table(fake_table(seeds=(0, 1, 2)), tmp_path)
+    meta, rows = read_table(tmp_path / "dfedsam-table2-cifar10-fast-verdicts.csv")
+    assert "3 seeds; the book's rule asks for at least 5" in meta["note"] and rows[0]["n"] == "3"
+    assert "> Note: 3 seeds" in (tmp_path / "dfedsam-table2-cifar10-fast.md").read_text()
+    write_table(fake_table(seeds=(0,)), tmp_path)               # replaces the 3-seed table
+    assert not (tmp_path / "dfedsam-table2-cifar10-fast-verdicts.csv").exists()
+    md = (tmp_path / "dfedsam-table2-cifar10-fast.md").read_text()
+    assert "No verdicts: a paired comparison needs at least 2 seeds" in md and "| claim |" not in md
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        orderings(fake_table(seeds=(0,)))
+
+
+def test_tagged_tables_get_their_own_verdicts(tmp_path):
+    write_table(fake_table(), tmp_path, tag="coded")
+    assert (tmp_path / "dfedsam-table2-cifar10-fast-coded-verdicts.csv").exists()
+
+
+@pytest.mark.parametrize("name", COMMITTED)
+def test_committed_tables_written_by_the_old_code_give_verdicts(name):
+    result = read_result(ROOT / "book" / "_tables" / f"{name}-fast.csv")
+    assert result.name == name and result.seeds == (0, 1, 2)
+    assert all(len(v) == 3 for v in result.cells.values())
+    comparisons = orderings(result) + check_claims(result)
+    assert all(c.n == 3 and c.verdict in ("REPRODUCED", "REVERSED", "UNRESOLVED") for c in comparisons)
+    assert bool(comparisons) == (name != "dfedavgm-mnist-2nn")            # that paper prints figures only

@@ -1,4 +1,5 @@
 """theory.claims and ``python -m theory check``: format, required IDs, key verdicts, data provenance."""
+import dataclasses
 import re
 
 import pytest
@@ -76,3 +77,66 @@ def test_data_files_cite_their_source():
         assert "Table" in t.source and t.rows
     for q in load_quotes().values():
         assert q["source"].startswith("seeds/00") and q["location"] and q["text"]
+
+
+NEW_VERDICTS = {
+    "thm45-step-21": "FAILS", "thm45-step-22": "FAILS", "thm45-step-24": "HOLDS", "thm45-step-25": "FAILS",
+    "thm45-step-telescope": "FAILS", "thm45-step-d3-second": "FAILS",
+    "thm45-term-denominator": "FAILS", "thm45-term-init": "HOLDS", "thm45-term-sigma-l": "FAILS",
+    "thm45-term-sigma-g": "FAILS", "thm45-term-rho": "FAILS", "thm45-term-consensus": "FAILS", "thm45-vs-proof": "FAILS",
+    "cor46-term-init": "HOLDS", "cor46-term-heterogeneity": "HOLDS", "cor46-term-L2": "FAILS", "cor46-term-topology": "FAILS",
+    "cor48-term-init": "HOLDS", "cor48-term-heterogeneity": "HOLDS", "cor48-term-L2": "FAILS", "cor48-term-topology": "FAILS",
+    "d2-rate-term-init": "FAILS", "d2-rate-term-heterogeneity": "HOLDS", "d2-rate-term-rho4-topology": "FAILS",
+    "d2-rate-term-topology": "FAILS", "d2-rate-tail": "NOT CHECKABLE",
+    "d3-rate-term-init": "FAILS", "d3-rate-term-heterogeneity": "HOLDS", "d3-rate-term-topology": "FAILS",
+}
+
+
+def test_theorem45_and_rate_verdicts(claims):
+    v = {c.id: c.verdict for c in claims}
+    assert {k: v.get(k) for k in NEW_VERDICTS} == NEW_VERDICTS
+    assert not [i for i in v if i.startswith(("thm45-term-", "thm45-step-", "cor46-term-", "cor48-term-", "d2-rate", "d3-rate"))
+                and i not in NEW_VERDICTS]
+    by_id = {c.id: c for c in claims}
+    assert "fails on thm45-term-denominator, thm45-term-sigma-l" in by_id["thm45-vs-proof"].reason
+    assert by_id["thm45-term-sigma-g"].computed.endswith("derived/printed = 2")
+
+
+def test_thm45_vs_proof_follows_the_term_checks(monkeypatch):
+    from theory import derivation as dv
+
+    real = dv.theorem45_terms
+    monkeypatch.setattr(dv, "theorem45_terms",
+                        lambda name="printed-22": tuple(dataclasses.replace(t, implied=True) for t in real(name)))
+    out = {c.id: c.verdict for c in cl.check_theorem45_terms()}
+    assert set(out.values()) == {"HOLDS"}
+    monkeypatch.setattr(dv, "theorem45_terms", lambda name="printed-22": tuple(
+        dataclasses.replace(t, implied=(t.key != "init")) for t in real(name)))
+    out = {c.id: c.verdict for c in cl.check_theorem45_terms()}
+    assert out["thm45-vs-proof"] == "FAILS" and out["thm45-term-init"] == "FAILS"
+
+
+def test_rounding_level_values_format_identically():
+    assert cl.at_rounding(8.896e-16) == cl.at_rounding(8.897e-16) == "< 1e-12"
+    assert cl.at_rounding(-3e-17, ".2e") == "< 1e-12"
+    assert cl.at_rounding(2.349e-01) == "= 2.349e-01" and cl.at_rounding(7.45e-06, ".2e") == "= 7.45e-06"
+
+
+def test_lemma_d1_detail_is_machine_independent(monkeypatch):
+    from theory import spectral as spc
+
+    def run(noise):
+        monkeypatch.setattr(spc, "STATIC", ())
+        monkeypatch.setattr(spc, "lemma_d1_product", lambda name, m, t_max: dict(
+            worst_ratio=1.0, first_fail=None, final_norm=noise, final_bound=5.099e-07))
+        return [c.computed for c in cl.check_lemma_d1()]
+
+    assert run(8.896e-16) == run(8.897e-16)
+    assert all("‖Π W_s - P‖ < 1e-12" in s for s in run(8.896e-16))
+
+
+def test_no_rounding_noise_in_details(claims):
+    by_id = {c.id: c for c in claims}
+    assert "‖Π W_s - P‖ < 1e-12" in by_id["lemma-d1/random-symmetric"].computed
+    assert "‖x-x̄1‖² < 1e-12" in by_id["defn41-random/random-symmetric"].computed
+    assert "‖x-x̄1‖² = 7.45e-06" in by_id["defn41-random/random-as-coded"].computed

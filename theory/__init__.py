@@ -6,6 +6,10 @@
 * :mod:`theory.phi`: Φ(λ, m, Q) of DFedSAM eq. (6) and its properties.
 * :mod:`theory.bounds`: Theorem 4.5, Corollaries 4.6/4.8 and the proofs'
   constants as sympy expressions; what the seed texts lost (``MISSING``).
+* :mod:`theory.derivation`: Theorem 4.5 re-derived from Appendix D's
+  per-step inequalities, step by step, and compared term by term.
+* :mod:`theory.rates`: the O(·) displays (Corollaries 4.6/4.8, Appendix
+  D.2/D.3) term by term against the derived bound.
 * :mod:`theory.problems`: problems with known L, σ_l, σ_g, β; gossip and
   consensus measurements; a numpy reference DFedSAM for offline bound checks.
 * :mod:`theory.measured`: ``dfl_core`` runs on softmax regression, measured

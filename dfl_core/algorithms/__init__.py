@@ -24,13 +24,14 @@ from .base import REQUIRED, Algorithm, ClientModels, GlobalModel, RoundTools
 from .centralized import (FEDASAM, FEDAVG, FEDAVGM, FEDCM, FEDPROX, FEDSAM, MIMELITE, MOFEDSAM,
                           MOFEDSAM_VARIANTS)
 from .controlled import FEDDYN, FEDGAMMA, FEDSMOO, FEDSMOO_VARIANTS, SCAFFOLD, SCAFFOLD_OPTIONS
-from .decentralized import DFEDAVG, DFEDAVGM, DFEDAVGM_Q, DFEDSAM, DFEDSAM_MGS, DPSGD, QUANT_MIXINGS
+from .decentralized import (DFEDAVG, DFEDAVGM, DFEDAVGM_Q, DFEDSAM, DFEDSAM_MGS, DPSGD, QUANT_MIXINGS,
+                            QUANT_ROUNDINGS)
 from .dispfl import DISPFL, DISPFL_MASK_INIT, DISPFL_REGROW
 from .fedgf import FEDGF, FEDGF_C_READINGS
 from .fedrobust import FEDROBUST
 
 __all__ = ["Algorithm", "ALGORITHMS", "RoundTools", "REQUIRED", "ClientModels", "GlobalModel", "MOFEDSAM_VARIANTS", "FEDSMOO_VARIANTS",
-           "SCAFFOLD_OPTIONS", "QUANT_MIXINGS", "DISPFL_REGROW", "DISPFL_MASK_INIT", "FEDGF_C_READINGS"]
+           "SCAFFOLD_OPTIONS", "QUANT_MIXINGS", "QUANT_ROUNDINGS", "DISPFL_REGROW", "DISPFL_MASK_INIT", "FEDGF_C_READINGS"]
 
 ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in [
     DPSGD, DFEDAVG, DFEDAVGM, DFEDAVGM_Q, DFEDSAM, DFEDSAM_MGS, DISPFL,

@@ -16,7 +16,7 @@ from .base import (Algorithm, ClientModels, DecentralizedParams, SAMParams, sam_
 if TYPE_CHECKING:
     from .base import RoundTools
 
-__all__ = ["dpsgd_round", "local_steps_then_gossip", "quantized_dfedavgm_round", "DPSGD", "DFEDAVG", "DFEDAVGM",
+__all__ = ["QUANT_ROUNDINGS", "dpsgd_round", "local_steps_then_gossip", "quantized_dfedavgm_round", "DPSGD", "DFEDAVG", "DFEDAVGM",
            "DFEDAVGM_Q", "DFEDSAM", "DFEDSAM_MGS", "QUANT_MIXINGS"]
 
 
@@ -53,6 +53,8 @@ def local_steps_then_gossip(s: ClientModels, r: RoundTools) -> ClientModels:
     return ClientModels(r.gossip(z))          # l.6–9: Q gossip steps
 
 
+#: dfedavgm-q's deterministic roundings (``quant_stochastic`` selects unbiased stochastic rounding instead).
+QUANT_ROUNDINGS = ("nearest", "floor")
 #: dfedavgm-q's two readings of its mixing, eq. (7).
 QUANT_MIXINGS = ("difference", "models")
 
@@ -66,7 +68,8 @@ def quantized_dfedavgm_round(s: ClientModels, r: RoundTools) -> ClientModels:
     3. :math:`x^{t+1}(i) = x^t(i) + \sum_l w_{il}\, Q(z^t(l) - x^t(l))`   (eq. (7))
 
     Q is :func:`~dfl_core.instruments.quantize.quantize` with ``quant_bits``,
-    ``quant_step`` (``None``: s = max|v|/(2^{b-1}-1) per message, our choice)
+    ``quant_step`` (``None``: s = max|v|/(2^{b-1}-1) per message, our choice),
+    ``quant_rounding`` (to the nearest level or down to it: the seed lost the bracket that says which)
     and ``quant_stochastic``; stochastic rounding draws from
     the round's ``"quantize"`` stream. The seed text lost every symbol of §3.2;
     the update above is rebuilt from its words ("quantizes the difference of
@@ -86,7 +89,7 @@ def quantized_dfedavgm_round(s: ClientModels, r: RoundTools) -> ClientModels:
     cfg, x = r.config, s.x
     z = r.local_train(x)                                             # (4): K heavy-ball steps
     gen = r.generator("quantize") if cfg.quant_stochastic else None
-    q = quantize(z - x, cfg.quant_bits, cfg.quant_step,              # (6): one message per row
+    q = quantize(z - x, cfg.quant_bits, cfg.quant_step, rounding=cfg.quant_rounding,   # (6): a message per row
                  stochastic=cfg.quant_stochastic, generator=gen)
     bits = message_bits(x.shape[1], cfg.quant_bits)
     if cfg.quant_mixing == "models":                                 # W (x + Q(z − x)): DFedAvgM when Q = id
@@ -115,6 +118,7 @@ class QuantizedDFedAvgMParams(DFedAvgMParams):
 
     quant_bits: int = 16
     quant_step: float | None = None
+    quant_rounding: str = "nearest"                 # the seed lost the bracket; see dfl_core.instruments.quantize
     quant_stochastic: bool = False
     quant_mixing: str = "difference"
 

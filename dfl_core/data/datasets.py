@@ -1,4 +1,12 @@
-"""The datasets the book trains on, as in-memory normalized tensors.
+"""The datasets the book trains on, as in-memory normalized tensors: a registry of specs.
+
+:data:`DATASETS` maps each name to a :class:`DatasetSpec`, one frozen entry that
+holds everything about the dataset: its one-line summary (``python -m dfl_core
+list``), input shape, classes, split sizes, augmentation, the files a
+``data_dir`` must hold, and the reader that turns those files into a
+:class:`Dataset`. Adding a dataset is adding one entry; :func:`load_dataset`,
+:func:`dataset_shape`, the config's validation, the CLI's catalogue and the
+tables' scaling all read the registry.
 
 * ``digits``: the 8x8 handwritten digits bundled with scikit-learn (1797 images,
   no download), small enough for every cell of the book to run in seconds.
@@ -11,16 +19,23 @@
   CIFAR-10/100 for DFedSAM, FedSAM/MoFedSAM and FedGF. CIFAR carries the
   ``crop-flip`` augmentation of the papers' code (:mod:`dfl_core.data.augment`).
 
+``data_dir``: a folder the user names must exist (it is never created and never
+silently replaced by another copy); without one, Fashion-MNIST comes from the
+Debian package's folder and every downloadable dataset from (or is downloaded
+to) :data:`DEFAULT_ROOT`. The bundled digits read no files and refuse a ``data_dir``.
+
 Every bad input raises :class:`DataError`, whose message names the value and
-what is allowed.
+what is allowed. Messages spell arguments as the Python API does
+(``data_dir=``); the command line rewrites them as its flags (``--data-dir``).
 """
 from __future__ import annotations
 
 import gzip
-import zlib
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +44,7 @@ import torch
 from .augment import AUGMENTATIONS, black_fill
 
 __all__ = [
-    "DataError", "Dataset", "DATASETS", "dataset_shape", "load_dataset", "read_idx",
+    "DataError", "Dataset", "DatasetSpec", "DATASETS", "dataset_shape", "load_dataset", "read_idx",
     "stratified_subset", "SYSTEM_FASHION_MNIST_DIR", "DEFAULT_ROOT", "EMNIST_SPLIT",
 ]
 
@@ -67,23 +82,7 @@ class Dataset:
         return AUGMENTATIONS[self.augmentation](x, generator, fill=fill)
 
 
-DATASETS: dict[str, str] = {
-    "digits": "scikit-learn's 8x8 handwritten digits, 10 classes, 1438 train / 359 test (bundled, no download)",
-    "fashion-mnist": "Fashion-MNIST 28x28 grey images, 10 classes, 60000 train / 10000 test "
-                     "(Debian package dataset-fashion-mnist, --data-dir, or download)",
-    "mnist": "MNIST 28x28 grey digits, 10 classes, 60000 train / 10000 test (--data-dir or torchvision download)",
-    "emnist": "EMNIST split 'byclass' (digits and upper/lower-case letters, the 62 classes of the FedSAM/MoFedSAM "
-              "paper), 28x28 grey, 697932 train / 116323 test (--data-dir or torchvision download)",
-    "cifar10": "CIFAR-10 32x32 colour images, 10 classes, 50000 train / 10000 test, crop-flip augmentation "
-               "(--data-dir or torchvision download)",
-    "cifar100": "CIFAR-100 32x32 colour images, 100 (fine) classes, 50000 train / 10000 test, crop-flip "
-                "augmentation (--data-dir or torchvision download)",
-}
-
-# (C, H, W) and classes of the datasets that are not read through torchvision.
-_BUNDLED_SHAPES = {"digits": ((1, 8, 8), 10), "fashion-mnist": ((1, 28, 28), 10)}
-
-# Where the torchvision datasets are kept (and downloaded to) when no data_dir is given.
+# Where the downloadable datasets are kept (and downloaded to) when no data_dir is given.
 DEFAULT_ROOT = "~/.cache/dfl_book"
 # FedSAM/MoFedSAM (Qu et al. 2022) App. E.1: "EMNIST ... is a 62-class image classification
 # dataset" -- of EMNIST's splits only "byclass" has 62 classes (Cohen et al. 2017, Table II).
@@ -170,15 +169,97 @@ def _find_idx_files(directory: Path) -> dict[str, Path] | None:
 
 
 # ---------------------------------------------------------------------------
-# Loaders
+# The spec of a dataset
 # ---------------------------------------------------------------------------
 
-def _load_digits() -> Dataset:
+#: How a spec reads its dataset: ``reader(spec, folder)`` returns the whole dataset,
+#: normalized; ``folder`` is the existing directory the user named (``data_dir``),
+#: or None for the dataset's default place.
+Reader = Callable[["DatasetSpec", "Path | None"], Dataset]
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """Everything about one dataset: one entry of :data:`DATASETS`.
+
+    :meth:`load` checks ``data_dir``, calls ``reader`` and checks that what it
+    returns has this spec's shape, classes, dtypes and augmentation, so an
+    entry cannot silently disagree with the data it reads.
+    """
+
+    name: str                           # the key in DATASETS (--dataset NAME)
+    title: str                          # how messages name it, e.g. "CIFAR-10"
+    description: str                    # what it is: the start of `summary`
+    source: str                         # where it comes from: the end of `summary`
+    input_shape: tuple[int, int, int]   # (C, H, W)
+    num_classes: int
+    train_size: int                     # samples in the whole train split
+    test_size: int                      # samples in the whole test split
+    reader: Reader = field(repr=False)
+    files: str | None = None            # what a data_dir must hold; None: bundled, reads no files
+    default_place: str = ""             # where the data comes from without a data_dir (for messages)
+    augmentation: str | None = None     # training augmentation, a key of AUGMENTATIONS
+    mean: tuple[float, ...] | None = None   # fixed per-channel normalization of pixels in [0, 1],
+    std: tuple[float, ...] | None = None    # x = (p - mean) / std; None: the reader computes its own
+
+    @property
+    def summary(self) -> str:
+        """The one-line description of ``python -m dfl_core list`` and ``run --help``."""
+        augmentation = f", {self.augmentation} augmentation" if self.augmentation else ""
+        return (f"{self.description}, {self.num_classes} classes, {self.train_size} train / {self.test_size} test"
+                f"{augmentation} ({self.source})")
+
+    def load(self, data_dir: str | os.PathLike | None = None) -> Dataset:
+        """The whole dataset, from ``data_dir`` (an existing folder) or, without one, from its default place."""
+        dataset = self.reader(self, self._folder(data_dir))
+        self._check(dataset)
+        return dataset
+
+    def _folder(self, data_dir: str | os.PathLike | None) -> Path | None:
+        """``data_dir`` as an existing directory; refused before anything is read, created or downloaded."""
+        if data_dir is None:
+            return None
+        if self.files is None:
+            raise DataError(f"dataset {self.name!r} ({self.source}) reads no files, so data_dir={str(data_dir)!r} "
+                            "would be ignored; give no data_dir=")
+        folder = Path(data_dir).expanduser()
+        if not folder.is_dir():
+            problem = "is not a directory" if folder.exists() else "does not exist"
+            raise DataError(f"data_dir={str(data_dir)!r} {problem}; give an existing folder holding {self.files} "
+                            f"(or no data_dir= to use {self.default_place})")
+        return folder
+
+    def _check(self, ds: Dataset) -> None:
+        """What the reader returned matches this spec (a broken new entry fails here, naming itself)."""
+        if not isinstance(ds, Dataset):
+            raise DataError(f"the reader of {self.title} returned a {type(ds).__name__}, not a Dataset")
+        shape = ", ".join(map(str, self.input_shape))
+        for split, x, y in (("train", ds.x_train, ds.y_train), ("test", ds.x_test, ds.y_test)):
+            if x.dtype != torch.float32 or tuple(x.shape[1:]) != self.input_shape:
+                raise DataError(f"{self.title} {split} images are {x.dtype} of shape {tuple(x.shape)}; "
+                                f"expected float32 (N, {shape})")
+            if y.dtype != torch.int64 or tuple(y.shape) != (len(x),):
+                raise DataError(f"{self.title} {split} labels are {y.dtype} of shape {tuple(y.shape)}; "
+                                f"expected int64 ({len(x)},)")
+            if y.numel() and not (0 <= int(y.min()) and int(y.max()) < self.num_classes):
+                raise DataError(f"{self.title} {split} labels span {int(y.min())}..{int(y.max())}; "
+                                f"expected 0..{self.num_classes - 1}")
+        found = (ds.name, tuple(ds.input_shape), ds.num_classes, ds.augmentation)
+        if found != (self.name, self.input_shape, self.num_classes, self.augmentation):
+            raise DataError(f"the reader of {self.title} returned (name, input_shape, num_classes, augmentation) = "
+                            f"{found}; its spec says {(self.name, self.input_shape, self.num_classes, self.augmentation)}")
+
+
+# ---------------------------------------------------------------------------
+# Readers
+# ---------------------------------------------------------------------------
+
+def _read_digits(spec: DatasetSpec, folder: Path | None) -> Dataset:
     """scikit-learn's digits: 0..16 -> [0, 1], then standardized with the train mean/std."""
     from sklearn.datasets import load_digits
 
     bunch = load_digits()
-    x = bunch.data.astype(np.float32).reshape(-1, 1, 8, 8) / 16.0
+    x = bunch.data.astype(np.float32).reshape(-1, *spec.input_shape) / 16.0
     y = bunch.target.astype(np.int64)
     n_test = round(DIGITS_TEST_FRACTION * len(y))
     test_idx = stratified_subset(y, n_test, np.random.default_rng(DIGITS_SPLIT_SEED))
@@ -188,117 +269,16 @@ def _load_digits() -> Dataset:
     # One scalar mean/std, from the train split only (no test statistics leak in).
     mean, std = x_train.mean(), x_train.std()
     return Dataset(
-        name="digits",
+        name=spec.name,
         x_train=torch.from_numpy((x_train - mean) / std),
         y_train=torch.from_numpy(y_train),
         x_test=torch.from_numpy((x_test - mean) / std),
         y_test=torch.from_numpy(y_test),
-        input_shape=_BUNDLED_SHAPES["digits"][0],
-        num_classes=_BUNDLED_SHAPES["digits"][1],
+        input_shape=spec.input_shape,
+        num_classes=spec.num_classes,
         mean=(float(mean),),
         std=(float(std),),
     )
-
-
-def _fashion_from_arrays(x_train: np.ndarray, y_train: np.ndarray,
-                         x_test: np.ndarray, y_test: np.ndarray) -> Dataset:
-    """uint8 images (N, 28, 28) and labels -> a normalized :class:`Dataset`."""
-    for name, x in (("train", x_train), ("test", x_test)):
-        if x.ndim != 3 or x.shape[1:] != (28, 28):
-            raise DataError(f"Fashion-MNIST {name} images have shape {x.shape}; expected (N, 28, 28)")
-    for name, x, y in (("train", x_train, y_train), ("test", x_test, y_test)):
-        if y.shape != (len(x),):
-            raise DataError(f"Fashion-MNIST {name} labels have shape {y.shape}; expected ({len(x)},)")
-        if y.size and y.max() > 9:
-            raise DataError(f"Fashion-MNIST {name} labels contain {int(y.max())}; expected 0..9")
-
-    def normalize(x: np.ndarray) -> torch.Tensor:
-        x = x.astype(np.float32)[:, None] / 255.0  # (N, 1, 28, 28)
-        return torch.from_numpy((x - FASHION_MNIST_MEAN) / FASHION_MNIST_STD)
-
-    return Dataset(
-        name="fashion-mnist",
-        x_train=normalize(x_train),
-        y_train=torch.from_numpy(y_train.astype(np.int64)),
-        x_test=normalize(x_test),
-        y_test=torch.from_numpy(y_test.astype(np.int64)),
-        input_shape=_BUNDLED_SHAPES["fashion-mnist"][0],
-        num_classes=_BUNDLED_SHAPES["fashion-mnist"][1],
-        mean=(FASHION_MNIST_MEAN,),
-        std=(FASHION_MNIST_STD,),
-    )
-
-
-def _load_fashion_mnist(data_dir: str | None) -> Dataset:
-    """Fashion-MNIST from, in order: ``data_dir``; the Debian package's directory; a download."""
-    candidates = []
-    if data_dir is not None:
-        # Also look where an earlier torchvision download left the raw files.
-        candidates += [Path(data_dir).expanduser(), Path(data_dir).expanduser() / "FashionMNIST" / "raw"]
-    candidates.append(Path(SYSTEM_FASHION_MNIST_DIR))
-    for directory in candidates:
-        files = _find_idx_files(directory)
-        if files is not None:
-            arrays = {key: read_idx(path) for key, path in files.items()}
-            return _fashion_from_arrays(arrays["train_images"], arrays["train_labels"],
-                                        arrays["test_images"], arrays["test_labels"])
-    # Last resort, for users online (e.g. Colab): torchvision downloads the same IDX files.
-    root = Path(data_dir or "~/.cache/dfl_book").expanduser()
-    try:
-        from torchvision.datasets import FashionMNIST
-
-        train = FashionMNIST(root=str(root), train=True, download=True)
-        test = FashionMNIST(root=str(root), train=False, download=True)
-    except Exception as e:  # no torchvision, no network, a mirror down: all mean the same to the user
-        raise DataError(
-            f"Fashion-MNIST not found in {', '.join(str(c) for c in candidates)} and the download to "
-            f"{str(root)!r} failed ({type(e).__name__}: {e}). Install it with "
-            "'apt-get install dataset-fashion-mnist' (Debian/Ubuntu), or pass data_dir= a directory holding "
-            + ", ".join(f"{s}.gz" for s in _FASHION_FILES.values())
-        ) from e
-    return _fashion_from_arrays(train.data.numpy(), train.targets.numpy(),
-                                test.data.numpy(), test.targets.numpy())
-
-
-@dataclass(frozen=True)
-class _TorchvisionSpec:
-    """How to read one torchvision dataset and what it becomes."""
-
-    title: str  # for messages
-    cls: str  # class name in torchvision.datasets
-    options: dict  # extra constructor arguments (the EMNIST split)
-    input_shape: tuple[int, int, int]  # (C, H, W)
-    num_classes: int
-    mean: tuple[float, ...]
-    std: tuple[float, ...]
-    augmentation: str | None
-    files: str  # what data_dir must hold, for the error message
-
-
-_TORCHVISION = {
-    "mnist": _TorchvisionSpec(
-        "MNIST", "MNIST", {}, (1, 28, 28), 10, MNIST_MEAN, MNIST_STD, None,
-        "MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte (torchvision's layout), "
-        "or those four files, plain or .gz, directly"),
-    "emnist": _TorchvisionSpec(
-        f"EMNIST ({EMNIST_SPLIT})", "EMNIST", {"split": EMNIST_SPLIT}, (1, 28, 28), 62, MNIST_MEAN, MNIST_STD,
-        None, f"EMNIST/raw/emnist-{EMNIST_SPLIT}-{{train,test}}-{{images-idx3,labels-idx1}}-ubyte"),
-    "cifar10": _TorchvisionSpec(
-        "CIFAR-10", "CIFAR10", {}, (3, 32, 32), 10, CIFAR10_MEAN, CIFAR10_STD, "crop-flip",
-        "cifar-10-batches-py/ (unpacked from cifar-10-python.tar.gz)"),
-    "cifar100": _TorchvisionSpec(
-        "CIFAR-100", "CIFAR100", {}, (3, 32, 32), 100, CIFAR100_MEAN, CIFAR100_STD, "crop-flip",
-        "cifar-100-python/ (unpacked from cifar-100-python.tar.gz)"),
-}
-
-
-def dataset_shape(name: str) -> tuple[tuple[int, int, int], int]:
-    """``(input_shape, num_classes)`` of a dataset of :data:`DATASETS`, without loading it."""
-    if name in _BUNDLED_SHAPES:
-        return _BUNDLED_SHAPES[name]
-    if name in _TORCHVISION:
-        return _TORCHVISION[name].input_shape, _TORCHVISION[name].num_classes
-    raise DataError(f"unknown dataset {name!r}; allowed: {', '.join(sorted(DATASETS))}")
 
 
 def _normalize_images(x: torch.Tensor, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
@@ -314,20 +294,17 @@ def _normalize_images(x: torch.Tensor, mean: Sequence[float], std: Sequence[floa
     return out.div_(255.0).sub_(mean_t).div_(std_t)
 
 
-def _from_uint8(name: str, spec: _TorchvisionSpec, x_train: torch.Tensor, y_train: torch.Tensor,
+def _from_uint8(spec: DatasetSpec, x_train: torch.Tensor, y_train: torch.Tensor,
                 x_test: torch.Tensor, y_test: torch.Tensor) -> Dataset:
-    """uint8 images (N, C, H, W) and integer labels -> a normalized :class:`Dataset`, checked."""
+    """uint8 images (N, C, H, W) and integer labels -> a :class:`Dataset` normalized by the spec's mean/std."""
     for split, x, y in (("train", x_train, y_train), ("test", x_test, y_test)):
         if x.dtype != torch.uint8 or tuple(x.shape[1:]) != spec.input_shape:
             raise DataError(f"{spec.title} {split} images are {x.dtype} of shape {tuple(x.shape)}; "
                             f"expected uint8 (N, {', '.join(map(str, spec.input_shape))})")
         if tuple(y.shape) != (len(x),):
             raise DataError(f"{spec.title} {split} labels have shape {tuple(y.shape)}; expected ({len(x)},)")
-        if y.numel() and not (0 <= int(y.min()) and int(y.max()) < spec.num_classes):
-            raise DataError(f"{spec.title} {split} labels span {int(y.min())}..{int(y.max())}; "
-                            f"expected 0..{spec.num_classes - 1}")
     return Dataset(
-        name=name,
+        name=spec.name,
         x_train=_normalize_images(x_train, spec.mean, spec.std),
         y_train=y_train.to(torch.int64),
         x_test=_normalize_images(x_test, spec.mean, spec.std),
@@ -340,39 +317,87 @@ def _from_uint8(name: str, spec: _TorchvisionSpec, x_train: torch.Tensor, y_trai
     )
 
 
-def _images_labels(name: str, split) -> tuple[torch.Tensor, torch.Tensor]:
-    """A torchvision dataset's stored arrays as (uint8 (N, C, H, W), int64 (N,)); no DataLoader."""
-    if name in ("mnist", "emnist"):
-        x = split.data  # uint8 tensor (N, 28, 28) exactly as stored in the IDX file
-        if name == "emnist":
-            # The EMNIST IDX files were converted from NIST's column-major MATLAB arrays,
-            # so every image is stored transposed (Cohen et al. 2017; torchvision leaves
-            # .data as stored). Transpose back so characters stand upright, as in MNIST.
-            x = x.transpose(1, 2)
-        return x[:, None], split.targets.to(torch.int64)
-    # CIFAR: a numpy uint8 array (N, 32, 32, 3), channels last, and a list of ints.
-    return torch.from_numpy(split.data).permute(0, 3, 1, 2), torch.as_tensor(split.targets, dtype=torch.int64)
+def _from_idx_files(spec: DatasetSpec, files: dict[str, Path]) -> Dataset:
+    """The four (Fashion-)MNIST IDX files found by :func:`_find_idx_files` -> a normalized :class:`Dataset`."""
+    arrays = {key: torch.from_numpy(read_idx(path)) for key, path in files.items()}
+    for key in ("train_images", "test_images"):
+        if arrays[key].ndim != 3:
+            raise DataError(f"{spec.title} {key.replace('_', ' ')} in {str(files[key])!r} have shape "
+                            f"{tuple(arrays[key].shape)}; expected (N, {spec.input_shape[1]}, {spec.input_shape[2]})")
+    return _from_uint8(spec, arrays["train_images"][:, None], arrays["train_labels"],
+                       arrays["test_images"][:, None], arrays["test_labels"])
 
 
-def _load_torchvision(name: str, data_dir: str | None) -> Dataset:
-    """One of MNIST, EMNIST, CIFAR-10/100 through torchvision, from disk if present, else downloaded.
+def _read_fashion_mnist(spec: DatasetSpec, folder: Path | None) -> Dataset:
+    """Fashion-MNIST's IDX files.
 
-    ``data_dir`` (default :data:`DEFAULT_ROOT`) is torchvision's ``root``. The files
-    are tried with ``download=False`` first, so a copy already on disk is used without
-    touching the network; MNIST also accepts the four IDX files directly in
-    ``data_dir`` (the layout of the Debian Fashion-MNIST package).
+    From the folder named (or its torchvision layout ``FashionMNIST/raw``), else
+    downloaded into it; without one, from the Debian package's directory, else
+    downloaded to :data:`DEFAULT_ROOT`. A folder the user named is never
+    swapped for the system copy.
     """
-    spec = _TORCHVISION[name]
-    root = Path(data_dir or DEFAULT_ROOT).expanduser()
+    if folder is not None:
+        candidates = [folder, folder / "FashionMNIST" / "raw"]    # (raw: where a torchvision download left them)
+    else:
+        candidates = [Path(SYSTEM_FASHION_MNIST_DIR)]
+    for directory in candidates:
+        files = _find_idx_files(directory)
+        if files is not None:
+            return _from_idx_files(spec, files)
+    # Last resort, for users online (e.g. Colab): torchvision downloads the same IDX files.
+    root = folder if folder is not None else Path(DEFAULT_ROOT).expanduser()
+    try:
+        from torchvision.datasets import FashionMNIST
+
+        train = FashionMNIST(root=str(root), train=True, download=True)
+        test = FashionMNIST(root=str(root), train=False, download=True)
+    except Exception as e:  # no torchvision, no network, a mirror down: all mean the same to the user
+        where = ", ".join(repr(str(c)) for c in candidates)
+        if folder is not None:
+            advice = (f"Put {spec.files} in {str(folder)!r}, or give no data_dir= to use the Debian package's copy "
+                      "('apt-get install dataset-fashion-mnist')")
+        else:
+            advice = ("Install it with 'apt-get install dataset-fashion-mnist' (Debian/Ubuntu), or pass data_dir= "
+                      f"a directory holding {spec.files}")
+        raise DataError(f"Fashion-MNIST not found in {where} and the download to {str(root)!r} failed "
+                        f"({type(e).__name__}: {e}). {advice}") from e
+    return _from_uint8(spec, train.data[:, None], train.targets, test.data[:, None], test.targets)
+
+
+def _split_arrays(split, transposed: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """A torchvision dataset's stored arrays as (uint8 (N, C, H, W), int64 (N,)); no DataLoader."""
+    if isinstance(split.data, np.ndarray):
+        # CIFAR: a numpy uint8 array (N, 32, 32, 3), channels last, and a list of ints.
+        return torch.from_numpy(split.data).permute(0, 3, 1, 2), torch.as_tensor(split.targets, dtype=torch.int64)
+    x = split.data  # (E)MNIST: a uint8 tensor (N, 28, 28) exactly as stored in the IDX file
+    if transposed:
+        x = x.transpose(1, 2)
+    return x[:, None], split.targets.to(torch.int64)
+
+
+def _read_torchvision(cls_name: str, spec: DatasetSpec, folder: Path | None, *, options: dict | None = None,
+                      transposed: bool = False, flat_idx_files: bool = False) -> Dataset:
+    """``torchvision.datasets.<cls_name>`` with ``root`` = the folder named, or :data:`DEFAULT_ROOT`.
+
+    The files are tried with ``download=False`` first, so a copy already on disk
+    is used without touching the network; then, with ``flat_idx_files``, the
+    four IDX files directly in the folder named (the layout of the Debian
+    Fashion-MNIST package); then a download into ``root``. ``transposed``: the
+    images are stored transposed (EMNIST) and are turned upright.
+    """
+    root = folder if folder is not None else Path(DEFAULT_ROOT).expanduser()
     try:
         import torchvision.datasets as tv_datasets
     except ImportError as e:
-        raise DataError(f"dataset {name!r} is read through torchvision, which is not installed: "
+        raise DataError(f"dataset {spec.name!r} is read through torchvision, which is not installed: "
                         "pip install torchvision") from e
-    cls = getattr(tv_datasets, spec.cls)
+    cls = getattr(tv_datasets, cls_name)
 
     def both(download: bool):
-        return [cls(root=str(root), train=train, download=download, **spec.options) for train in (True, False)]
+        return [cls(root=str(root), train=train, download=download, **(options or {})) for train in (True, False)]
+
+    def dataset(splits) -> Dataset:
+        return _from_uint8(spec, *_split_arrays(splits[0], transposed), *_split_arrays(splits[1], transposed))
 
     try:
         splits = both(download=False)
@@ -380,17 +405,14 @@ def _load_torchvision(name: str, data_dir: str | None) -> Dataset:
         absent = e
     except Exception as e:  # present but unreadable (truncated IDX, bad pickle, ...)
         raise DataError(f"{spec.title} files under {str(root)!r} could not be read ({type(e).__name__}: {e}); "
-                        "delete them to download afresh, or pass data_dir= a directory holding "
-                        f"{spec.files}") from e
+                        f"delete them to download afresh, or pass data_dir= a directory holding {spec.files}") from e
     else:
-        return _from_uint8(name, spec, *_images_labels(name, splits[0]), *_images_labels(name, splits[1]))
+        return dataset(splits)
 
-    if name == "mnist" and data_dir is not None:
-        files = _find_idx_files(Path(data_dir).expanduser())
+    if flat_idx_files and folder is not None:
+        files = _find_idx_files(folder)
         if files is not None:
-            arrays = {key: torch.from_numpy(read_idx(path)) for key, path in files.items()}
-            return _from_uint8(name, spec, arrays["train_images"][:, None], arrays["train_labels"],
-                               arrays["test_images"][:, None], arrays["test_labels"])
+            return _from_idx_files(spec, files)
     # Not on disk: download (users online, e.g. in Colab, get it once into root).
     try:
         splits = both(download=True)
@@ -398,13 +420,73 @@ def _load_torchvision(name: str, data_dir: str | None) -> Dataset:
         raise DataError(
             f"{spec.title} is not in {str(root)!r} ({absent}) and the download failed "
             f"({type(e).__name__}: {e}). Run once with network access (e.g. in Colab) to download it to "
-            f"{DEFAULT_ROOT}, or pass data_dir= a directory holding {spec.files}"
+            f"{str(root)!r}, or pass data_dir= a directory holding {spec.files}"
         ) from e
-    return _from_uint8(name, spec, *_images_labels(name, splits[0]), *_images_labels(name, splits[1]))
+    return dataset(splits)
 
 
-_LOADERS = {"digits": lambda data_dir: _load_digits(), "fashion-mnist": _load_fashion_mnist,
-            **{name: (lambda data_dir, name=name: _load_torchvision(name, data_dir)) for name in _TORCHVISION}}
+# ---------------------------------------------------------------------------
+# The registry
+# ---------------------------------------------------------------------------
+
+_DOWNLOADED = f"{DEFAULT_ROOT}, where it is downloaded on first use"
+
+DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
+    DatasetSpec(
+        name="digits", title="scikit-learn's digits", description="scikit-learn's 8x8 handwritten digits",
+        source="bundled, no download", input_shape=(1, 8, 8), num_classes=10, train_size=1438, test_size=359,
+        reader=_read_digits),
+    DatasetSpec(
+        name="fashion-mnist", title="Fashion-MNIST", description="Fashion-MNIST 28x28 grey images",
+        source="Debian package dataset-fashion-mnist, --data-dir, or download",
+        input_shape=(1, 28, 28), num_classes=10, train_size=60_000, test_size=10_000,
+        reader=_read_fashion_mnist,
+        files=", ".join(f"{stem}.gz" for stem in _FASHION_FILES.values()) + " (or unzipped)",
+        default_place=f"the Debian package's copy in {SYSTEM_FASHION_MNIST_DIR}, else a download to {DEFAULT_ROOT}",
+        mean=(FASHION_MNIST_MEAN,), std=(FASHION_MNIST_STD,)),
+    DatasetSpec(
+        name="mnist", title="MNIST", description="MNIST 28x28 grey digits",
+        source="--data-dir or torchvision download", input_shape=(1, 28, 28), num_classes=10,
+        train_size=60_000, test_size=10_000,
+        reader=partial(_read_torchvision, "MNIST", flat_idx_files=True),
+        files="MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte (torchvision's layout), "
+              "or those four files, plain or .gz, directly",
+        default_place=_DOWNLOADED, mean=MNIST_MEAN, std=MNIST_STD),
+    DatasetSpec(
+        name="emnist", title=f"EMNIST ({EMNIST_SPLIT})",
+        description=f"EMNIST split '{EMNIST_SPLIT}' (digits and upper/lower-case letters, the 62 classes of the "
+                    "FedSAM/MoFedSAM paper), 28x28 grey",
+        source="--data-dir or torchvision download", input_shape=(1, 28, 28), num_classes=62,
+        train_size=697_932, test_size=116_323,
+        # The EMNIST IDX files were converted from NIST's column-major MATLAB arrays, so every
+        # image is stored transposed (Cohen et al. 2017); torchvision leaves .data as stored.
+        reader=partial(_read_torchvision, "EMNIST", options={"split": EMNIST_SPLIT}, transposed=True),
+        files=f"EMNIST/raw/emnist-{EMNIST_SPLIT}-{{train,test}}-{{images-idx3,labels-idx1}}-ubyte",
+        default_place=_DOWNLOADED, mean=MNIST_MEAN, std=MNIST_STD),
+    DatasetSpec(
+        name="cifar10", title="CIFAR-10", description="CIFAR-10 32x32 colour images",
+        source="--data-dir or torchvision download", input_shape=(3, 32, 32), num_classes=10,
+        train_size=50_000, test_size=10_000, reader=partial(_read_torchvision, "CIFAR10"),
+        files="cifar-10-batches-py/ (unpacked from cifar-10-python.tar.gz)", default_place=_DOWNLOADED,
+        augmentation="crop-flip", mean=CIFAR10_MEAN, std=CIFAR10_STD),
+    DatasetSpec(
+        name="cifar100", title="CIFAR-100", description="CIFAR-100 32x32 colour images, fine labels",
+        source="--data-dir or torchvision download", input_shape=(3, 32, 32), num_classes=100,
+        train_size=50_000, test_size=10_000, reader=partial(_read_torchvision, "CIFAR100"),
+        files="cifar-100-python/ (unpacked from cifar-100-python.tar.gz)", default_place=_DOWNLOADED,
+        augmentation="crop-flip", mean=CIFAR100_MEAN, std=CIFAR100_STD),
+]}
+
+
+def dataset_shape(name: str) -> tuple[tuple[int, int, int], int]:
+    """``(input_shape, num_classes)`` of a dataset of :data:`DATASETS`, without loading it."""
+    return _spec(name).input_shape, _spec(name).num_classes
+
+
+def _spec(name: str) -> DatasetSpec:
+    if name not in DATASETS:
+        raise DataError(f"unknown dataset {name!r}; allowed: {', '.join(sorted(DATASETS))}")
+    return DATASETS[name]
 
 
 def stratified_subset(labels: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -439,15 +521,16 @@ def load_dataset(name: str, *, data_dir: str | None = None, train_size: int | No
                  test_size: int | None = None, seed: int = 0) -> Dataset:
     """Load a dataset of :data:`DATASETS` as normalized tensors.
 
-    ``data_dir``: where the files are (for the torchvision datasets, torchvision's
-    ``root``, default :data:`DEFAULT_ROOT`, where a missing dataset is downloaded to).
+    ``data_dir``: an existing folder with the dataset's files (for the torchvision
+    datasets, torchvision's ``root``, where a missing dataset is downloaded to); a
+    folder that does not exist is refused before anything is read or created.
+    Without it: Fashion-MNIST's Debian copy, or :data:`DEFAULT_ROOT`. The bundled
+    digits take none. What each dataset's folder must hold is ``DATASETS[name].files``.
 
     ``train_size`` / ``test_size`` take a stratified random subset of each split
     (seeded by ``seed``), for fast runs; they must not exceed what is available.
     """
-    if name not in _LOADERS:
-        raise DataError(f"unknown dataset {name!r}; allowed: {', '.join(sorted(DATASETS))}")
-    ds = _LOADERS[name](data_dir)
+    ds = _spec(name).load(data_dir)
     rng = np.random.default_rng(seed)
     if train_size is not None:
         k = _check_size(train_size, len(ds.y_train), "train_size")

@@ -126,7 +126,7 @@ def train_classifier(model: nn.Module, x: Tensor, y: Tensor, *, steps: int, lr: 
         loss = F.cross_entropy(model(x[idx]), y[idx])
         if not torch.isfinite(loss):         # a diverged shadow would surface later as NaN attack scores
             raise DivergenceError(f"training the classifier (e.g. the attack's shadow model) diverged at step "
-                                  f"{step + 1} of {steps}: loss {float(loss)}; lower lr={lr} (or momentum="
+                                  f"{step + 1} of {steps}: loss {float(loss.detach())}; lower lr={lr} (or momentum="
                                   f"{momentum}), e.g. with client_membership_auc(..., shadow_lr=...)")
         loss.backward()
         opt.step()

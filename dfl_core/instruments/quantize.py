@@ -1,27 +1,58 @@
 r"""The b-bit quantizer of quantized DFedAvgM (Sun et al., "Decentralized Federated Averaging", §3.2).
 
-*Reconstructed.* The seed text of §3.2 lost its symbols; what survives is:
-"given a constant [s] and the limited bit number [b], the representable range
-is [...]. For any [v] with [v in range], we can find an integer [k] such that
-[ks ≤ v < (k+1)s] and we then use [ks or (k+1)s] to replace [v]" (deterministic),
-a stochastic rule that "is unbiased", the coordinate-wise multi-dimensional
-operator (6), the error bound "if [v is in range]" for both rules, and "client
-i just needs to send the pair [(s, integers)] ... whose representation requires
-[d·b + 32] bits rather than [32d] bits". From this we take, with
-:math:`L = 2^{b-1}`:
+*Reconstructed.* The seed text of §3.2 lost its symbols; what survives is
+(verbatim, with the gaps where the formulas were): "Given a constant and the
+limited bit number , the representable range is then . For any with , we can
+find an integer such that and we then use to replace . The above quantization
+scheme is deterministic, which can be written as for ; Besides the
+deterministic rule, the stochastic quantization uses the following scheme ...
+It is easy to see that the stochastic quantization is unbiased ... When is
+small, deterministic and stochastic quantization schemes perform very
+similarly", then the coordinate-wise operator (6), "For both deterministic and
+stochastic quantization schemes, we have if for ", and "client just needs to
+send the pair to , whose representation requires bits rather than bits".
+From this we take, with :math:`L = 2^{b-1}` and a step s:
 
 * representable values :math:`\{k s : k \in \{-L, \dots, L-1\}\}`, the range of
   a b-bit two's-complement integer times the step s;
-* deterministic rounding to the nearest level, ties up:
-  :math:`Q(v) = s \cdot \mathrm{clip}(\lfloor v/s + 1/2 \rfloor, -L, L-1)`,
-  so :math:`|Q(v) - v| \le s/2` for v in :math:`[-Ls, (L-1)s]`;
-* stochastic rounding: :math:`k = \lfloor v/s \rfloor`, round up to k + 1 with
+* the deterministic rule, in two readings (``rounding=``):
+
+  - ``"nearest"`` (the default, this engine's behaviour since it was written):
+    :math:`Q(v) = s \cdot \mathrm{clip}(\lfloor v/s + 1/2 \rfloor, -L, L-1)`,
+    ties up, so :math:`|Q(v) - v| \le s/2` for v in :math:`[-Ls, (L-1)s]`;
+  - ``"floor"``: the integer k with :math:`ks \le v < (k+1)s`, i.e.
+    :math:`Q(v) = s \cdot \mathrm{clip}(\lfloor v/s \rfloor, -L, L-1)`, so
+    :math:`0 \le v - Q(v) < s` for v in :math:`[-Ls, Ls)`;
+
+* ``"stochastic"``: :math:`k = \lfloor v/s \rfloor`, round up to k + 1 with
   probability :math:`v/s - k`, then clip; unbiased (:math:`E\,Q(v) = v`) and
   :math:`|Q(v) - v| < s` for v in range;
 * a vector is quantized coordinate by coordinate, eq. (6).
 
-Outside the range both rules clip (saturate) to the end levels; that part of
+Outside the range every rule clips (saturates) to the end levels; that part of
 the error is not bounded by s.
+
+**Which deterministic rule the text supports.** "we can find an integer such
+that and we then use to replace": an integer is found by a lost condition, and
+one lost expression replaces v. The stochastic rule that follows chooses
+between the two levels around v, so the condition it needs is
+:math:`ks \le v < (k+1)s`; if that is the lost condition, the single
+expression that then replaces v is most naturally ks, i.e. rounding down. A
+nearest rule would have to say which of ks and (k+1)s, or find k by another
+condition (:math:`|v - ks| \le s/2`); the gap may have held that, but nothing
+around it suggests it. Second, "For both deterministic and stochastic
+quantization schemes, we have [a bound] if [v is in range]": one bound is
+stated for both rules. It must hold for the stochastic error, which comes
+arbitrarily close to s, and rounding down's error is below s too, so one bound
+fits both tightly; rounding to nearest would meet it with room to spare (its
+own bound is s/2), and no separate bound for it survives. So the surviving words support
+``"floor"`` at least as well as ``"nearest"``, and slightly better; the symbols
+would settle it, and they are lost. The default stays ``"nearest"`` so that
+earlier results do not change; ``dfedavgm-q`` uses it until the config passes
+a reading through (a field such as ``quant_rounding``). A level computed in
+floating point, k·s/s, can come out a hair below k; ``"floor"`` counts a value
+within a few ulps of a level as that level, so levels quantize to themselves
+and the adaptive step below puts the largest entry exactly on the top level.
 
 **Choosing s (our choice, not the paper's).** The paper takes s as a given
 constant. When ``step`` is ``None`` we choose it per message from the data,
@@ -38,12 +69,16 @@ import torch
 from torch import Tensor
 
 __all__ = ["quantize", "encode", "decode", "Encoded", "adaptive_step", "quantize_levels",
-           "message_bits", "SCALE_BITS", "MAX_BITS"]
+           "message_bits", "SCALE_BITS", "MAX_BITS", "ROUNDINGS"]
 
 #: Bits for the scale s sent with every quantized message (one float32).
 SCALE_BITS = 32
 #: Largest supported b (the integer payload is held in an int32).
 MAX_BITS = 32
+#: The rounding rules: the two readings of the deterministic rule, and the unbiased stochastic one.
+ROUNDINGS = ("nearest", "floor", "stochastic")
+#: Ulps within which ``"floor"`` counts v/s as the integer above it (float division's error is about 1 ulp).
+_LEVEL_ULPS = 4
 
 
 def quantize_levels(bits: int) -> tuple[int, int]:
@@ -66,7 +101,19 @@ def adaptive_step(v: Tensor, bits: int, dim: int | None = -1) -> Tensor:
     return torch.where(amax > 0, amax / top, torch.ones_like(amax))
 
 
-def _levels(v: Tensor, bits: int, step: float | Tensor | None, stochastic: bool,
+def _rounding_rule(rounding: str, stochastic: bool) -> str:
+    """``rounding``, with the older ``stochastic=True`` meaning ``rounding="stochastic"``."""
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"rounding={rounding!r} is not a rounding rule; allowed: "
+                         + ", ".join(repr(r) for r in ROUNDINGS))
+    if stochastic:
+        if rounding not in ("nearest", "stochastic"):       # "nearest" is only the default here
+            raise ValueError(f"stochastic=True contradicts rounding={rounding!r}; give rounding='stochastic' alone")
+        return "stochastic"
+    return rounding
+
+
+def _levels(v: Tensor, bits: int, step: float | Tensor | None, rounding: str,
             generator: torch.Generator | None, dim: int | None) -> tuple[Tensor, Tensor]:
     """Integer levels k (as floats in v's dtype) and the step s used, before scaling back."""
     low, high = quantize_levels(bits)
@@ -79,17 +126,22 @@ def _levels(v: Tensor, bits: int, step: float | Tensor | None, stochastic: bool,
         if not bool((s > 0).all()):
             raise ValueError(f"step must be positive, got {step!r}")
     u = v / s
-    if stochastic:
+    if rounding == "stochastic":
         noise = torch.rand(v.shape, generator=generator, dtype=v.dtype).to(v.device)
         k = torch.floor(u)
         k = k + (noise < (u - k)).to(v.dtype)           # up with probability u - floor(u)
+    elif rounding == "floor":
+        k = torch.floor(u)                               # k s <= v < (k + 1) s ...
+        # ... where u = v/s, rounded, may fall a few ulps short of the level k + 1 that v is
+        slack = _LEVEL_ULPS * torch.finfo(v.dtype).eps * (k + 1).abs().clamp(min=1)
+        k = torch.where(k + 1 - u <= slack, k + 1, k)
     else:
         k = torch.floor(u + 0.5)                         # nearest level, ties up
     return k.clamp_(low, high), s
 
 
-def quantize(v: Tensor, bits: int, step: float | Tensor | None = None, *, stochastic: bool = False,
-             generator: torch.Generator | None = None, dim: int | None = -1) -> Tensor:
+def quantize(v: Tensor, bits: int, step: float | Tensor | None = None, *, rounding: str = "nearest",
+             stochastic: bool = False, generator: torch.Generator | None = None, dim: int | None = -1) -> Tensor:
     r"""Q(v): every coordinate of ``v`` replaced by its b-bit level :math:`k s`, in v's dtype and shape.
 
     Args:
@@ -98,11 +150,14 @@ def quantize(v: Tensor, bits: int, step: float | Tensor | None = None, *, stocha
         step: s, a positive number or a tensor broadcastable against ``v``
             (e.g. one step per row); ``None`` chooses it per message by
             :func:`adaptive_step` along ``dim``.
-        stochastic: unbiased stochastic rounding instead of rounding to nearest.
+        rounding: ``"nearest"`` (default; ties up), ``"floor"`` (the k with
+            :math:`ks \le v < (k+1)s`) or ``"stochastic"`` (unbiased); the
+            module docstring says which reading of §3.2 each is.
+        stochastic: ``True`` is ``rounding="stochastic"`` (the older spelling).
         generator: the random stream of stochastic rounding (drawn on the CPU).
         dim: the message axis for the adaptive step (``None``: one message).
     """
-    k, s = _levels(v, bits, step, stochastic, generator, dim)
+    k, s = _levels(v, bits, step, _rounding_rule(rounding, stochastic), generator, dim)
     return k * s
 
 
@@ -124,14 +179,14 @@ def _int_dtype(bits: int) -> torch.dtype:
     return torch.int8 if bits <= 8 else torch.int16 if bits <= 16 else torch.int32
 
 
-def encode(v: Tensor, bits: int, step: float | Tensor | None = None, *, stochastic: bool = False,
-           generator: torch.Generator | None = None, dim: int | None = -1) -> Encoded:
+def encode(v: Tensor, bits: int, step: float | Tensor | None = None, *, rounding: str = "nearest",
+           stochastic: bool = False, generator: torch.Generator | None = None, dim: int | None = -1) -> Encoded:
     """The message for ``v``: the integer levels in the smallest integer type holding b bits, and s.
 
     ``decode(encode(v, ...))`` equals ``quantize(v, ...)`` with the same arguments
     (and the same generator state, for stochastic rounding).
     """
-    k, s = _levels(v, bits, step, stochastic, generator, dim)
+    k, s = _levels(v, bits, step, _rounding_rule(rounding, stochastic), generator, dim)
     return Encoded(payload=k.to(_int_dtype(bits)), scale=s, bits=bits)
 
 

@@ -8,7 +8,7 @@ per-seed paired difference isolates it.
 """
 from __future__ import annotations
 
-from . import Experiment
+from .runner import Experiment
 from .measures import flatness_and_gap, membership
 
 __all__ = ["EXPERIMENTS"]

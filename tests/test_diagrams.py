@@ -1,0 +1,85 @@
+"""The book's conceptual diagrams (dfl_core.diagrams): each builds, deterministically, with what it promises."""
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from dfl_core import diagrams  # noqa: E402
+
+DIAGRAMS = [name for name in diagrams.__all__ if callable(getattr(diagrams, name))]
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def artists(fig: Figure, gid: str) -> list:
+    return [a for ax in fig.axes for a in ax.get_children() if a.get_gid() == gid]
+
+
+def png(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=40, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def test_every_chapter_has_a_diagram_whose_docstring_names_it():
+    chapters = {"00", "01", "02", "02b", "03", "03b", "04", "05", "06", "07", "08", "09", "90"}
+    assert set(diagrams.BY_CHAPTER) == chapters
+    for chapter, names in diagrams.BY_CHAPTER.items():
+        for name in names:
+            assert name in DIAGRAMS and chapter in getattr(diagrams, name).__doc__.split(":")[0], (chapter, name)
+    assert {n for names in diagrams.BY_CHAPTER.values() for n in names} == set(DIAGRAMS)
+
+
+@pytest.mark.parametrize("name", DIAGRAMS)
+def test_diagram_builds_and_is_deterministic(name: str):
+    first = getattr(diagrams, name)()
+    assert isinstance(first, Figure) and first.axes
+    again = getattr(diagrams, name)()
+    assert png(first) == png(again), f"{name} draws a different picture on a second call"
+
+
+def test_the_torus_shows_wrap_edges_that_the_grid_lacks():
+    fig = diagrams.topology_gallery(("grid", "torus"), m=16)
+    grid, torus = fig.axes
+    wraps = lambda ax: [a for a in ax.get_children() if a.get_gid() == "wrap-edge"]  # noqa: E731
+    assert wraps(grid) == [] and len(wraps(torus)) == 8          # 4 rows and 4 columns close on a 4 x 4 torus
+    assert "λ = " in torus.get_title()
+
+
+def test_chapter_map_has_every_chapter_and_dependency():
+    fig = diagrams.chapter_map()
+    assert len(artists(fig, "chapter")) == len(diagrams.CHAPTERS) == 13
+    assert len(artists(fig, "depends")) == sum(len(v) for v in diagrams.CHAPTER_DEPENDENCIES.values())
+
+
+def test_rank_layout_sends_only_across_ranks():
+    assert len(artists(diagrams.rank_layout(8, 4, "ring"), "message")) == 4     # 1-2, 3-4, 5-6, 7-0
+    assert len(artists(diagrams.rank_layout(8, 2, "ring"), "message")) == 2     # 3-4, 7-0
+    assert len(artists(diagrams.rank_layout(8, 4, "complete"), "message")) == 28 - 4   # all pairs but in-rank ones
+
+
+def test_gossip_step_and_mgs_use_the_engines_ring():
+    fig = diagrams.gossip_step()
+    assert "sum = 12" in fig.axes[0].get_title() and "sum = 12" in fig.axes[1].get_title()
+    fig = diagrams.mgs_contraction(m=8, Q=4)
+    lines = [a for a in fig.axes[0].get_lines() if a.get_gid() == "client"]
+    assert len(lines) == 8
+    spread = np.ptp(np.array([line.get_ydata() for line in lines]), axis=0)
+    assert np.all(np.diff(spread) < 0), "each gossip step must shrink the spread"
+
+
+def test_quantizer_has_two_to_the_b_levels():
+    fig = diagrams.quantizer_levels(bits=3, value=1.3)
+    levels = [a for a in fig.axes[0].get_lines() if a.get_gid() == "level"]
+    assert len(levels) == 3 and all(len(line.get_xdata()) == 8 for line in levels)

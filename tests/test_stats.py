@@ -1,0 +1,174 @@
+"""Paired comparisons over seeds (dfl_core.stats) on cases whose answer is known."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as sps
+
+from dfl_core.stats import (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, PairedComparison, compare_paired, markdown_table,
+                            summarize)
+
+
+def test_t_interval_by_hand():
+    # d = 1, 2, 3, 4, 5: mean 3, s_d = sqrt(2.5), t_{0.975, 4} = 2.7764451 (printed tables)
+    c = compare_paired([11, 12, 13, 14, 15], [10, 10, 10, 10, 10])
+    half = 2.7764451 * math.sqrt(2.5) / math.sqrt(5)
+    assert c.diffs == (1, 2, 3, 4, 5) and c.n == 5 and c.method == "t"
+    assert (c.mean, c.std) == pytest.approx((3.0, math.sqrt(2.5)))
+    assert (c.low, c.high) == pytest.approx((3 - half, 3 + half), abs=1e-6)
+    assert (c.low, c.high) == pytest.approx((1.0368, 4.9632), abs=1e-4)
+    assert c.verdict == "REPRODUCED" and c.expect == "greater"
+    # the same interval as scipy's own
+    lo, hi = sps.t.interval(0.95, 4, loc=3, scale=math.sqrt(2.5 / 5))
+    assert (c.low, c.high) == pytest.approx((lo, hi))
+    # confidence 0.90 uses t_{0.95, 4} = 2.1318468
+    c90 = compare_paired([11, 12, 13, 14, 15], [10] * 5, confidence=0.90)
+    assert c90.high - c90.mean == pytest.approx(2.1318468 * math.sqrt(0.5), abs=1e-6)
+
+
+def test_symmetric_differences_give_an_interval_around_zero():
+    c = compare_paired([1, -1, 2, -2, 0.5, -0.5], [0] * 6)
+    assert c.mean == pytest.approx(0) and c.low < 0 < c.high
+    assert c.low == pytest.approx(-c.high)
+    assert c.verdict == "UNRESOLVED"
+    assert c.detectable > c.high                   # 80% power needs more than the half-width
+
+
+def test_a_large_consistent_effect_is_reproduced_and_its_mirror_reversed():
+    better = [90.1, 91.3, 89.7, 90.8, 90.5]
+    worse = [85.0, 86.1, 84.9, 85.7, 85.2]
+    c = compare_paired(better, worse)
+    assert c.verdict == "REPRODUCED" and c.low > 4
+    m = compare_paired(worse, better)
+    assert m.verdict == "REVERSED" and m.high < -4
+    # a claim that a < b: the mirror reproduces it, the original reverses it
+    assert compare_paired(worse, better, expect="less").verdict == "REPRODUCED"
+    assert compare_paired(better, worse, expect="less").verdict == "REVERSED"
+    assert compare_paired([1, -1, 2, -2], [0] * 4, expect="less").verdict == "UNRESOLVED"
+
+
+def test_pairing_matters_a_shared_seed_effect_cancels():
+    # each seed shifts both methods alike; the unpaired spread is large, the paired one is small
+    seed_effect = [0.0, 5.0, -4.0, 8.0, -6.0]
+    a = [s + 1.0 + e for s, e in zip(seed_effect, [0.1, -0.1, 0.0, 0.05, -0.05])]
+    c = compare_paired(a, seed_effect)
+    assert c.verdict == "REPRODUCED" and c.std < 0.1
+
+
+def test_mde_formula_and_power_by_monte_carlo():
+    n, sigma = 5, 1.0
+    # differences with mean 0 and sample sd exactly sigma
+    base = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])
+    base = base / base.std(ddof=1) * sigma
+    c = compare_paired(base, np.zeros(n))
+    t_crit, t_pow = sps.t.ppf(0.975, n - 1), sps.t.ppf(0.8, n - 1)
+    mde = (t_crit + t_pow) * sigma / math.sqrt(n)
+    assert c.detectable == pytest.approx(mde)
+    assert c.detectable == pytest.approx((2.7764451 + 0.9409646) / math.sqrt(5), abs=1e-6)
+    # independent check: the exact power at this effect (non-central t) is close to 0.8 ...
+    exact = 1 - sps.nct.cdf(t_crit, n - 1, mde * math.sqrt(n) / sigma)
+    assert exact == pytest.approx(0.791, abs=0.002)
+    # ... and a simulated design with true effect = MDE is resolved about 80% of the time
+    rng = np.random.default_rng(12345)
+    trials = 5000                                                # about 1 s; Monte Carlo sd ≈ 0.006
+    hits = sum(compare_paired(rng.normal(mde, sigma, n), np.zeros(n)).verdict == "REPRODUCED"
+               for _ in range(trials))
+    assert hits / trials == pytest.approx(exact, abs=0.025)      # ≈ 4 Monte Carlo sd (this seed: 0.784)
+    assert hits / trials == pytest.approx(0.8, abs=0.03)
+
+
+def test_mde_scales_like_one_over_root_n():
+    rng = np.random.default_rng(0)
+    d = rng.normal(0, 1, 400)
+    small, large = compare_paired(d[:100], np.zeros(100)), compare_paired(d, np.zeros(400))
+    assert small.detectable / large.detectable == pytest.approx(2 * small.std / large.std, rel=0.02)
+
+
+def test_bootstrap_on_a_fixed_seed():
+    a, b = [11, 12, 13, 14, 15], [10] * 5
+    c = compare_paired(a, b, method="bootstrap")
+    assert c.method == "bootstrap" and c == compare_paired(a, b, method="bootstrap")   # reproducible
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    d = np.array([1.0, 2, 3, 4, 5])
+    means = d[rng.integers(0, 5, size=(BOOTSTRAP_RESAMPLES, 5))].mean(axis=1)
+    assert (c.low, c.high) == pytest.approx(tuple(np.quantile(means, [0.025, 0.975])))
+    # percentile bootstrap is narrower than t with 5 seeds, and stays inside [min d, max d]
+    t = compare_paired(a, b)
+    assert t.low < c.low and c.high < t.high and 1 <= c.low and c.high <= 5
+    assert c.detectable == pytest.approx((1.959964 + 0.841621) * means.std(ddof=1), rel=1e-5)
+    assert c.verdict == "REPRODUCED"
+
+
+@pytest.mark.parametrize("method", ["t", "bootstrap"])
+def test_all_differences_equal(method):
+    c = compare_paired([3.0, 4.0, 5.0], [2.0, 3.0, 4.0], method=method)
+    assert (c.mean, c.std, c.low, c.high, c.detectable, c.verdict) == (1, 0, 1, 1, 0, "REPRODUCED")
+    assert compare_paired([2.0, 3.0], [3.0, 4.0], method=method).verdict == "REVERSED"
+    same = compare_paired([96.66, 97.5], [96.66, 97.5], method=method)
+    assert (same.low, same.high, same.verdict) == (0, 0, "UNRESOLVED")
+    assert str(same) == "+0.00 [+0.00, +0.00], n=2, UNRESOLVED (identical in every seed)"
+
+
+def test_one_line_format():
+    c = compare_paired([11, 12, 13, 14, 15], [10] * 5)
+    assert str(c) == "+3.00 [+1.04, +4.96], n=5, REPRODUCED"
+    u = compare_paired([1, -1, 2, -2, 0.5], [0] * 5, label="ring: A > B")
+    assert str(u) == f"ring: A > B: +0.10 [−1.88, +2.08], n=5, UNRESOLVED (could detect ≥ 2.65)"
+    assert u.format(label=False).startswith("+0.10 [−1.88")
+    assert "−" in str(compare_paired([0, 0], [1, 1.5])) and "-" not in str(compare_paired([0, 0], [1, 1.5]))
+
+
+def test_summarize_and_markdown_table():
+    cs = [compare_paired([5, 6, 7], [1, 2, 3.5], label="A beats B"),
+          compare_paired([1, 2, 3.5], [5, 6, 7], label="B beats A"),
+          compare_paired([1, -1, 2], [0, 0, 0], label="C beats D")]
+    assert summarize(cs) == {"REPRODUCED": 1, "REVERSED": 1, "UNRESOLVED": 1}
+    assert summarize([]) == {"REPRODUCED": 0, "REVERSED": 0, "UNRESOLVED": 0}
+    md = markdown_table(cs).splitlines()
+    assert md[0] == "| claim | mean Δ | 95% CI | detectable | verdict |"
+    assert len(md) == 5 and md[2] == "| A beats B | +3.83 | [+3.12, +4.55] | 0.89 | REPRODUCED |"
+    assert md[3].startswith("| B beats A | −3.83 | [−4.55, −3.12] |")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(a=[1, 2, 3], b=[1, 2]), "one value per seed for the same seeds; got 3 and 2 values"),
+    (dict(a=[1], b=[2]), "needs at least 2 seeds (the book's rule: 5); got 1"),
+    (dict(a=[], b=[]), "needs at least 2 seeds"),
+    (dict(a=[1, float("nan")], b=[1, 2]), "a[1] is nan; every value must be a finite number"),
+    (dict(a=[1, 2], b=[float("inf"), 2]), "b[0] is inf; every value must be a finite number"),
+    (dict(a=[1e308, 1], b=[-1e308, 2]), "a[0] − b[0] overflows to inf"),
+    (dict(a=[1, 2], b=[2, 3], expect="bigger"), "expect must be one of 'greater', 'less'; got 'bigger'"),
+    (dict(a=[1, 2], b=[2, 3], method="z"), "method must be one of 't', 'bootstrap'; got 'z'"),
+    (dict(a=[1, 2], b=[2, 3], confidence=95), "confidence must be a number strictly between 0 and 1; got 95"),
+    (dict(a=[1, 2], b=[2, 3], confidence=1.0), "confidence must be a number strictly between 0 and 1; got 1.0"),
+    (dict(a=[1, 2], b=[2, 3], power=0), "power must be a number strictly between 0 and 1; got 0"),
+    (dict(a=[1, 2], b=[2, 3], power="high"), "power must be a number strictly between 0 and 1; got 'high'"),
+])
+def test_bad_input_is_refused_with_a_clear_message(kwargs, message):
+    a, b = kwargs.pop("a"), kwargs.pop("b")
+    with pytest.raises(ValueError) as err:
+        compare_paired(a, b, **kwargs)
+    assert message in str(err.value)
+
+
+values = st.floats(-1000, 1000, allow_nan=False, allow_subnormal=False)
+
+
+@settings(max_examples=150, deadline=None)
+@given(pairs=st.lists(st.tuples(values, values), min_size=2, max_size=10),
+       method=st.sampled_from(["t", "bootstrap"]), expect=st.sampled_from(["greater", "less"]))
+def test_swapping_a_and_b_negates_the_difference_and_swaps_the_verdict(pairs, method, expect):
+    a, b = [p[0] for p in pairs], [p[1] for p in pairs]
+    ab = compare_paired(a, b, method=method, expect=expect)
+    ba = compare_paired(b, a, method=method, expect=expect)
+    tol = 1e-9 * (1 + max(map(abs, ab.diffs)))
+    assert ba.mean == pytest.approx(-ab.mean, abs=tol)
+    assert (ba.low, ba.high) == pytest.approx((-ab.high, -ab.low), abs=tol)
+    assert ba.detectable == pytest.approx(ab.detectable, abs=tol)
+    swapped = {"REPRODUCED": "REVERSED", "REVERSED": "REPRODUCED", "UNRESOLVED": "UNRESOLVED"}
+    assert ba.verdict == swapped[ab.verdict]
+    assert isinstance(ab, PairedComparison) and ab.low <= ab.mean <= ab.high
