@@ -24,13 +24,17 @@ from dfl_core.data import DataError, load_dataset
 from . import e2e as e2e_bench
 from . import gossip as gossip_bench
 from . import memory as memory_bench
+from . import opcount as opcount_bench
 from . import profiling
 from . import report
 from . import round as round_bench
 from .common import machine_info
 
-BENCHMARKS = ("round", "strategy", "profile", "e2e", "gossip", "memory")
-DEFAULT_ONLY = ("round", "strategy", "profile", "e2e", "gossip", "memory")
+BENCHMARKS = ("round", "opcount", "strategy", "profile", "e2e", "gossip", "memory")
+DEFAULT_ONLY = BENCHMARKS
+#: What was tried to make the round faster, and what each gave (measurements made while changing the engine;
+#: the tables below measure the result).
+TRIED = Path(__file__).resolve().parent / "TRIED.md"
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 
@@ -121,13 +125,23 @@ def main(argv: list[str] | None = None) -> int:
     log(f"benchmarks: {', '.join(only)} on {machine['CPU']} ({machine['torch threads']} threads) -> {out}")
     t0 = time.perf_counter()
     sections: dict[str, str] = {}
-    rounds = e2e = gossip = memory = profiles = None
+    rounds = e2e = gossip = memory = profiles = opcounts = None
+    if TRIED.exists():
+        sections["tried"] = TRIED.read_text().strip()
     if "round" in only:
         log("round benchmark")
         rounds = round_bench.run(st["round"], log)
         sections["round"] = (f"One round, medians of {st['round'].repeats} interleaved repeat(s). Ratios < 1 mean "
                              "the engine is faster.\n\n" + round_bench.tables(rounds))
         print(sections["round"], flush=True)
+    if "opcount" in only:
+        log("operator counts on the CUDA code path")
+        opcounts = opcount_bench.run(sizes=(10, 20) if args.quick else (10, 100, 1000))
+        sections["opcount"] = ("Top-level operator calls of one SAM round (K = 2, B = 4) on the code path CUDA takes "
+                               "(all clients in one chunk, CUDA's strategy, CSR gossip), forced and counted on this CPU "
+                               "with `torch.profiler` (`benchmarks/opcount.py`). Equal counts at every m: no per-client "
+                               "kernel launches.\n\n" + opcount_bench.table(opcounts))
+        print(sections["opcount"], flush=True)
     if "strategy" in only:
         log("engine strategy sweep")
         sweep = round_bench.strategy_sweep(st["strategy"], m=10 if args.quick else 100, log=log)
@@ -158,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         sections["memory"] = memory_bench.tables(memory, skipped)
         print(sections["memory"], flush=True)
     wall = time.perf_counter() - t0
-    targets = report.evaluate_targets(rounds, e2e, gossip, memory, profiles)
+    targets = report.evaluate_targets(rounds, e2e, gossip, memory, profiles, opcounts)
     try:
         load_end = os.getloadavg()
     except OSError:

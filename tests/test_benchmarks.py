@@ -71,14 +71,15 @@ def test_quick_run_writes_results(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     text = out.read_text()
-    for section in ("## Machine", "## Command", "## Targets", "## Round", "## End to end", "## Gossip",
+    for section in ("## Machine", "## Command", "## Targets", "## Round", "## Operator calls on the GPU path",
+                    "## End to end", "## Gossip",
                     "## Memory", "## Method"):
         assert section in text, section
     assert "python -m benchmarks --quick --out" in text                      # the exact command
     for column in ("engine", "lean loop", "reference loop", "floor", "one model"):
         assert column in text, column
     assert "regenerate" in text.lower()
-    assert "| target (issue 5) |" in text
+    assert "| target | measured | status |" in text
 
 
 @pytest.mark.parametrize("model, shape", [("2nn", (1, 28, 28)), ("cnn-mnist", (1, 8, 8))])

@@ -159,7 +159,7 @@ def test_run_help_gives_each_option_one_default():
     by_flag = {line.split()[0]: line for line in lines}
     assert "default: 0.01 for dfedsam, dfedsam-mgs; 0.05 for fedsam" in by_flag["--rho"]
     assert by_flag["--train-size"].endswith("(default: all)")
-    assert by_flag["--topology"].count("default") == 1 and "default ring" in by_flag["--topology"]
+    assert by_flag["--topology"].count("default") == 1 and "default: ring for" in by_flag["--topology"]
     assert by_flag["--full-batch"].endswith("(default: false)")
     assert by_flag["--out"].endswith("(default: dfl_results)")
     assert by_flag["--dispfl-mask-init"].endswith("(the code's default) (default: independent)")  # the engine's own
