@@ -125,9 +125,12 @@ def _build_parser() -> argparse.ArgumentParser:
                     "OUT/NAME-PROFILE.csv and .md: mean ± std of the final test accuracy, the paper's number "
                     "beside it, and the command, seeds, versions and machine. 'fast' is a CPU-sized copy of "
                     f"the table ({FAST['dataset']}, {FAST['model']}, {FAST['num_clients']} clients, "
-                    f"{FAST['rounds']} rounds; see dfl_core.tables); 'full' is the paper's scale, for a GPU.")
+                    f"{FAST['rounds']} rounds; see dfl_core.tables); 'showcase' runs every cell at the book's "
+                    "showcase scale (all of Fashion-MNIST, 2NN, 100 clients, 200 rounds, 600 for centralized FL); "
+                    "'full' is the paper's scale, for a GPU. With 'showcase' and 'full' every run checkpoints, and "
+                    "rerunning the command continues an interrupted table.")
     table.add_argument("name", help="a preset: " + ", ".join(PRESETS))
-    table.add_argument("--profile", default="fast", help="fast or full (default: %(default)s)")
+    table.add_argument("--profile", default="fast", help="fast, showcase or full (default: %(default)s)")
     table.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default: %(default)s)")
     table.add_argument("--algorithms", default=None, help="only these rows (comma-separated)")
     table.add_argument("--settings", default=None, help="only these columns (comma-separated)")

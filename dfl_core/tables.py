@@ -1,4 +1,4 @@
-"""Rerun a seed paper's table: ``python -m dfl_core table NAME --profile fast|full``.
+"""Rerun a seed paper's table: ``python -m dfl_core table NAME --profile fast|showcase|full``.
 
 A table is a paper preset (:mod:`dfl_core.presets`): its rows are algorithms,
 its columns settings. Under ``full`` every cell runs the preset's config as it
@@ -7,9 +7,15 @@ of it (:func:`fast_config`): the bundled 8×8 digits (1438 training images, abou
 per client; no download), the 2NN, 20 clients, 30 rounds (:data:`FAST_ROUNDS` for the
 exceptions), batch 32, with the table's own algorithms, partitions,
 topologies, participation *fractions*, local *epochs* and learning rates.
+Under ``showcase`` every cell runs at the book's showcase scale
+(:func:`showcase_config`): all of Fashion-MNIST, the 2NN, 100 clients, 200
+rounds (600 for centralized FL), 5 local steps per round (the table's local
+epochs kept only as ratios between its columns), with the table's own
+algorithms, partitions, topologies, participation fractions and learning rates.
 
-Each cell is run for every seed and reported as mean ± std of the final
-test accuracy (%) of the global (average) model. :func:`write_table` writes a
+Each cell is run for every seed and reported as mean ± std of the test accuracy
+(%) of the global (average) model: the mean of its last 5 evaluations (at the
+fast scale, which evaluates only at the end, the last one). :func:`write_table` writes a
 CSV and a Markdown file whose header lines record the command, the seeds, the
 versions and the machine; where the paper's table is transcribed in
 :mod:`theory.tables`, the paper's number stands beside ours.
@@ -47,12 +53,12 @@ from .data import DATASETS
 from .presets import PRESETS, Preset
 from .stats import MIN_SEEDS, VERDICTS, PairedComparison, compare_paired, markdown_table, summarize
 
-__all__ = ["TABLE_PROFILES", "FAST", "FAST_ROUNDS", "fast_config", "TableResult", "run_table", "write_table", "read_table",
+__all__ = ["TABLE_PROFILES", "FAST", "FAST_ROUNDS", "fast_config", "SHOWCASE", "showcase_config", "TableResult", "run_table", "write_table", "read_table",
            "paper_value", "DISPLAY_NAMES", "forward_flops", "full_scale_cost", "ASSUMED_GPU_TFLOPS",
            "Claim", "CLAIMS", "orderings", "check_claims", "verdicts_markdown", "to_markdown",
            "read_result"]
 
-TABLE_PROFILES = ("fast", "full")
+TABLE_PROFILES = ("fast", "showcase", "full")
 
 #: The fast scale: the book's ``fast`` profile (:data:`dfl_core.profiles.PROFILES`) on the digits,
 #: whose 2NN is a quarter of the Fashion-MNIST one, so that every table runs in minutes on a CPU.
@@ -98,6 +104,36 @@ def fast_config(preset: Preset, algorithm: str, setting: str, **changes) -> Conf
     return full.replace(**small)
 
 
+#: The showcase scale: the book's ``showcase`` profile (:data:`dfl_core.profiles.PROFILES`). Local steps per
+#: round: ``SHOWCASE_K`` for a table's most frequent local epochs, in proportion for its other columns.
+SHOWCASE = dict(dataset="fashion-mnist", train_size=None, test_size=None, model="2nn", num_clients=100,
+                batch_size=32)
+SHOWCASE_K = 5
+#: Rounds at the showcase scale: centralized FL trains a tenth of the clients a round and needs more of them.
+SHOWCASE_ROUNDS = {"decentralized": 200, "centralized": 600}
+
+
+def _epochs(preset: Preset, algorithm: str, setting: str) -> float:
+    full = preset.config(algorithm, setting, **({"fedgf_threshold": NEVER} if algorithm == "fedgf" else {}))
+    return full.local_steps / _steps_per_epoch(_samples_per_client(full), full.batch_size)
+
+
+def showcase_config(preset: Preset, algorithm: str, setting: str, **changes) -> Config:
+    """The preset's cell at the showcase scale (see the module docstring); D-PSGD keeps its single step."""
+    from .algorithms import ALGORITHMS
+
+    full = preset.config(algorithm, setting, **changes)
+    rounds = SHOWCASE_ROUNDS[ALGORITHMS[algorithm].kind]
+    big = dict(SHOWCASE, rounds=rounds, eval_every=rounds // 20)
+    if full.local_steps is not None and algorithm != "dpsgd":
+        usual = statistics.mode(round(_epochs(preset, a, s), 6) for a in preset.algorithms if a != "dpsgd"
+                                for s in preset.settings)
+        big["local_steps"] = max(1, round(SHOWCASE_K * _epochs(preset, algorithm, setting) / usual))
+    if full.clients_per_round is not None:
+        big["clients_per_round"] = max(1, round(full.clients_per_round * SHOWCASE["num_clients"] / full.num_clients))
+    return full.replace(**big)
+
+
 #: Training-set sizes of the datasets, from their entries in :data:`dfl_core.data.DATASETS`.
 _TRAIN_SIZES = {name: spec.train_size for name, spec in DATASETS.items()}
 
@@ -124,16 +160,20 @@ class TableResult:
 NEVER = 1e30        # a FedGF threshold no drift reaches: c stays 0
 
 
-def _calibrate_fedgf(preset: Preset, make: Callable[[str, str], Config], seed: int, data) -> float:
+def _calibrate_fedgf(preset: Preset, make: Callable[[str, str], Config], seed: int, data,
+                     pilot_rounds: int | None = None) -> float:
     """T_D for FedGF, which no source gives: as chapter 06 does, the midpoint of the mean client drift
     D^r (eq. (15)) of a pilot on the most and on the least heterogeneous setting. The pilot is FedGF
-    with a threshold never reached (c stays 0, i.e. FedSAM), which records D^r every round."""
+    with a threshold never reached (c stays 0, i.e. FedSAM), which records D^r every round; it runs the
+    whole schedule, or its first ``pilot_rounds`` rounds."""
     from .engine import RoundLog, Simulation
 
     by_alpha = sorted(preset.settings, key=lambda s: make("fedgf", s, NEVER).alpha)
     drifts = []
     for setting in (by_alpha[0], by_alpha[-1]):
         cfg = make("fedgf", setting, NEVER).replace(seed=seed)
+        if pilot_rounds is not None and cfg.rounds > pilot_rounds:
+            cfg = cfg.replace(rounds=pilot_rounds, eval_every=pilot_rounds)
         log = RoundLog()
         Simulation(cfg, data(cfg.resolved())).run(hooks=[log])
         drifts.append(statistics.fmean(log.series("fedgf_drift")))
@@ -174,14 +214,14 @@ def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 
 
     def make(algorithm: str, setting: str, threshold: float | None = None) -> Config:
         own = {"fedgf_threshold": threshold} if algorithm == "fedgf" else {}
-        cfg = fast_config(preset, algorithm, setting, **own) if profile == "fast" else \
-            preset.config(algorithm, setting, **own)
+        scaled = {"fast": fast_config, "showcase": showcase_config}.get(profile)
+        cfg = scaled(preset, algorithm, setting, **own) if scaled else preset.config(algorithm, setting, **own)
         return cfg.replace(**{k: v for k, v in extra.items() if k != "fedgf_threshold"})
 
     for algorithm in algorithms:                       # every config valid before any training
         for setting in settings:
             make(algorithm, setting, NEVER).resolved()
-    if checkpoints is None and profile == "full":
+    if checkpoints is None and profile in ("showcase", "full"):
         from .profiles import checkpoint_dir
         checkpoints = checkpoint_dir() / "tables" / name
     done = _Done(Path(checkpoints)) if checkpoints is not None else None
@@ -191,7 +231,7 @@ def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 
     if "fedgf" in algorithms:
         threshold = extra.get("fedgf_threshold")
         if threshold is None:
-            threshold = _calibrate_fedgf(preset, make, seeds[0], cache)
+            threshold = _calibrate_fedgf(preset, make, seeds[0], cache, None if profile == "fast" else 50)
         result.meta["fedgf_threshold"] = f"{threshold:.6g}"
     cells = [(a, s) for s in settings for a in algorithms]
     start = time.perf_counter()
@@ -206,7 +246,7 @@ def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 
             if acc is None:
                 path = done.folder / f"{key}.pt" if done else None
                 history = run(c, data=cache(c), checkpoint=path, resume=path is not None)
-                acc = 100 * history.final["test_acc"]
+                acc = 100 * final_accuracy(history.records)
                 if done:
                     done.put(key, c, acc)
                     path.unlink(missing_ok=True)         # done.json now holds this run
@@ -214,6 +254,12 @@ def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 
         result.cells[(algorithm, setting)] = accs
     result.meta.update(_provenance(name, profile, seeds, time.perf_counter() - start, command))
     return result
+
+
+def final_accuracy(records: list[dict], last: int = 5) -> float:
+    """The mean test accuracy of the last ``last`` evaluations after round 0 (less noisy than the last alone)."""
+    after = [r["test_acc"] for r in records if r["round"] > 0][-last:]
+    return statistics.fmean(after)
 
 
 class _Done:

@@ -47,7 +47,8 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
     Experiment(
         "ch03b-privacy", "03b",
         "Does the membership-inference attack succeed more where the models generalize worse (more local "
-        "steps per round)?",
+        "steps per round)? Twenty clients of 3000 images each, as in the DFedAvgM paper's §6.",
+        base=dict(num_clients=20),
         arms={"K = 5": dict(algorithm="dfedavgm", local_steps=5),
               "K = 20": dict(algorithm="dfedavgm", local_steps=20),
               "K = 60": dict(algorithm="dfedavgm", local_steps=60)},

@@ -9,13 +9,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["flatness_and_gap", "membership", "FLATNESS_SAMPLES", "ATTACKED_CLIENTS"]
+__all__ = ["flatness_and_gap", "membership", "calibrate_fedgf_threshold", "FLATNESS_SAMPLES", "ATTACKED_CLIENTS"]
 
 #: λ_max is computed on a fixed, class-stratified subset of the union of the clients' train splits (a full
 #: pass over 60,000 images per Hessian-vector product would cost more than the training itself).
 FLATNESS_SAMPLES = 6000
-#: Membership inference attacks these clients' models (the attack trains a shadow model per client).
-ATTACKED_CLIENTS = tuple(range(0, 100, 10))
+#: Membership inference attacks this many clients' models, spread evenly over the clients (the attack
+#: trains a shadow model per client).
+ATTACKED_CLIENTS = 10
 
 
 def _union_subset(sim, size: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -45,7 +46,29 @@ def membership(sim) -> dict:
     AUC, and each client's member − non-member accuracy gap, averaged over the clients."""
     from ..instruments.privacy import client_membership_auc
 
-    results = [client_membership_auc(sim, c, seed=sim.config.seed) for c in ATTACKED_CLIENTS
-               if c < sim.config.num_clients]
+    m = sim.config.num_clients
+    clients = range(0, m, max(1, m // ATTACKED_CLIENTS))
+    results = [client_membership_auc(sim, c, seed=sim.config.seed) for c in clients]
     return {"membership_auc": float(np.mean([r.auc for r in results])),
             "membership_gap": float(np.mean([r.target_member_acc - r.target_nonmember_acc for r in results]))}
+
+
+def calibrate_fedgf_threshold(alphas=(0.05, 3.0), rounds: int = 50, seed: int = 0, profile: str = "showcase",
+                              **changes) -> float:
+    """T_D for FedGF, which no source gives: the midpoint of the mean client drift D^r (eq. (15)) over the
+    first ``rounds`` rounds of FedSAM (FedGF whose c stays 0) at the most and the least heterogeneous α.
+
+    ``python -c "from dfl_core.showcase.measures import calibrate_fedgf_threshold as c; print(c())"`` gives
+    the value written in :data:`dfl_core.showcase.experiments.FEDGF_THRESHOLD`.
+    """
+    from ..engine import RoundLog, Simulation
+    from ..profiles import get_profile
+
+    prof, drifts = get_profile(profile), []
+    for alpha in alphas:
+        cfg = prof.config(algorithm="fedgf", fedgf_threshold=1e30, alpha=alpha, seed=seed, rounds=rounds,
+                          eval_every=rounds, **changes)
+        log = RoundLog()
+        Simulation(cfg, data=prof.data(cfg)).run(hooks=[log])
+        drifts.append(float(np.mean(log.series("fedgf_drift"))))
+    return (drifts[0] + drifts[-1]) / 2

@@ -96,9 +96,15 @@ class ShowcaseResult:
         """Training time of all runs (the sum of the runs' own wall times)."""
         return sum(r["wall_time_s"] for r in self.doc["runs"])
 
+    def cpu_time_s(self) -> float:
+        """CPU time of all runs (each ran on one thread; two ran at once on 2 cores)."""
+        return sum(r.get("cpu_time_s", r["wall_time_s"]) for r in self.doc["runs"])
+
 
 def results_path(name: str, folder: str | os.PathLike | None = None) -> Path:
-    return Path(folder or RESULTS_DIR) / f"{name}.json"
+    """Where experiment ``name``'s results file is: ``folder``, else ``$DFL_SHOWCASE_RESULTS`` (e.g. results
+    of ``--profile fast`` while writing a chapter), else the committed :data:`RESULTS_DIR`."""
+    return Path(folder or os.environ.get("DFL_SHOWCASE_RESULTS") or RESULTS_DIR) / f"{name}.json"
 
 
 def load(name: str, folder: str | os.PathLike | None = None) -> ShowcaseResult:
@@ -125,7 +131,7 @@ def _run_one(experiment: Experiment, arm: str, seed: int, profile_name: str, che
     torch.set_num_threads(threads)
     profile = get_profile(profile_name)
     cfg = experiment.config(arm, seed, profile)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     if checkpoint is not None and Path(checkpoint).exists():
         sim = Simulation.resume(checkpoint, cfg, data=profile.data(cfg))
     else:
@@ -133,6 +139,7 @@ def _run_one(experiment: Experiment, arm: str, seed: int, profile_name: str, che
     history = sim.run(checkpoint=checkpoint, checkpoint_every=10)
     measures = experiment.measure(sim) if experiment.measure is not None else {}
     return {"arm": arm, "seed": seed, "config": cfg.to_dict(), "wall_time_s": time.perf_counter() - start,
+            "cpu_time_s": time.process_time() - cpu_start,
             "history": [{k: r[k] for k in KEPT_METRICS if k in r} | _extras(r) for r in history.records],
             "measures": measures}
 
@@ -229,5 +236,6 @@ def _provenance(name: str, profile: str, seeds, command: str | None, seconds: fl
         "machine": f"{_cpu_name()}, {os.cpu_count()} cores",
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         "wall_time_s": round(sum(r["wall_time_s"] for r in runs), 1),
+        "cpu_time_s": round(sum(r.get("cpu_time_s", 0.0) for r in runs), 1),
         "this_invocation_s": round(seconds, 1),
     }
