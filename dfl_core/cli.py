@@ -126,7 +126,7 @@ def _build_parser() -> argparse.ArgumentParser:
                     "beside it, and the command, seeds, versions and machine. 'fast' is a CPU-sized copy of "
                     f"the table ({FAST['dataset']}, {FAST['model']}, {FAST['num_clients']} clients, "
                     f"{FAST['rounds']} rounds; see dfl_core.tables); 'showcase' runs every cell at the book's "
-                    "showcase scale (all of Fashion-MNIST, 2NN, 100 clients, 200 rounds, 600 for centralized FL); "
+                    "showcase scale (all of Fashion-MNIST, 2NN, 100 clients, 100 rounds, 600 for centralized FL); "
                     "'full' is the paper's scale, for a GPU. With 'showcase' and 'full' every run checkpoints, and "
                     "rerunning the command continues an interrupted table.")
     table.add_argument("name", help="a preset: " + ", ".join(PRESETS))

@@ -8,7 +8,7 @@ per client; no download), the 2NN, 20 clients, 30 rounds (:data:`FAST_ROUNDS` fo
 exceptions), batch 32, with the table's own algorithms, partitions,
 topologies, participation *fractions*, local *epochs* and learning rates.
 Under ``showcase`` every cell runs at the book's showcase scale
-(:func:`showcase_config`): all of Fashion-MNIST, the 2NN, 100 clients, 200
+(:func:`showcase_config`): all of Fashion-MNIST, the 2NN, 100 clients, 100
 rounds (600 for centralized FL), 5 local steps per round (the table's local
 epochs kept only as ratios between its columns), with the table's own
 algorithms, partitions, topologies, participation fractions and learning rates.
@@ -110,7 +110,7 @@ SHOWCASE = dict(dataset="fashion-mnist", train_size=None, test_size=None, model=
                 batch_size=32)
 SHOWCASE_K = 5
 #: Rounds at the showcase scale: centralized FL trains a tenth of the clients a round and needs more of them.
-SHOWCASE_ROUNDS = {"decentralized": 200, "centralized": 600}
+SHOWCASE_ROUNDS = {"decentralized": 100, "centralized": 600}
 
 
 def _epochs(preset: Preset, algorithm: str, setting: str) -> float:

@@ -23,7 +23,7 @@ def test_every_experiment_builds_valid_configs_at_every_profile():
                 cfg = exp.config(arm, 0, get_profile(profile))
                 assert isinstance(cfg, Config) and cfg.seed == 0
         big = exp.config(next(iter(exp.arms)), 0, get_profile("showcase"))
-        assert big.dataset == "fashion-mnist" and big.train_size is None and big.rounds >= 200
+        assert big.dataset == "fashion-mnist" and big.train_size is None and big.rounds >= 100
 
 
 def stored_config_matches(stored: dict, current: dict) -> list[str]:

@@ -83,7 +83,7 @@ def test_fedgf_threshold_is_calibrated_and_recorded(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["table", "dfedsam-table9"], "unknown table 'dfedsam-table9'"),
-    (["table", "dfedsam-table2-cifar10", "--profile", "medium"], "unknown profile 'medium'; allowed: fast, full"),
+    (["table", "dfedsam-table2-cifar10", "--profile", "medium"], "unknown profile 'medium'; allowed: fast, showcase, full"),
     (["table", "dfedsam-table2-cifar10", "--settings", "star"], "no setting 'star'; allowed: ring, grid"),
     (["table", "dfedsam-table2-cifar10", "--algorithms", "fedgf"], "unknown algorithm 'fedgf'"),
 ])
