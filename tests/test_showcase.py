@@ -74,6 +74,16 @@ def test_an_experiment_runs_writes_provenance_and_resumes(tmp_path, monkeypatch)
     assert result.seeds == (0, 1) and len(result.curve("DFedSAM")[1]) == 2
     assert not list((tmp_path / "ck").glob("*.pt"))                 # checkpoints of finished runs are removed
 
+    from dfl_core.showcase.report import rerun_matches
+    monkeypatch.setenv("DFL_SHOWCASE_RESULTS", str(tmp_path))
+    check = rerun_matches("tiny", "DFedSAM", seed=1, rounds=2)      # reruns at the file's own profile
+    assert check["round"] == 2 and check["agree"] and check["rerun"] == pytest.approx(check["committed"], abs=1e-6)
+    doc = json.loads(path.read_text())
+    for r in doc["runs"]:
+        r["history"][-1]["test_acc"] += 0.01                         # a file the code no longer reproduces
+    path.write_text(json.dumps(doc))
+    assert not rerun_matches("tiny", "DFedSAM", seed=1, rounds=2)["agree"]
+
 
 def test_the_command_lists_and_refuses_unknown_experiments(capsys):
     assert main(["showcase", "--list"]) == 0

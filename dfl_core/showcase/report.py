@@ -88,21 +88,23 @@ def summary(verdicts, digits: int = 2):
 
 
 def rerun_matches(name: str, arm: str, seed: int = 0, rounds: int = 10, tolerance: float = 0.005) -> dict:
-    """Rerun the first ``rounds`` rounds of one committed run live, and compare its test accuracy there.
+    """Rerun one committed run live up to its first evaluation at or after round ``rounds``, and compare its
+    test accuracy there.
 
     Training drifts in the last bits across CPUs and torch builds, so the
     comparison has a margin: ``tolerance`` in accuracy (0.005 = half a point).
-    Returns the committed and the rerun value and whether they agree.
+    Returns the round, the committed and the rerun value and whether they agree.
     """
     from ..engine import Simulation
     from ..profiles import get_profile
     from .experiments import EXPERIMENTS
 
-    result, prof = load(name), get_profile("showcase")
-    cfg = EXPERIMENTS[name].config(arm, seed, prof).replace(rounds=rounds, eval_every=rounds)
+    result = load(name)
+    prof = get_profile(result.doc["profile"])
+    at, committed = next((r["round"], r["test_acc"]) for r in result.history(arm, seed) if r["round"] >= rounds)
+    cfg = EXPERIMENTS[name].config(arm, seed, prof).replace(rounds=at, eval_every=at)
     rerun = Simulation(cfg, data=prof.data(cfg)).run().final["test_acc"]
-    committed = next(r["test_acc"] for r in result.history(arm, seed) if r["round"] == rounds)
-    return {"committed": committed, "rerun": rerun, "agree": abs(rerun - committed) <= tolerance}
+    return {"round": at, "committed": committed, "rerun": rerun, "agree": abs(rerun - committed) <= tolerance}
 
 
 def provenance_line(result: ShowcaseResult) -> str:
