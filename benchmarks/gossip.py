@@ -92,6 +92,9 @@ def run(s: GossipSettings, log: Callable[[str], None] = print) -> tuple[list[Gos
                           Contender("dense", lambda: torch.mm(dense, x), setup=clone_setup)]
             contenders += [Contender(f"engine {t}", (lambda op=op: op(x)), setup=clone_setup) for t, op in ops.items()]
             contenders += [Contender(f"CSR {t}", (lambda op=op: op(x)), setup=clone_setup) for t, op in csr.items()]
+            # what a Simulation does: gossip into an output buffer reused from round to round (OutputBuffers)
+            contenders += [Contender(f"reused {t}", (lambda op=op: op(x, out=buf["out"])), setup=copy_setup)
+                           for t, op in ops.items() if op.mode != "csr"]
             times = interleaved(contenders, s.repeats, warmup=True, device=s.device, log=log)
             buf.clear()
             results.append(GossipResult(dim_name, d, m, times, nnz, sparse))
@@ -107,12 +110,13 @@ def tables(results: list[GossipResult], skipped: list[str]) -> str:
         rows.append([r.dim_name, r.m, "dense (m×m)·(m×d)", f"{r.m * r.m:,}", fmt_s(dense), fmt_ratio(dense / copy),
                      f"{dense / (r.m * r.m * r.d) * 1e9:.3f}"])
         for name, ts in r.times.items():
-            if not name.startswith(("engine ", "CSR ")):
+            if not name.startswith(("engine ", "CSR ", "reused ")):
                 continue
             topo = name.rsplit(" ", 1)[1]
             t = median(ts)
-            label = (f"engine {topo} ({r.sparse[topo]})" if name.startswith("engine ")
-                     else f"sparse CSR product, {topo}")
+            label = {"engine": f"engine {topo} ({r.sparse[topo]}), fresh output",
+                     "reused": f"engine {topo} ({r.sparse[topo]}), reused output (a Simulation's rounds)",
+                     "CSR": f"sparse CSR product, {topo}"}[name.split(" ", 1)[0]]
             rows.append([r.dim_name, r.m, label, f"{r.nnz[topo]:,}", fmt_s(t),
                          fmt_ratio(t / copy), f"{t / (r.nnz[topo] * r.d) * 1e9:.3f}"])
         rows.append([r.dim_name, r.m, "clone (alloc + copy)", "–", fmt_s(median(r.times["clone"])),
