@@ -250,3 +250,112 @@ def plot_comparison(results: Mapping[str, list], path: str | Path) -> Path:
     path = Path(path)
     comparison_figure(results).savefig(path, dpi=120)
     return path
+
+
+# --- chapters 00–02b ---
+
+def label_mix(histograms: Mapping[str, Any], *, ncols: int = 3, title: str | None = None):
+    """Chapter 01: the label mix of every client, one stacked-bar panel per split.
+
+    ``histograms`` maps a split's name to its label counts, shape ``(clients, classes)``.
+    Each bar is one client; its segments are the shares of its samples in each
+    class (so every bar reaches 1). The class legend sits right of the panels,
+    where it covers nothing. Returns the figure.
+    """
+    import matplotlib.pyplot as plt
+
+    names = list(histograms)
+    rows = math.ceil(len(names) / ncols)
+    width = 4.4 * ncols + 1.4
+    fig, axes = plt.subplots(rows, ncols, figsize=(width, 2.8 * rows), sharey=True, squeeze=False)
+    for ax, name in zip(axes.flat, names):
+        h = np.asarray(histograms[name], dtype=float)
+        share = h / h.sum(1, keepdims=True)
+        colors = plt.cm.tab10(np.arange(h.shape[1]) % 10)
+        bottom = np.zeros(len(h))
+        for k in range(h.shape[1]):
+            ax.bar(np.arange(len(h)), share[:, k], bottom=bottom, color=colors[k], width=0.85, label=f"class {k}")
+            bottom += share[:, k]
+        ax.set(title=name, xlabel="client", xticks=range(0, len(h), 5))
+    for ax in axes.flat[len(names):]:
+        ax.axis("off")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("share of the client's samples")
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="center right", fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0, 1 - 1.3 / width, 1))
+    return fig
+
+
+def per_seed_points(ax, labels: Sequence[str], values: Any, *, seeds: Sequence[int], ylabel: str,
+                    xlabel: str | None = None) -> None:
+    """Chapter 01: one point per seed and a black bar at their mean, one column per setting.
+
+    ``values`` has shape ``(settings, seeds)``. Points of different seeds are
+    shifted a little sideways so that equal values stay visible; the legend,
+    outside the axes, names the seeds and the mean.
+    """
+    values = np.asarray(values, dtype=float)
+    x = np.arange(len(labels))
+    for j, seed in enumerate(seeds):
+        shift = (j - (len(seeds) - 1) / 2) * 0.08
+        ax.plot(x + shift, values[:, j], linestyle="none", marker=MARKERS[j % len(MARKERS)],
+                color=COLORS[j % len(COLORS)], alpha=0.8, label=f"seed {seed}")
+    ax.plot(x, values.mean(1), linestyle="none", marker="_", markersize=22, markeredgewidth=2, color="black",
+            label=f"mean of {len(seeds)} seeds")
+    ax.set_xticks(x, labels)
+    ax.set_ylabel(ylabel)
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    ax.grid(True, axis="y", alpha=0.3)
+    legend_outside(ax)
+
+
+def gossip_decay(ax, distances: Mapping[str, Any], lams: Mapping[str, float], *, floor: float = 1e-12) -> None:
+    """Chapter 02: consensus distance of pure gossip (solid) against the bound d₀ λ^(2t) (dashed), log scale.
+
+    ``distances`` maps a topology to its consensus distance after 0, 1, ... gossip
+    steps; ``lams`` to its λ. Values below ``floor`` (exact consensus) are
+    clipped to the bottom of the axis.
+    """
+    from matplotlib.lines import Line2D
+
+    handles = []
+    for i, (name, dist) in enumerate(distances.items()):
+        dist = np.asarray(dist, dtype=float)
+        t = np.arange(len(dist))
+        color = COLORS[i % len(COLORS)]
+        (line,) = ax.semilogy(t, np.maximum(dist, floor / 10), color=color, label=f"{name} (λ = {lams[name]:.3f})")
+        ax.semilogy(t, np.maximum(dist[0] * lams[name] ** (2 * t), floor / 10), color=color, linestyle="--",
+                    linewidth=0.9)
+        handles.append(line)
+    handles.append(Line2D([], [], color="0.4", linestyle="--", linewidth=0.9, label="dashed: bound d₀ λ^(2t)"))
+    ax.set(xlabel="gossip step t", ylabel="consensus distance (squared norm)", ylim=(floor, None))
+    ax.grid(True, alpha=0.3)
+    legend_outside(ax, handles=handles)
+
+
+def grouped_bars(ax, groups: Sequence[str], values_by_series: Mapping[str, Sequence[float]], *, ylabel: str,
+                 xlabel: str | None = None, fmt: str = "{:.2f}") -> None:
+    """Chapter 02b: bars grouped by ``groups`` (x), one colour and hatch per series, each labelled with its value.
+
+    ``values_by_series`` maps a series (the legend) to one value per group. The
+    values are exact counts, so there are no whiskers.
+    """
+    series = list(values_by_series)
+    width = 0.8 / len(series)
+    x = np.arange(len(groups))
+    for k, name in enumerate(series):
+        bars = ax.bar(x + (k - (len(series) - 1) / 2) * width, values_by_series[name], width=width * 0.95,
+                      color=COLORS[k % len(COLORS)], alpha=0.85, edgecolor="black", linewidth=0.6,
+                      hatch=["", "//", "..", "xx"][k % 4], label=name, zorder=2)
+        for bar, value in zip(bars, values_by_series[name]):
+            ax.annotate(fmt.format(value), (bar.get_x() + bar.get_width() / 2, bar.get_height()), xytext=(0, 2),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(x, groups)
+    ax.set_ylabel(ylabel)
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    ax.grid(True, axis="y", alpha=0.3)
+    legend_outside(ax)
