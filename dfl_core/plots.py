@@ -359,3 +359,101 @@ def grouped_bars(ax, groups: Sequence[str], values_by_series: Mapping[str, Seque
         ax.set_xlabel(xlabel)
     ax.grid(True, axis="y", alpha=0.3)
     legend_outside(ax)
+
+
+# --- chapters 08, 09, 90 ---
+#: Chapter 08: the colour and hatch of each paired verdict (green reproduced, vermillion reversed, grey open).
+VERDICT_STYLE = {"REPRODUCED": ("#009E73", ""), "REVERSED": ("#D55E00", "//"), "UNRESOLVED": ("0.85", "..")}
+TABLES_URL = "https://raw.githubusercontent.com/dfl-book/dfl-book/main/book/_tables/"
+
+
+def committed_table(name: str, tag: str = "", folder: str | Path | None = None):
+    """Chapter 08: the committed fast table ``book/_tables/NAME-fast[-TAG].csv`` as a ``TableResult``.
+
+    Looks in ``folder``, else in ``_tables`` (a notebook runs in ``book/``) or
+    ``book/_tables``; where neither exists (Colab has the notebook, not the
+    folder) it downloads the file from the repository first. The per-seed
+    values are the CSV's, rounded to 0.01 (:func:`dfl_core.tables.read_result`).
+    """
+    from .tables import read_result
+
+    file = f"{name}-fast{'-' + tag if tag else ''}.csv"
+    candidates = [Path(folder)] if folder is not None else [Path("_tables"), Path("book/_tables")]
+    where = next((p for p in candidates if (p / file).exists()), candidates[0])
+    if not (where / file).exists():
+        import urllib.request
+        where.mkdir(parents=True, exist_ok=True)
+        urllib.request.urlretrieve(TABLES_URL + file, where / file)
+    return read_result(where / file)
+
+
+def claim_counts(comparisons: Iterable[Any]) -> dict[str, dict[str, int]]:
+    """Chapter 08: verdict counts per claim over the columns of a table.
+
+    ``comparisons`` are ``PairedComparison`` objects labelled ``"setting: claim"``
+    (as :func:`dfl_core.tables.check_claims` labels them); the result maps each
+    claim, in order of first appearance, to ``{"REPRODUCED": k, "REVERSED": k, "UNRESOLVED": k}``.
+    """
+    from .stats import VERDICTS
+
+    counts: dict[str, dict[str, int]] = {}
+    for c in comparisons:
+        claim = str(c.label).split(": ", 1)[-1]
+        counts.setdefault(claim, dict.fromkeys(VERDICTS, 0))[c.verdict] += 1
+    return counts
+
+
+def verdict_bars(ax, counts: Mapping[str, Mapping[str, int]], *, xlabel: str, share: bool = False):
+    """Chapter 08: one horizontal stacked bar per row of ``counts`` (``{row: {verdict: k}}``).
+
+    Green for REPRODUCED, vermillion and hatched for REVERSED, grey and dotted
+    for UNRESOLVED; with ``share`` each bar is scaled to 1 (shares, not counts).
+    The legend goes below the axes (:func:`legend_outside`), so it covers no bar.
+    Rows run top to bottom in the order given. Returns the bar containers.
+    """
+    labels = list(counts)
+    ys = np.arange(len(labels))[::-1]
+    left = np.zeros(len(labels))
+    drawn = []
+    for verdict, (color, hatch) in VERDICT_STYLE.items():
+        widths = np.array([counts[r].get(verdict, 0) for r in labels], dtype=float)
+        if share:
+            widths = widths / np.maximum(1, [sum(counts[r].values()) for r in labels])
+        drawn.append(ax.barh(ys, widths, left=left, color=color, hatch=hatch, edgecolor="0.3",
+                             linewidth=0.5, label=verdict))
+        left += widths
+    ax.set_yticks(ys, labels)
+    ax.set_xlabel(xlabel)
+    if share:
+        ax.set_xlim(0, 1)
+    legend_outside(ax, where="below")
+    return drawn
+
+
+def claims_summary(by_table: Mapping[str, Iterable[Any]]) -> str:
+    """Chapter 08: Markdown bullets that sort the named claims by their verdicts over a table's columns.
+
+    ``by_table`` maps a table's title to its claims' comparisons (labelled
+    ``"setting: claim"``). Each claim goes to one bullet: reproduced in every
+    column; reproduced in some column and reversed in none; reversed in at
+    least one column; or resolved in no column (with the largest detectable
+    effect among its columns, in points). Every word comes from the verdicts.
+    """
+    groups: dict[str, list[str]] = {"all": [], "some": [], "reversed": [], "open": []}
+    for table, comparisons in by_table.items():
+        comparisons = list(comparisons)
+        for claim, k in claim_counts(comparisons).items():
+            n = sum(k.values())
+            mine = [c for c in comparisons if str(c.label).split(": ", 1)[-1] == claim]
+            if k["REVERSED"]:
+                groups["reversed"].append(f"{claim} ({table}, {k['REVERSED']} of {n})")
+            elif k["REPRODUCED"] == n:
+                groups["all"].append(f"{claim} ({table}, {n} of {n})")
+            elif k["REPRODUCED"]:
+                groups["some"].append(f"{claim} ({table}, {k['REPRODUCED']} of {n})")
+            else:
+                groups["open"].append(f"{claim} ({table}, detectable up to {max(c.detectable for c in mine):.1f})")
+    titles = {"all": "Reproduced in every column", "some": "Reproduced in some columns, reversed in none",
+              "reversed": "Reversed in at least one column", "open": "Resolved in no column"}
+    return "\n".join(f"- **{titles[g]}**: " + ("; ".join(items) if items else "none") + "."
+                     for g, items in groups.items())
