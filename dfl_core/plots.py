@@ -250,3 +250,45 @@ def plot_comparison(results: Mapping[str, list], path: str | Path) -> Path:
     path = Path(path)
     comparison_figure(results).savefig(path, dpi=120)
     return path
+
+
+# --- chapters 06, 07, 91 ---
+
+
+def phi_against_q(ax, rows, qs: Sequence[int], m: int, q_mark: int, near_one: float = 1.1) -> list:
+    """Chapter 07: Φ(λ, m, Q) against Q on log–log axes, one line per topology of ``rows``.
+
+    ``rows`` are :func:`theory.phi_table` rows (``.name``, ``.lam``), drawn from the largest λ down.
+    A dotted line marks Φ = ``near_one`` ("close to 1"), a dashed one Q = ``q_mark``. Returns the lines.
+    """
+    from theory.phi import phi
+
+    lines = []
+    for i, row in enumerate(sorted(rows, key=lambda r: -r.lam)):
+        (line,) = ax.loglog(qs, phi(row.lam, m, np.asarray(qs)), label=f"{row.name} (λ = {row.lam:.4f})",
+                            **(style(i) | {"marker": None}))
+        lines.append(line)
+    ax.axhline(near_one, color="k", ls=":", lw=0.8, label=f"Φ = {near_one}")
+    ax.axvline(q_mark, color="k", ls="--", lw=0.8, label=f"Q = {q_mark}")
+    ax.set(xlabel="gossip steps per round Q", ylabel="Φ(λ, m, Q) (dimensionless)", title=f"Φ against Q, m = {m}")
+    legend_outside(ax)
+    return lines
+
+
+def measured_against_bounds(axes, reports: Mapping[str, dict]) -> None:
+    """Chapter 07: for each ``{label: measure_against_bounds report}``, the gradient norm ‖∇f(x̄ᵗ)‖² (left)
+    and the consensus distance (right) against the round, with the report's bound as a dashed line of the
+    same colour. The consensus panel starts at round 2 (at round 1 all clients hold the same model)."""
+    left, right = axes
+    for i, (label, r) in enumerate(reports.items()):
+        color = COLORS[i % len(COLORS)]
+        rounds = np.arange(1, len(r["grad_norm_sq"]) + 1)
+        left.semilogy(rounds, r["grad_norm_sq"], color=color, label=label)
+        left.axhline(r["predictions"]["min_grad_norm_sq_bound"], color=color, ls="--", lw=0.8,
+                     label=f"{label}: Theorem 4.5")
+        right.semilogy(rounds[1:], r["consensus"][1:], color=color, label=label)
+        right.axhline(r["predictions"]["consensus_distance_bound"], color=color, ls="--", lw=0.8,
+                      label=f"{label}: Lemma D.6")
+    left.set(xlabel="round t", ylabel="‖∇f(x̄ᵗ)‖² (squared loss units)", title="gradient norm of the average model")
+    right.set(xlabel="round t", ylabel="consensus distance (squared parameter units)", title="disagreement")
+    legend_outside(right)
