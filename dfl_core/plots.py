@@ -320,6 +320,7 @@ def paired_map(ax, xs: Sequence[float], verdicts_by_series: Mapping[str, Sequenc
     ax.axhline(0.0, color="0.3", linewidth=1, linestyle="--", zorder=1)
     if log_x:
         ax.set_xscale("log")
+        ax.minorticks_off()
     ax.set_xticks(list(xs), [f"{x:g}" for x in xs])
     ax.set(xlabel=xlabel, ylabel=ylabel)
     ax.grid(True, alpha=0.3)
@@ -327,3 +328,33 @@ def paired_map(ax, xs: Sequence[float], verdicts_by_series: Mapping[str, Sequenc
                       label="whiskers: 95% CI over seeds")
     legend_outside(ax, handles=drawn + [whiskers])
     return drawn
+
+
+def claims_overview(ax, claims: Iterable[Any]) -> dict:
+    """Appendix 91: how many claims of each seed paper hold, fail, or cannot be checked, as stacked bars.
+
+    ``claims`` are :class:`theory.claims.Claim` records (``.location``, ``.verdict``); a claim belongs to
+    the paper whose seed file its location names first (``seeds/003…`` → "DFedSAM (003)").
+    Returns ``{paper: {verdict: count}}``.
+    """
+    import re
+
+    names = {"000": "DFedSAM poster", "001": "FedGF", "002": "FedSAM", "003": "DFedSAM", "004": "DFedAvgM"}
+    verdicts = ("HOLDS", "FAILS", "NOT CHECKABLE")
+    counts: dict[str, dict[str, int]] = {}
+    for c in claims:
+        found = re.search(r"seeds/(\d{3})", c.location)
+        paper = f"{names.get(found.group(1), 'seed')} ({found.group(1)})" if found else "other"
+        counts.setdefault(paper, dict.fromkeys(verdicts, 0))[c.verdict] += 1
+    papers = sorted(counts, key=lambda p: p[-4:])          # by seed number
+    left = np.zeros(len(papers))
+    for i, v in enumerate(verdicts):
+        widths = np.array([counts[p][v] for p in papers], dtype=float)
+        ax.barh(papers, widths, left=left, color=COLORS[i], hatch=["", "//", ".."][i], edgecolor="black",
+                linewidth=0.5, label=v)
+        left += widths
+    ax.invert_yaxis()
+    ax.set(xlabel="number of claims", ylabel="seed paper")
+    ax.grid(True, axis="x", alpha=0.3)
+    legend_outside(ax)
+    return counts
