@@ -457,3 +457,111 @@ def claims_summary(by_table: Mapping[str, Iterable[Any]]) -> str:
               "reversed": "Reversed in at least one column", "open": "Resolved in no column"}
     return "\n".join(f"- **{titles[g]}**: " + ("; ".join(items) if items else "none") + "."
                      for g, items in groups.items())
+
+
+# --- chapters 06, 07, 91 ---
+
+
+def phi_against_q(ax, rows, qs: Sequence[int], m: int, q_mark: int, near_one: float = 1.1) -> list:
+    """Chapter 07: Φ(λ, m, Q) against Q on log–log axes, one line per topology of ``rows``.
+
+    ``rows`` are :func:`theory.phi_table` rows (``.name``, ``.lam``), drawn from the largest λ down.
+    A dotted line marks Φ = ``near_one`` ("close to 1"), a dashed one Q = ``q_mark``. Returns the lines.
+    """
+    from theory.phi import phi
+
+    lines = []
+    for i, row in enumerate(sorted(rows, key=lambda r: -r.lam)):
+        (line,) = ax.loglog(qs, phi(row.lam, m, np.asarray(qs)), label=f"{row.name} (λ = {row.lam:.4f})",
+                            **(style(i) | {"marker": None}))
+        lines.append(line)
+    ax.axhline(near_one, color="k", ls=":", lw=0.8, label=f"Φ = {near_one}")
+    ax.axvline(q_mark, color="k", ls="--", lw=0.8, label=f"Q = {q_mark}")
+    ax.set(xlabel="gossip steps per round Q", ylabel="Φ(λ, m, Q) (dimensionless)", title=f"Φ against Q, m = {m}")
+    legend_outside(ax)
+    return lines
+
+
+def measured_against_bounds(axes, reports: Mapping[str, dict]) -> None:
+    """Chapter 07: for each ``{label: measure_against_bounds report}``, the gradient norm ‖∇f(x̄ᵗ)‖² (left)
+    and the consensus distance (right) against the round, with the report's bound as a dashed line of the
+    same colour. The consensus panel starts at round 2 (at round 1 all clients hold the same model)."""
+    left, right = axes
+    for i, (label, r) in enumerate(reports.items()):
+        color = COLORS[i % len(COLORS)]
+        rounds = np.arange(1, len(r["grad_norm_sq"]) + 1)
+        left.semilogy(rounds, r["grad_norm_sq"], color=color, label=label)
+        left.axhline(r["predictions"]["min_grad_norm_sq_bound"], color=color, ls="--", lw=0.8,
+                     label=f"{label}: Theorem 4.5")
+        right.semilogy(rounds[1:], r["consensus"][1:], color=color, label=label)
+        right.axhline(r["predictions"]["consensus_distance_bound"], color=color, ls="--", lw=0.8,
+                      label=f"{label}: Lemma D.6")
+    left.set(xlabel="round t", ylabel="‖∇f(x̄ᵗ)‖² (squared loss units)", title="gradient norm of the average model")
+    right.set(xlabel="round t", ylabel="consensus distance (squared parameter units)", title="disagreement")
+    legend_outside(right)
+
+
+def paired_map(ax, xs: Sequence[float], verdicts_by_series: Mapping[str, Sequence[Any]], *, xlabel: str,
+               ylabel: str, log_x: bool = True, spread: float = 0.06) -> list:
+    """Chapter 06: paired differences against a setting (α, ρ, m), one series per variant.
+
+    ``verdicts_by_series`` maps a label to comparisons (``.mean``, ``.low``, ``.high``, e.g.
+    :class:`dfl_core.stats.PairedComparison`), one per x in ``xs`` (a series may be shorter: it is drawn at
+    the first x values). Each point has its 95% interval as a whisker; the series are shifted a little
+    sideways (by ``spread`` in log10 units on a log axis) so that whiskers do not overlap. A dashed line
+    marks 0 (no difference). Returns the error-bar containers.
+    """
+    from matplotlib.lines import Line2D
+
+    drawn, n = [], len(verdicts_by_series)
+    for i, (label, comps) in enumerate(verdicts_by_series.items()):
+        comps = list(comps)
+        shift = (i - (n - 1) / 2) * spread
+        x = np.asarray(xs[:len(comps)], dtype=float)
+        x = x * 10**shift if log_x else x + shift
+        mean = np.array([c.mean for c in comps])
+        err = [mean - np.array([c.low for c in comps]), np.array([c.high for c in comps]) - mean]
+        props = style(i)
+        drawn.append(ax.errorbar(x, mean, yerr=err, color=props["color"], marker=props["marker"],
+                                 linestyle=props["linestyle"], capsize=4, label=label))
+    ax.axhline(0.0, color="0.3", linewidth=1, linestyle="--", zorder=1)
+    if log_x:
+        ax.set_xscale("log")
+        ax.minorticks_off()
+    ax.set_xticks(list(xs), [f"{x:g}" for x in xs])
+    ax.set(xlabel=xlabel, ylabel=ylabel)
+    ax.grid(True, alpha=0.3)
+    whiskers = Line2D([], [], color="black", marker="|", markersize=10, linestyle="none",
+                      label="whiskers: 95% CI over seeds")
+    legend_outside(ax, handles=drawn + [whiskers])
+    return drawn
+
+
+def claims_overview(ax, claims: Iterable[Any]) -> dict:
+    """Appendix 91: how many claims of each seed paper hold, fail, or cannot be checked, as stacked bars.
+
+    ``claims`` are :class:`theory.claims.Claim` records (``.location``, ``.verdict``); a claim belongs to
+    the paper whose seed file its location names first (``seeds/003…`` → "DFedSAM (003)").
+    Returns ``{paper: {verdict: count}}``.
+    """
+    import re
+
+    names = {"000": "DFedSAM poster", "001": "FedGF", "002": "FedSAM", "003": "DFedSAM", "004": "DFedAvgM"}
+    verdicts = ("HOLDS", "FAILS", "NOT CHECKABLE")
+    counts: dict[str, dict[str, int]] = {}
+    for c in claims:
+        found = re.search(r"seeds/(\d{3})", c.location)
+        paper = f"{names.get(found.group(1), 'seed')} ({found.group(1)})" if found else "other"
+        counts.setdefault(paper, dict.fromkeys(verdicts, 0))[c.verdict] += 1
+    papers = sorted(counts, key=lambda p: p[-4:])          # by seed number
+    left = np.zeros(len(papers))
+    for i, v in enumerate(verdicts):
+        widths = np.array([counts[p][v] for p in papers], dtype=float)
+        ax.barh(papers, widths, left=left, color=COLORS[i], hatch=["", "//", ".."][i], edgecolor="black",
+                linewidth=0.5, label=v)
+        left += widths
+    ax.invert_yaxis()
+    ax.set(xlabel="number of claims", ylabel="seed paper")
+    ax.grid(True, axis="x", alpha=0.3)
+    legend_outside(ax)
+    return counts
