@@ -501,7 +501,7 @@ def measured_against_bounds(axes, reports: Mapping[str, dict]) -> None:
     legend_outside(right)
 
 
-def paired_map(ax, xs: Sequence[float], verdicts_by_series: Mapping[str, Sequence[Any]], *, xlabel: str,
+def paired_maps(ax, xs: Sequence[float], verdicts_by_series: Mapping[str, Sequence[Any]], *, xlabel: str,
                ylabel: str, log_x: bool = True, spread: float = 0.06) -> list:
     """Chapter 06: paired differences against a setting (α, ρ, m), one series per variant.
 
