@@ -327,10 +327,10 @@ def sam_toys(grid, loss, loss_sam, rho: float, starts, paths: Mapping[str, Any],
     ax = axes[2]
     for i, (name, path) in enumerate(paths.items()):
         for j in range(path.shape[1]):
-            ax.plot(np.arange(len(path)), top_eig(path[:, j]), color=COLORS[i], linewidth=1,
+            ax.plot(np.arange(1, len(path) + 1), top_eig(path[:, j]), color=COLORS[i], linewidth=1,
                     label=name if j == 0 else None)
     ax.axhline(2, color="k", linestyle=":", linewidth=1, label="flattest minimum (2)")
-    ax.set(xscale="symlog", xlabel="step", ylabel="λ_max of the Hessian", title="Sharpness along the way")
+    ax.set(xscale="log", xlabel="step + 1 (log scale)", ylabel="λ_max of the Hessian", title="Sharpness along the way")
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
