@@ -565,3 +565,130 @@ def claims_overview(ax, claims: Iterable[Any]) -> dict:
     ax.grid(True, axis="x", alpha=0.3)
     legend_outside(ax)
     return counts
+
+
+# --- chapters 04, 05 ---
+
+def paired_map(ax, xs: Sequence[float], comparisons: Sequence[Any], *, xlabel: str, ylabel: str,
+               label: str | None = None, index: int = 0, offset: float = 0.0, log_x: bool = False,
+               xticklabels: Sequence[str] | None = None):
+    """A paired difference against a setting (ρ, Q, m): the mean and its 95% interval at each ``xs``.
+
+    ``comparisons`` holds one object per x with ``mean``, ``low``, ``high`` and
+    ``verdict`` (a :class:`dfl_core.stats.PairedComparison`). A dashed line
+    marks zero (no difference); an interval that crosses zero is drawn hollow.
+    ``index`` picks the colour and marker, so several maps can share one axes;
+    ``offset`` shifts the points sideways (a fraction of each x on a log axis)
+    so that their whiskers do not hide each other. Returns the line.
+    """
+    comparisons = list(comparisons)
+    x = np.asarray(xs, dtype=float)
+    x = x * (1 + offset) if log_x else x + offset
+    mean = np.array([c.mean for c in comparisons])
+    low, high = np.array([c.low for c in comparisons]), np.array([c.high for c in comparisons])
+    st = style(index)
+    color = st["color"]
+    (line,) = ax.plot(x, mean, color=color, linestyle=st.get("linestyle", "-"), linewidth=1, label=label)
+    for xi, m, lo, hi in zip(x, mean, low, high):
+        hollow = lo <= 0 <= hi
+        ax.errorbar([xi], [m], yerr=[[m - lo], [hi - m]], fmt=st.get("marker", "o"), color=color, capsize=4,
+                    markerfacecolor="white" if hollow else color, zorder=3)
+    ax.axhline(0, color="0.3", linewidth=1, linestyle="--", zorder=1)
+    if log_x:
+        ax.set_xscale("log")
+    ax.set_xticks(np.asarray(xs, dtype=float), list(xticklabels) if xticklabels is not None else
+                  [f"{v:g}" for v in xs])
+    ax.minorticks_off()
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    return line
+
+
+def sam_toys(grid, loss, loss_sam, rho: float, starts, paths: Mapping[str, Any], valley_loss, top_eig):
+    """Chapter 04's two toy problems in three panels.
+
+    Left: a 1-D loss ``loss`` on ``grid`` and its SAM objective ``loss_sam`` (radius
+    ``rho``), each minimiser marked. Middle: the paths ``paths[name]`` (shape
+    ``(steps + 1, starts, 2)``) of GD and SAM on the valley loss ``valley_loss``
+    (whose minima are the hyperbola uv = 1, dotted), from ``starts`` (crosses).
+    Right: ``top_eig`` (λ_max of the Hessian) along every path, against the step.
+    Returns the figure.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    ax = axes[0]
+    for values, name, i in [(loss, "L", 0), (loss_sam, f"$L^{{SAM}}$, ρ = {rho}", 1)]:
+        ax.plot(grid, values, label=name, **style(i, len(grid)))
+        ax.plot(grid[np.argmin(values)], np.min(values), "o", color=style(i)["color"], markersize=8)
+    ax.set(xlabel="w (parameter, no unit)", ylabel="loss", title="The SAM objective picks the wide well")
+    ax.legend(fontsize=8)
+    ax = axes[1]
+    u, v = np.meshgrid(np.linspace(-2.7, 2.7, 301), np.linspace(-2.7, 2.7, 301))
+    ax.contour(u, v, valley_loss(np.stack([u, v], -1)), levels=[0.02, 0.1, 0.3, 1, 3], colors="0.8")
+    branch = np.linspace(0.37, 2.7, 200)
+    for sign in (1, -1):
+        ax.plot(sign * branch, sign / branch, "k:", linewidth=1)
+    for i, (name, path) in enumerate(paths.items()):
+        for j in range(path.shape[1]):
+            ax.plot(*path[:, j].T, color=COLORS[i], linewidth=4 - 2.8 * i, alpha=0.6 + 0.4 * i,
+                    label=name if j == 0 else None)
+            ax.plot(*path[-1, j], "o", color=COLORS[i], markersize=4)
+    ax.plot(*np.asarray(starts).T, "kx", label="starts")
+    ax.set(xlim=(-2.7, 2.7), ylim=(-2.7, 2.7), xlabel="u", ylabel="v", aspect="equal",
+           title="Valley of minima uv = 1 (dotted)")
+    ax.legend(fontsize=8)
+    ax = axes[2]
+    for i, (name, path) in enumerate(paths.items()):
+        for j in range(path.shape[1]):
+            ax.plot(np.arange(1, len(path) + 1), top_eig(path[:, j]), color=COLORS[i], linewidth=1,
+                    label=name if j == 0 else None)
+    ax.axhline(2, color="k", linestyle=":", linewidth=1, label="flattest minimum (2)")
+    ax.set(xscale="log", xlabel="step + 1 (log scale)", ylabel="λ_max of the Hessian", title="Sharpness along the way")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def landscape_lines(alphas, lines: Mapping[str, Any], seeds: Sequence[int]):
+    """Chapter 04: the training loss along one filter-normalised direction, per seed and method.
+
+    ``lines[name]`` has one loss curve per seed (shape ``(seeds, len(alphas))``).
+    One panel per seed; each legend gives the curve's *rise*, the mean of its
+    two ends minus its middle. Returns the figure.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(seeds), figsize=(4.2 * len(seeds), 3.4), sharey=True, squeeze=False)
+    for j, (ax, s) in enumerate(zip(axes[0], seeds)):
+        for i, (name, curves_) in enumerate(lines.items()):
+            c = np.asarray(curves_[j])
+            rise = (c[0] + c[-1]) / 2 - c[len(c) // 2]
+            ax.plot(alphas, c, label=f"{name} (rise {rise:.3f})", **style(i, len(alphas)))
+        ax.set(xlabel="step α along d (filter-normalised)", title=f"seed {s}")
+        ax.legend(fontsize=8)
+        ax.grid(True, alpha=0.3)
+    axes[0, 0].set_ylabel("training loss F(w + αd)")
+    fig.tight_layout()
+    return fig
+
+
+def consensus_against_theory(ax, qs: Sequence[int], measured, predictions: Mapping[str, Sequence[float]]):
+    """Chapter 05: the consensus distance at Q gossip steps over its value at Q = 1, against predictions.
+
+    ``measured`` has shape ``(len(qs), seeds)``: one ratio per seed (drawn as
+    dots) and their mean (a line). ``predictions`` maps a name to one ratio per
+    Q (dashed). Log y axis. Returns the axes.
+    """
+    measured = np.asarray(measured, dtype=float)
+    qs = np.asarray(qs)
+    ax.plot(qs, measured.mean(1), color="k", marker="o", label=f"measured, mean of {measured.shape[1]} seeds")
+    ax.plot(np.repeat(qs, measured.shape[1]), measured.ravel(), "k.", alpha=0.35, label="measured, one seed")
+    for i, (name, values) in enumerate(predictions.items()):
+        ax.plot(qs, values, linestyle="--", marker="s^v"[i % 3], color=COLORS[i + 1], label=name)
+    ax.set(xlabel="gossip steps per round Q", ylabel="consensus distance / its value at Q = 1", yscale="log",
+           xticks=qs)
+    ax.grid(True, alpha=0.3)
+    legend_outside(ax)
+    return ax
