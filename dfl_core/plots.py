@@ -31,7 +31,12 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 __all__ = ["COLORS", "LINESTYLES", "MARKERS", "style", "mean_band", "curves", "legend_outside",
-           "paired_differences", "bars_with_intervals", "comparison_figure", "plot_comparison"]
+           "paired_differences", "bars_with_intervals", "comparison_figure", "plot_comparison",
+           # chapters' figures (grouped by the chapters that use them, at the end of this file)
+           "label_mix", "per_seed_points", "gossip_decay", "grouped_bars",
+           "paired_map", "sam_toys", "landscape_lines", "consensus_against_theory",
+           "paired_maps", "phi_against_q", "measured_against_bounds", "claims_overview",
+           "VERDICT_STYLE", "committed_table", "claim_counts", "verdict_bars", "claims_summary"]
 
 # Okabe & Ito's colour-blind-safe palette, then distinct dash patterns and markers.
 COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
