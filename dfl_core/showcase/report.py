@@ -71,8 +71,9 @@ def verdict_table(verdicts, digits: int = 2, unit: str = "points"):
 
 
 def _sentence(v, digits: int) -> str:
-    fmt = f"{{:+.{digits}f}}"
-    interval = f"{fmt.format(v.mean)} [{fmt.format(v.low)}, {fmt.format(v.high)}]"
+    from ..stats import _signed                           # the typographic minus of the verdict tables
+
+    interval = f"{_signed(v.mean, digits)} [{_signed(v.low, digits)}, {_signed(v.high, digits)}]"
     if v.verdict == "REPRODUCED":
         return f"**{v.label}**: reproduced ({interval})."
     if v.verdict == "REVERSED":
