@@ -286,7 +286,7 @@ def consensus_curves(ax, rounds: Sequence[float], runs_by_name: Mapping[str, Any
         lines.append(line)
     ax.set(xlabel="round", ylabel=ylabel)
     band = Line2D([], [], color="0.6", linewidth=6, alpha=0.4, label=f"band: min–max over {runs.shape[0]} seeds")
-    legend_outside(ax, handles=lines + extra + [band], where="below")
+    legend_outside(ax, handles=lines + extra + [band], where="below", ncol=2)
     return lines
 
 
@@ -312,7 +312,8 @@ def per_seed_lines(ax, xs: Sequence[float], values_by_name: Mapping[str, Any], *
     return lines
 
 
-def scatter_by_arm(ax, points_by_arm: Mapping[str, tuple], *, xlabel: str, ylabel: str) -> list:
+def scatter_by_arm(ax, points_by_arm: Mapping[str, tuple], *, xlabel: str, ylabel: str,
+                   legend: bool = True) -> list:
     """One point per run, one colour and marker per arm: ``{arm: (xs, ys)}`` with one x and y per seed.
     Returns the scatter collections."""
     drawn = []
@@ -322,7 +323,8 @@ def scatter_by_arm(ax, points_by_arm: Mapping[str, tuple], *, xlabel: str, ylabe
                                 label=f"{arm} ({len(xs)} seeds)"))
     ax.set(xlabel=xlabel, ylabel=ylabel)
     ax.grid(True, alpha=0.3)
-    legend_outside(ax)
+    if legend:
+        legend_outside(ax)
     return drawn
 
 
