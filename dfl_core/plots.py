@@ -483,6 +483,64 @@ def phi_against_q(ax, rows, qs: Sequence[int], m: int, q_mark: int, near_one: fl
     ax.axhline(near_one, color="k", ls=":", lw=0.8, label=f"Φ = {near_one}")
     ax.axvline(q_mark, color="k", ls="--", lw=0.8, label=f"Q = {q_mark}")
     ax.set(xlabel="gossip steps per round Q", ylabel="Φ(λ, m, Q) (dimensionless)", title=f"Φ against Q, m = {m}")
+
+
+# --- chapters 03, 03b ---
+
+
+def showcase_curves(ax, result, arms: Sequence[str], metric: str = "test_acc", *, scale: float = 100.0,
+                    ylabel: str = "test accuracy of the average model (%)", band: str = "std",
+                    log: bool = False, legend: bool | str = "right", labels: Mapping[str, str] | None = None) -> list:
+    """The curves of a showcase result (``dfl_core.showcase.load``): ``metric`` × ``scale`` at each evaluation,
+    one mean line per arm with a band over the result's seeds (:func:`curves`). ``labels`` renames arms in the
+    legend. Returns the mean lines."""
+    rounds, labels = result.curve(arms[0], metric)[0], labels or {}
+    runs = {labels.get(arm, arm): scale * np.asarray(result.curve(arm, metric)[1], dtype=float) for arm in arms}
+    return curves(ax, rounds, runs, ylabel=ylabel, band=band, log=log, legend=legend)
+
+
+def consensus_curves(ax, rounds: Sequence[float], runs_by_name: Mapping[str, Any], *, exact: float = 1e-9,
+                     ylabel: str = "consensus distance (1/m) Σ‖x_i − x̄‖²") -> list:
+    """Consensus distance per round on a log axis: mean over seeds with a min–max band.
+
+    A method whose runs all stay below ``exact`` (the complete graph: the clients agree after every round)
+    cannot be drawn on a log axis; it gets a legend entry that says so instead of a line.
+    """
+    from matplotlib.lines import Line2D
+
+    lines, extra = [], []
+    for i, (name, runs) in enumerate(runs_by_name.items()):
+        runs = np.atleast_2d(np.asarray(runs, dtype=float))
+        if runs.max() < exact:
+            extra.append(Line2D([], [], linestyle="none", label=f"{name}: at most {runs.max():.0e} (0 up to rounding)"))
+            continue
+        (line,) = ax.semilogy(rounds, runs.mean(0), label=name, **style(i, len(rounds)))
+        ax.fill_between(rounds, runs.min(0), runs.max(0), color=line.get_color(), alpha=0.18, linewidth=0)
+        lines.append(line)
+    ax.set(xlabel="round", ylabel=ylabel)
+    band = Line2D([], [], color="0.6", linewidth=6, alpha=0.4, label=f"band: min–max over {runs.shape[0]} seeds")
+    legend_outside(ax, handles=lines + extra + [band], where="below", ncol=2)
+    return lines
+
+
+def per_seed_lines(ax, xs: Sequence[float], values_by_name: Mapping[str, Any], *, xlabel: str, ylabel: str,
+                   log_x: bool = False) -> list:
+    """Mean over seeds against ``xs`` (a line per name) with every seed as a dot.
+
+    ``values_by_name`` maps a name to an array of shape ``(len(xs), seeds)``. Returns the mean lines.
+    """
+    lines = []
+    for i, (name, values) in enumerate(values_by_name.items()):
+        values = np.asarray(values, dtype=float)
+        (line,) = ax.plot(xs, values.mean(1), label=f"{name} (mean)", **style(i))
+        ax.plot(np.repeat(np.asarray(xs, dtype=float), values.shape[1]), values.ravel(), ".",
+                color=line.get_color(), alpha=0.5, label=f"{name}: each of {values.shape[1]} seeds")
+        lines.append(line)
+    if log_x:
+        ax.set_xscale("log")
+    ax.set_xticks(list(xs), [str(x) for x in xs])
+    ax.minorticks_off()
+    ax.set(xlabel=xlabel, ylabel=ylabel)
     legend_outside(ax)
     return lines
 
@@ -697,3 +755,70 @@ def consensus_against_theory(ax, qs: Sequence[int], measured, predictions: Mappi
     ax.grid(True, alpha=0.3)
     legend_outside(ax)
     return ax
+
+
+def scatter_by_arm(ax, points_by_arm: Mapping[str, tuple], *, xlabel: str, ylabel: str,
+                   legend: bool = True) -> list:
+    """One point per run, one colour and marker per arm: ``{arm: (xs, ys)}`` with one x and y per seed.
+    Returns the scatter collections."""
+    drawn = []
+    for i, (arm, (xs, ys)) in enumerate(points_by_arm.items()):
+        st = style(i)
+        drawn.append(ax.scatter(xs, ys, color=st["color"], marker=st.get("marker", "o"), s=40, zorder=3,
+                                label=f"{arm} ({len(xs)} seeds)"))
+    ax.set(xlabel=xlabel, ylabel=ylabel)
+    ax.grid(True, alpha=0.3)
+    if legend:
+        legend_outside(ax)
+    return drawn
+
+
+def no_difference_summary(verdicts, digits: int = 2, unit: str = "points"):
+    """Markdown bullets for claims of *no* difference ("b bits match 32-bit floats"), worded from the verdicts.
+
+    Each verdict compares the reference with the variant (reference − variant). An interval that contains 0
+    (UNRESOLVED) reads "no difference detected", with the smallest difference the design could have detected;
+    an interval on one side of 0 reads as a detected difference, in its direction.
+    """
+    from .showcase.report import _markdown
+
+    fmt = f"{{:+.{digits}f}}"
+    lines = []
+    for v in verdicts:
+        interval = f"{fmt.format(v.mean)} [{fmt.format(v.low)}, {fmt.format(v.high)}] {unit}"
+        if v.verdict == "UNRESOLVED":
+            text = (f"no difference detected ({interval}); the design could have detected a difference of "
+                    f"about {v.detectable:.{digits}f} {unit}")
+        elif v.verdict == "REPRODUCED":
+            text = f"a difference detected: the reference is ahead ({interval}), so the two do not match"
+        else:
+            text = f"a difference detected: the variant is ahead ({interval}), so the two do not match"
+        lines.append(f"- **{v.label}**: {text}.")
+    return _markdown("\n".join(lines))
+
+
+def curves_own_x(ax, xs_by_name: Mapping[str, Any], runs_by_name: Mapping[str, Any], *, xlabel: str, ylabel: str,
+                 log_x: bool = False, band: str = "std", legend: bool | str = "right") -> list:
+    """Like :func:`curves`, but each method has its own x values (e.g. the bits it has sent after each round).
+
+    ``xs_by_name[name]`` has shape ``(points,)``, ``runs_by_name[name]`` shape ``(seeds, points)``. Returns the
+    mean lines; the legend ends with a patch that says what the bands are.
+    """
+    from matplotlib.patches import Patch
+
+    lines, band_text = [], ""
+    for i, (name, runs) in enumerate(runs_by_name.items()):
+        x = np.asarray(xs_by_name[name], dtype=float)
+        mean, low, high, band_text = mean_band(runs, band)
+        (line,) = ax.plot(x, mean, label=name, **style(i, len(x)))
+        if band != "none" and np.any(high > low):
+            ax.fill_between(x, low, high, color=line.get_color(), alpha=0.18, linewidth=0)
+        lines.append(line)
+    if log_x:
+        ax.set_xscale("log")
+    ax.set(xlabel=xlabel, ylabel=ylabel)
+    ax.grid(True, alpha=0.3)
+    if legend:
+        handles = lines + ([Patch(color="0.6", alpha=0.4, label=f"band: {band_text}")] if band != "none" else [])
+        legend_outside(ax, handles=handles, where=legend if legend in ("right", "below") else "right")
+    return lines
