@@ -33,7 +33,7 @@ from .. import checkpoint as ckpt
 from ..algorithms import ClientModels
 from ..config import Config, ConfigError
 from ..data import ClientData
-from ..engine import Hooks, RunState, Simulation, SimulationTools, drive, federated_data
+from ..engine import Hooks, ProgressBar, RunState, Simulation, SimulationTools, drive, federated_data
 from ..engine.trainer import tree_assign_rows, tree_rows
 from ..metrics import evaluate_clients
 from ..results import History
@@ -297,20 +297,6 @@ def _tree_zeros(part, m: int):
     return tuple(_tree_zeros(p, m) for p in part)
 
 
-class _RankProgress(Hooks):
-    """Rank 0's progress bar."""
-
-    def __init__(self, total: int, done: int, desc: str):
-        from tqdm import tqdm
-        self.bar = tqdm(total=total, initial=done, desc=desc, leave=False)
-
-    def after_evaluate(self, run: RunState, record: dict) -> None:
-        self.bar.set_postfix(acc=f"{record['test_acc']:.3f}", cd=f"{record['consensus_distance']:.2e}")
-
-    def after_round(self, run: RunState) -> None:
-        self.bar.update(1)
-
-
 def run_rank(cfg: Config, rank: int, world_size: int, exchange: Exchange, out: str | os.PathLike,
              checkpoint_every: int = 10, resume: bool = False, progress: bool = False) -> History:
     """Run this rank's block of ``cfg`` to the end (every rank calls it; the process group is initialised).
@@ -322,12 +308,12 @@ def run_rank(cfg: Config, rank: int, world_size: int, exchange: Exchange, out: s
     cfg = rank_run.cfg
     if resume:
         rank_run.resume()
-    bar = _RankProgress(cfg.rounds, rank_run.run.t, f"{cfg.algorithm} x{world_size}") \
+    bar = ProgressBar(cfg.rounds, rank_run.run.t, f"{cfg.algorithm} x{world_size}") \
         if progress and rank == 0 else None
     final = drive(rank_run.sim.algorithm, rank_run.run, rounds=cfg.rounds, eval_every=cfg.eval_every,
                   num_clients=len(rank_run.clients), tools_for=rank_run.tools, evaluate=rank_run.evaluate,
                   hooks=[_FaultInjection(rank), rank_run, bar])
     if bar is not None:
-        bar.bar.close()
+        bar.close()
     return History(config=cfg.to_dict(), records=list(final.history),
                    wall_time_s=time.perf_counter() - rank_run._start)
