@@ -565,39 +565,25 @@ def measured_against_bounds(axes, reports: Mapping[str, dict]) -> None:
 
 
 def paired_maps(ax, xs: Sequence[float], verdicts_by_series: Mapping[str, Sequence[Any]], *, xlabel: str,
-               ylabel: str, log_x: bool = True, spread: float = 0.06) -> list:
-    """Chapter 06: paired differences against a setting (α, ρ, m), one series per variant.
+                ylabel: str, log_x: bool = True, spread: float = 0.06) -> list:
+    """Chapter 06: :func:`paired_map` for several series on one axes, one per variant.
 
-    ``verdicts_by_series`` maps a label to comparisons (``.mean``, ``.low``, ``.high``, e.g.
-    :class:`dfl_core.stats.PairedComparison`), one per x in ``xs`` (a series may be shorter: it is drawn at
-    the first x values). Each point has its 95% interval as a whisker; the series are shifted a little
-    sideways (by ``spread`` in log10 units on a log axis) so that whiskers do not overlap. A dashed line
-    marks 0 (no difference). Returns the error-bar containers.
+    ``verdicts_by_series`` maps a label to comparisons, one per x in ``xs`` (a series may be shorter: it is
+    drawn at the first x values). The series are shifted a little sideways (by ``spread`` in log10 units on
+    a log axis) so that whiskers do not overlap. Returns the series' lines.
     """
     from matplotlib.lines import Line2D
 
-    drawn, n = [], len(verdicts_by_series)
+    n, lines = len(verdicts_by_series), []
     for i, (label, comps) in enumerate(verdicts_by_series.items()):
-        comps = list(comps)
         shift = (i - (n - 1) / 2) * spread
-        x = np.asarray(xs[:len(comps)], dtype=float)
-        x = x * 10**shift if log_x else x + shift
-        mean = np.array([c.mean for c in comps])
-        err = [mean - np.array([c.low for c in comps]), np.array([c.high for c in comps]) - mean]
-        props = style(i)
-        drawn.append(ax.errorbar(x, mean, yerr=err, color=props["color"], marker=props["marker"],
-                                 linestyle=props["linestyle"], capsize=4, label=label))
-    ax.axhline(0.0, color="0.3", linewidth=1, linestyle="--", zorder=1)
-    if log_x:
-        ax.set_xscale("log")
-        ax.minorticks_off()
-    ax.set_xticks(list(xs), [f"{x:g}" for x in xs])
-    ax.set(xlabel=xlabel, ylabel=ylabel)
-    ax.grid(True, alpha=0.3)
+        lines.append(paired_map(ax, xs[:len(comps)], comps, xlabel=xlabel, ylabel=ylabel, label=label, index=i,
+                                offset=10**shift - 1 if log_x else shift, log_x=log_x))
+    ax.set_xticks(list(xs), [f"{x:g}" for x in xs])        # a shorter series set only its own ticks
     whiskers = Line2D([], [], color="black", marker="|", markersize=10, linestyle="none",
-                      label="whiskers: 95% CI over seeds")
-    legend_outside(ax, handles=drawn + [whiskers])
-    return drawn
+                      label="whiskers: 95% CI over seeds; hollow: the interval contains 0")
+    legend_outside(ax, handles=lines + [whiskers])
+    return lines
 
 
 def claims_overview(ax, claims: Iterable[Any]) -> dict:
