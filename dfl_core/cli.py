@@ -143,6 +143,8 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="keep each run's checkpoint and the finished runs here, so that rerunning the "
                             "command continues an interrupted table (default: none for fast; for full "
                             "$DFL_CHECKPOINTS/tables/NAME)")
+    table.add_argument("--jobs", type=int, default=1,
+                       help="trainings at once, one process each; the numbers do not depend on it (default: 1)")
     table.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser
 
@@ -312,10 +314,13 @@ def _table(parser: argparse.ArgumentParser, args: argparse.Namespace, command: s
         except argparse.ArgumentTypeError as err:
             parser.error(f"--set {item}: {err}")
     seeds = _seeds(parser, args.seeds)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1, got {args.jobs}")
     try:
         result = run_table(args.name, args.profile, seeds, algorithms=tuple(_names(args.algorithms) or ()),
                            settings=tuple(_names(args.settings) or ()), changes=changes,
-                           progress=not args.no_progress, command=command, checkpoints=args.checkpoints)
+                           progress=not args.no_progress, command=command, checkpoints=args.checkpoints,
+                           jobs=args.jobs)
     except (ConfigError, CheckpointError, ValueError) as err:   # (data errors say data_dir=, as --set does)
         print(f"error: {err}", file=sys.stderr)
         return 2

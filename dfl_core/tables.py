@@ -183,7 +183,7 @@ def _calibrate_fedgf(preset: Preset, make: Callable[[str, str], Config], seed: i
 def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 2),
               algorithms: tuple[str, ...] | None = None, settings: tuple[str, ...] | None = None,
               changes: dict | None = None, progress: bool = True, command: str | None = None,
-              checkpoints: str | Path | None = None) -> TableResult:
+              checkpoints: str | Path | None = None, jobs: int = 1) -> TableResult:
     """Run every cell of preset ``name`` for every seed under ``profile``.
 
     Every config is built and validated before anything runs. With
@@ -192,11 +192,12 @@ def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 
     rounds and resumes from it, and each finished run's accuracy is recorded
     in ``done.json``, so an interrupted table continues where it stopped and
     finished runs are not recomputed (a run is reused only if its resolved
-    config is unchanged).
+    config is unchanged). ``jobs`` trains that many runs at once, one process
+    and one thread each (the numbers do not depend on it).
     """
     from tqdm import tqdm
 
-    from .engine import DataCache, run
+    from .engine import DataCache
 
     if name not in PRESETS:
         raise ValueError(f"unknown table {name!r}; allowed: {', '.join(PRESETS)}")
@@ -204,6 +205,8 @@ def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 
         raise ValueError(f"unknown profile {profile!r}; allowed: {', '.join(TABLE_PROFILES)}")
     if not seeds:
         raise ValueError("give at least one seed")
+    if not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
     preset = PRESETS[name]
     algorithms = tuple(algorithms or preset.algorithms)
     settings = tuple(settings or preset.settings)
@@ -236,24 +239,63 @@ def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 
     cells = [(a, s) for s in settings for a in algorithms]
     start = time.perf_counter()
     threshold = float(result.meta.get("fedgf_threshold", NEVER))
-    for algorithm, setting in tqdm(cells, desc=name, disable=not progress):
-        cfg = make(algorithm, setting, threshold)
-        accs = []
-        for seed in seeds:
-            c = cfg.replace(seed=seed).resolved()
-            key = f"{algorithm}-{setting}-seed{seed}"
-            acc = done.get(key, c) if done else None
-            if acc is None:
-                path = done.folder / f"{key}.pt" if done else None
-                history = run(c, data=cache(c), checkpoint=path, resume=path is not None)
-                acc = 100 * final_accuracy(history.records)
-                if done:
-                    done.put(key, c, acc)
-                    path.unlink(missing_ok=True)         # done.json now holds this run
-            accs.append(acc)
-        result.cells[(algorithm, setting)] = accs
+    runs = {(a, s, seed): make(a, s, threshold).replace(seed=seed).resolved()
+            for a, s in cells for seed in seeds}
+    accs = {k: done.get(_run_key(*k), c) if done else None for k, c in runs.items()}
+    todo = [k for k, acc in accs.items() if acc is None]
+    bar = tqdm(total=len(runs), initial=len(runs) - len(todo), desc=name, disable=not progress)
+    for k, acc in _train_all([(k, runs[k], done.folder / f"{_run_key(*k)}.pt" if done else None)
+                              for k in todo], jobs, cache):
+        accs[k] = acc
+        if done:
+            done.put(_run_key(*k), runs[k], acc)
+            (done.folder / f"{_run_key(*k)}.pt").unlink(missing_ok=True)   # done.json now holds this run
+        bar.update(1)
+    bar.close()
+    for a, s in cells:
+        result.cells[(a, s)] = [accs[(a, s, seed)] for seed in seeds]
     result.meta.update(_provenance(name, profile, seeds, time.perf_counter() - start, command))
     return result
+
+
+def _run_key(algorithm: str, setting: str, seed: int) -> str:
+    return f"{algorithm}-{setting}-seed{seed}"
+
+
+def _train_all(todo: list, jobs: int, cache):
+    """Yield ``(key, accuracy)`` for every ``(key, config, checkpoint)`` in ``todo``, as each run finishes."""
+    if jobs == 1:
+        for key, cfg, path in todo:
+            yield key, _train(cfg, path, cache(cfg))
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    # spawn: forking a process that holds torch's threads can hang
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_train_in_worker, cfg, path): key for key, cfg, path in todo}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+
+
+_WORKER_CACHE = None
+
+
+def _train_in_worker(cfg: Config, path: Path | None) -> float:
+    """One run in a worker process: one thread, the worker's own data cache."""
+    import torch
+
+    from .engine import DataCache
+    global _WORKER_CACHE
+    torch.set_num_threads(1)
+    _WORKER_CACHE = _WORKER_CACHE or DataCache()
+    return _train(cfg, path, _WORKER_CACHE(cfg))
+
+
+def _train(cfg: Config, path: Path | None, data) -> float:
+    """Train one table run (resuming from ``path`` if given); its final accuracy in %."""
+    from .engine import run
+    history = run(cfg, data=data, checkpoint=path, resume=path is not None)
+    return 100 * final_accuracy(history.records)
 
 
 def final_accuracy(records: list[dict], last: int = 5) -> float:

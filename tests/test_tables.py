@@ -146,6 +146,19 @@ def test_an_interrupted_table_continues_without_recomputing_finished_runs(tmp_pa
     assert rows(tmp_path / "a") == rows(tmp_path / "b")   # resumed = uninterrupted
 
 
+def test_parallel_jobs_give_the_serial_table_and_record_every_run(tmp_path, capsys):
+    args = ["table", "dfedsam-table2-cifar10", "--algorithms", "dfedavg,dfedsam", "--settings", "ring", *TINY]
+    assert main([*args, "--out", str(tmp_path / "serial")]) == 0
+    assert main([*args, "--jobs", "2", "--checkpoints", str(tmp_path / "ck"), "--out", str(tmp_path / "jobs")]) == 0
+    rows = lambda d: read_table(d / "dfedsam-table2-cifar10-fast.csv")[1]
+    assert rows(tmp_path / "jobs") == rows(tmp_path / "serial")
+    assert sorted(json.loads((tmp_path / "ck" / "done.json").read_text())) == [
+        "dfedavg-ring-seed0", "dfedavg-ring-seed1", "dfedsam-ring-seed0", "dfedsam-ring-seed1"]
+    with pytest.raises(SystemExit):
+        main([*args, "--jobs", "0"])
+    assert "--jobs must be >= 1, got 0" in capsys.readouterr().err
+
+
 def test_every_config_is_checked_before_any_run(tmp_path, monkeypatch, capsys):
     import dfl_core.engine as engine
     monkeypatch.setattr(engine, "run", lambda *a, **k: pytest.fail("ran before validating"))
