@@ -372,8 +372,8 @@ VERDICT_STYLE = {"REPRODUCED": ("#009E73", ""), "REVERSED": ("#D55E00", "//"), "
 TABLES_URL = "https://raw.githubusercontent.com/dfl-book/dfl-book/main/book/_tables/"
 
 
-def committed_table(name: str, tag: str = "", folder: str | Path | None = None):
-    """Chapter 08: the committed fast table ``book/_tables/NAME-fast[-TAG].csv`` as a ``TableResult``.
+def committed_table(name: str, tag: str = "", folder: str | Path | None = None, profile: str = "fast"):
+    """Chapter 08: the committed table ``book/_tables/NAME-PROFILE[-TAG].csv`` as a ``TableResult``.
 
     Looks in ``folder``, else in ``_tables`` (a notebook runs in ``book/``) or
     ``book/_tables``; where neither exists (Colab has the notebook, not the
@@ -382,7 +382,7 @@ def committed_table(name: str, tag: str = "", folder: str | Path | None = None):
     """
     from .tables import read_result
 
-    file = f"{name}-fast{'-' + tag if tag else ''}.csv"
+    file = f"{name}-{profile}{'-' + tag if tag else ''}.csv"
     candidates = [Path(folder)] if folder is not None else [Path("_tables"), Path("book/_tables")]
     where = next((p for p in candidates if (p / file).exists()), candidates[0])
     if not (where / file).exists():
