@@ -48,7 +48,11 @@ def test_committed_results_cover_their_configs_and_seeds(path):
     for (arm, seed), run in runs.items():
         current = exp.config(arm, seed, profile).to_dict()
         assert stored_config_matches(run["config"], current) == [], (arm, seed)
-        assert run["history"][-1]["round"] == current["rounds"] and run["wall_time_s"] > 0
+        assert run["wall_time_s"] > 0
+        if "diverged" in run:                                        # an outcome, recorded with its round
+            assert run["history"][-1]["round"] < run["diverged"]["round"] <= current["rounds"], (arm, seed)
+            continue
+        assert run["history"][-1]["round"] == current["rounds"]
         if exp.measure is not None:
             assert run["measures"], (arm, seed)
 
@@ -83,6 +87,25 @@ def test_an_experiment_runs_writes_provenance_and_resumes(tmp_path, monkeypatch)
         r["history"][-1]["test_acc"] += 0.01                         # a file the code no longer reproduces
     path.write_text(json.dumps(doc))
     assert not rerun_matches("tiny", "DFedSAM", seed=1, rounds=2)["agree"]
+
+
+def test_a_diverging_arm_is_recorded_and_the_other_runs_go_on(tmp_path, monkeypatch):
+    blowup = Experiment("blowup", "test", "Does a diverging arm stop the experiment?",
+                        arms={"DFedAvg": dict(algorithm="dfedavg"), "huge lr": dict(algorithm="dfedavg", lr=1e12)},
+                        base=dict(dataset="digits", train_size=None, test_size=None, num_clients=4, rounds=3,
+                                  eval_every=1), seeds=(0, 1))
+    monkeypatch.setitem(EXPERIMENTS, "blowup", blowup)
+    run_experiment("blowup", "fast", out=tmp_path, checkpoints=tmp_path / "ck", progress=False)
+    result = load("blowup", tmp_path)
+    assert len(result.runs) == 4 and result.diverged("DFedAvg") == {}
+    rounds = result.diverged("huge lr")
+    assert sorted(rounds) == [0, 1] and all(1 <= r <= 3 for r in rounds.values())
+    assert "diverged" in result.runs[("huge lr", 0)]["diverged"]["message"]
+    assert len(result.per_seed("DFedAvg")) == 2
+    with pytest.raises(ValueError, match=r"arm 'huge lr' diverged in seed\(s\) \[0, 1\]"):
+        result.per_seed("huge lr")
+    steps, curves = result.curve("huge lr")
+    assert all(len(c) == len(steps) for c in curves)                 # padded with NaN after the divergence
 
 
 def test_the_command_lists_and_refuses_unknown_experiments(capsys):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import multiprocessing
 import os
 import platform
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..config import Config
-from ..errors import ConfigError
+from ..errors import ConfigError, DivergenceError
 
 __all__ = ["Experiment", "RESULTS_DIR", "SCHEMA", "KEPT_METRICS", "ShowcaseResult", "load", "run", "final_value",
            "results_path"]
@@ -72,8 +73,18 @@ class ShowcaseResult:
     def history(self, arm: str, seed: int) -> list[dict]:
         return self.runs[(arm, seed)]["history"]
 
+    def diverged(self, arm: str) -> dict[int, int]:
+        """The seeds whose run of ``arm`` diverged (loss or parameters NaN/inf), and the round it happened in."""
+        return {s: self.runs[(arm, s)]["diverged"]["round"] for s in self.seeds if "diverged" in self.runs[(arm, s)]}
+
     def per_seed(self, arm: str, metric: str = "test_acc", last: int = 5, scale: float = 100.0) -> list[float]:
-        """``final_value`` of every seed (in seed order), × ``scale`` (percent by default)."""
+        """``final_value`` of every seed (in seed order), × ``scale`` (percent by default).
+
+        A diverged run has no final value: asking for one is an error that names the seeds (see :meth:`diverged`).
+        """
+        if self.diverged(arm):
+            raise ValueError(f"{self.name}: arm {arm!r} diverged in seed(s) {sorted(self.diverged(arm))} "
+                             f"(round {self.diverged(arm)}), so it has no final {metric}; see .diverged(arm)")
         return [scale * final_value(self.history(arm, s), metric, last) for s in self.seeds]
 
     def measure(self, arm: str, key: str) -> list[float]:
@@ -81,9 +92,10 @@ class ShowcaseResult:
         return [self.runs[(arm, s)]["measures"][key] for s in self.seeds]
 
     def curve(self, arm: str, metric: str = "test_acc") -> tuple[list[int], list[list[float]]]:
-        """Rounds and, per seed, the metric at each evaluation."""
-        rounds = [r["round"] for r in self.history(arm, self.seeds[0])]
-        return rounds, [[r[metric] for r in self.history(arm, s)] for s in self.seeds]
+        """Rounds and, per seed, the metric at each evaluation (NaN after a diverged run stopped)."""
+        histories = [self.history(arm, s) for s in self.seeds]
+        rounds = [r["round"] for r in max(histories, key=len)]
+        return rounds, [[r[metric] for r in h] + [math.nan] * (len(rounds) - len(h)) for h in histories]
 
     def compare(self, better: str, worse: str, metric: str = "test_acc", last: int = 5, scale: float = 100.0,
                 expect: str = "greater", label: str | None = None):
@@ -136,12 +148,17 @@ def _run_one(experiment: Experiment, arm: str, seed: int, profile_name: str, che
         sim = Simulation.resume(checkpoint, cfg, data=profile.data(cfg))
     else:
         sim = Simulation(cfg, data=profile.data(cfg))
-    history = sim.run(checkpoint=checkpoint, checkpoint_every=10)
-    measures = experiment.measure(sim) if experiment.measure is not None else {}
-    return {"arm": arm, "seed": seed, "config": cfg.to_dict(), "wall_time_s": time.perf_counter() - start,
-            "cpu_time_s": time.process_time() - cpu_start,
-            "history": [{k: r[k] for k in KEPT_METRICS if k in r} | _extras(r) for r in history.records],
-            "measures": measures}
+    diverged = None
+    try:
+        sim.run(checkpoint=checkpoint, checkpoint_every=10)
+    except DivergenceError as err:          # an outcome of the arm, not a crash: the other runs go on
+        diverged = {"round": sim.t + 1, "message": str(err)}
+    measures = experiment.measure(sim) if experiment.measure is not None and diverged is None else {}
+    record = {"arm": arm, "seed": seed, "config": cfg.to_dict(), "wall_time_s": time.perf_counter() - start,
+              "cpu_time_s": time.process_time() - cpu_start,
+              "history": [{k: r[k] for k in KEPT_METRICS if k in r} | _extras(r) for r in sim.history.records],
+              "measures": measures}
+    return record | ({"diverged": diverged} if diverged else {})
 
 
 def _extras(record: dict) -> dict:
