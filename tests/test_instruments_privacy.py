@@ -159,3 +159,22 @@ def test_the_divergence_message_reads_the_loss_without_an_autograd_warning():
         warnings.simplefilter("error")                  # any warning fails the test
         with pytest.raises(DivergenceError, match="loss (nan|inf)"):
             train_classifier(net, x, y, steps=50, lr=1e38)
+
+
+def test_momentum_restarted_every_step_is_plain_sgd_and_every_k_steps_is_not():
+    """``restart_every`` zeroes the heavy-ball buffer: restarting at every step leaves plain SGD; restarting
+    every 5 steps (a client's K) is neither plain SGD nor uninterrupted momentum."""
+    x, y = torch.randn(64, 4, dtype=torch.float64), torch.randint(0, 3, (64,))
+
+    def trained(**kw):
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(4, 3)).to(torch.float64)
+        train_classifier(net, x, y, steps=20, lr=0.1, batch_size=8, seed=1, **kw)
+        return torch.cat([p.detach().flatten() for p in net.parameters()])
+
+    plain, restart1 = trained(momentum=0.0), trained(momentum=0.9, restart_every=1)
+    assert torch.allclose(plain, restart1, atol=1e-14, rtol=0)
+    every5, never = trained(momentum=0.9, restart_every=5), trained(momentum=0.9)
+    assert (every5 - plain).abs().max() > 1e-3 and (every5 - never).abs().max() > 1e-3
+    with pytest.raises(ValueError, match="restart_every must be a positive integer or None, got 0"):
+        trained(momentum=0.9, restart_every=0)
