@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing
 import os
 import platform
 import time
@@ -178,11 +177,12 @@ def run(experiment: Experiment, profile: str = "showcase", jobs: int = 1, out: s
     10 rounds under ``checkpoints`` (default ``$DFL_CHECKPOINTS/showcase/NAME``).
     ``jobs`` runs that many trainings at once, one process and one thread each.
     """
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import as_completed
 
     from tqdm import tqdm
 
     from ..profiles import checkpoint_dir, get_profile
+    from ..workers import process_pool
 
     name, prof = experiment.name, get_profile(profile)
     seeds = tuple(seeds or experiment.seeds)
@@ -209,8 +209,8 @@ def run(experiment: Experiment, profile: str = "showcase", jobs: int = 1, out: s
     bar = tqdm(total=len(planned), initial=len(done), desc=name, disable=not progress)
     args = [(experiment, arm, s, profile, str(folder / f"{_slug(arm)}-seed{s}.pt"), 1 if jobs > 1 else
              (os.cpu_count() or 1)) for arm, s in todo]
-    if jobs > 1:                                   # spawn: forking a process that holds torch's threads can hang
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    if jobs > 1:
+        with process_pool(jobs) as pool:
             futures = [pool.submit(_run_one, *a) for a in args]
             for future in as_completed(futures):
                 record = future.result()
