@@ -193,7 +193,10 @@ def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 
     in ``done.json``, so an interrupted table continues where it stopped and
     finished runs are not recomputed (a run is reused only if its resolved
     config is unchanged). ``jobs`` trains that many runs at once, one process
-    and one thread each (the numbers do not depend on it).
+    and one thread each (the numbers do not depend on it). Each run's CPU time
+    is kept with its accuracy, and ``meta["cpu_time_s"]`` sums them over every
+    run of the table, however many invocations it took (a run resumed from a
+    checkpoint counts from the resume).
     """
     from tqdm import tqdm
 
@@ -242,19 +245,23 @@ def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 
     runs = {(a, s, seed): make(a, s, threshold).replace(seed=seed).resolved()
             for a, s in cells for seed in seeds}
     accs = {k: done.get(_run_key(*k), c) if done else None for k, c in runs.items()}
+    cpu = {k: done.cpu_time(_run_key(*k)) if done else None for k in runs}
     todo = [k for k, acc in accs.items() if acc is None]
     bar = tqdm(total=len(runs), initial=len(runs) - len(todo), desc=name, disable=not progress)
-    for k, acc in _train_all([(k, runs[k], done.folder / f"{_run_key(*k)}.pt" if done else None)
-                              for k in todo], jobs, cache):
-        accs[k] = acc
+    for k, (acc, seconds) in _train_all([(k, runs[k], done.folder / f"{_run_key(*k)}.pt" if done else None)
+                                         for k in todo], jobs, cache):
+        accs[k], cpu[k] = acc, seconds
         if done:
-            done.put(_run_key(*k), runs[k], acc)
+            done.put(_run_key(*k), runs[k], acc, seconds)
             (done.folder / f"{_run_key(*k)}.pt").unlink(missing_ok=True)   # done.json now holds this run
         bar.update(1)
     bar.close()
     for a, s in cells:
         result.cells[(a, s)] = [accs[(a, s, seed)] for seed in seeds]
     result.meta.update(_provenance(name, profile, seeds, time.perf_counter() - start, command))
+    result.meta["cpu_time_s"] = f"{sum(t for t in cpu.values() if t is not None):.0f}"
+    if untimed := sum(t is None for t in cpu.values()):
+        result.meta["untimed_runs"] = str(untimed)          # finished before CPU times were kept
     return result
 
 
@@ -263,15 +270,16 @@ def _run_key(algorithm: str, setting: str, seed: int) -> str:
 
 
 def _train_all(todo: list, jobs: int, cache):
-    """Yield ``(key, accuracy)`` for every ``(key, config, checkpoint)`` in ``todo``, as each run finishes."""
+    """Yield ``(key, (accuracy, cpu_seconds))`` for every ``(key, config, checkpoint)`` in ``todo``, as each
+    run finishes."""
     if jobs == 1:
         for key, cfg, path in todo:
             yield key, _train(cfg, path, cache(cfg))
         return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    # spawn: forking a process that holds torch's threads can hang
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    from concurrent.futures import as_completed
+
+    from .workers import process_pool
+    with process_pool(jobs) as pool:
         futures = {pool.submit(_train_in_worker, cfg, path): key for key, cfg, path in todo}
         for future in as_completed(futures):
             yield futures[future], future.result()
@@ -280,7 +288,7 @@ def _train_all(todo: list, jobs: int, cache):
 _WORKER_CACHE = None
 
 
-def _train_in_worker(cfg: Config, path: Path | None) -> float:
+def _train_in_worker(cfg: Config, path: Path | None) -> tuple[float, float]:
     """One run in a worker process: one thread, the worker's own data cache."""
     import torch
 
@@ -291,11 +299,13 @@ def _train_in_worker(cfg: Config, path: Path | None) -> float:
     return _train(cfg, path, _WORKER_CACHE(cfg))
 
 
-def _train(cfg: Config, path: Path | None, data) -> float:
-    """Train one table run (resuming from ``path`` if given); its final accuracy in %."""
+def _train(cfg: Config, path: Path | None, data) -> tuple[float, float]:
+    """Train one table run (resuming from ``path`` if given): its final accuracy in % and the CPU seconds
+    it took (this process's, every thread's)."""
     from .engine import run
+    start = time.process_time()
     history = run(cfg, data=data, checkpoint=path, resume=path is not None)
-    return 100 * final_accuracy(history.records)
+    return 100 * final_accuracy(history.records), time.process_time() - start
 
 
 def final_accuracy(records: list[dict], last: int = 5) -> float:
@@ -305,7 +315,8 @@ def final_accuracy(records: list[dict], last: int = 5) -> float:
 
 
 class _Done:
-    """``done.json`` in a table's checkpoint folder: finished runs' accuracies, keyed by cell and seed."""
+    """``done.json`` in a table's checkpoint folder: finished runs' accuracies and CPU times, keyed by cell
+    and seed."""
 
     def __init__(self, folder: Path):
         self.folder = folder
@@ -321,8 +332,11 @@ class _Done:
         entry = self.runs.get(key)
         return entry["test_acc"] if entry and entry["config"] == self._config_key(cfg) else None
 
-    def put(self, key: str, cfg: Config, acc: float) -> None:
-        self.runs[key] = {"config": self._config_key(cfg), "test_acc": acc}
+    def cpu_time(self, key: str) -> float | None:
+        return self.runs.get(key, {}).get("cpu_time_s")
+
+    def put(self, key: str, cfg: Config, acc: float, cpu_time_s: float) -> None:
+        self.runs[key] = {"config": self._config_key(cfg), "test_acc": acc, "cpu_time_s": cpu_time_s}
         write_atomic(self.path, json.dumps(self.runs, indent=1).encode())   # never a half-written record
 
 

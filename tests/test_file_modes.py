@@ -75,6 +75,7 @@ def test_table_progress_records_follow_the_umask(tmp_path):
 
     with umask(0o022):
         done = _Done(tmp_path)
-        done.put("dfedavg-iid-seed0", Config(), 91.5)
+        done.put("dfedavg-iid-seed0", Config(), 91.5, 12.0)
     assert mode(tmp_path / "done.json") == 0o644 and only_files(tmp_path) == ["done.json"]
     assert _Done(tmp_path).get("dfedavg-iid-seed0", Config()) == 91.5
+    assert _Done(tmp_path).cpu_time("dfedavg-iid-seed0") == 12.0

@@ -109,6 +109,32 @@ def test_committed_fast_tables_cover_their_preset(name):
     assert f"table {name} --profile fast --seeds 0,1,2" in meta["command"]
 
 
+SHOWCASE_TABLES = sorted((ROOT / "book" / "_tables").glob("*-showcase.csv"))
+
+
+def test_a_showcase_table_is_committed():
+    assert SHOWCASE_TABLES, "chapter 08 reads at least one showcase table"
+
+
+@pytest.mark.parametrize("path", SHOWCASE_TABLES, ids=lambda p: p.stem)
+def test_committed_showcase_tables_cover_their_recorded_columns_and_seeds(path):
+    """Every row of the preset in every column the recorded command names, for each of its (>= 5) seeds,
+    and verdicts recomputed from the CSV equal to the committed ones."""
+    meta, rows = read_table(path)
+    words = shlex.split(meta["command"])
+    name = words[words.index("table") + 1]
+    preset, seeds = PRESETS[name], words[words.index("--seeds") + 1].split(",")
+    columns = words[words.index("--settings") + 1].split(",") if "--settings" in words else list(preset.settings)
+    assert words[words.index("--profile") + 1] == "showcase" and len(seeds) >= 5
+    assert {(r["algorithm"], r["setting"]) for r in rows} == {(a, c) for a in preset.algorithms for c in columns}
+    assert all(r["seeds"] == str(len(seeds)) and len(r["values"].split()) == len(seeds) for r in rows)
+    assert float(meta["cpu_time_s"]) > 0 and "untimed_runs" not in meta     # the book states its cost
+    result = read_result(path)
+    _, committed = read_table(path.with_name(path.stem + "-verdicts.csv"))
+    recomputed = orderings(result) + check_claims(result)
+    assert [(v["label"], v["verdict"]) for v in committed] == [(c.label, c.verdict) for c in recomputed]
+
+
 def test_tag_names_a_variant_table_and_must_be_simple(tmp_path, capsys):
     args = ["table", "fedsam-cifar10", "--algorithms", "mofedsam", "--settings", "iid", *TINY,
             "--set", "mofedsam_variant=official-fedgf", "--tag", "coded", "--out", str(tmp_path)]
@@ -138,6 +164,11 @@ def test_an_interrupted_table_continues_without_recomputing_finished_runs(tmp_pa
     calls.clear()
     assert main(args) == 0
     assert len(calls) == 2                              # only the two unfinished runs ran again
+    done = json.loads((tmp_path / "ck" / "done.json").read_text())
+    assert len(done) == 4 and all(r["cpu_time_s"] > 0 for r in done.values())
+    meta = read_table(tmp_path / "a" / "dfedsam-table2-cifar10-fast.csv")[0]
+    # every run's CPU time, the two of the interrupted invocation included
+    assert meta["cpu_time_s"] == f"{sum(r['cpu_time_s'] for r in done.values()):.0f}" and "untimed_runs" not in meta
     monkeypatch.setattr(engine, "run", real_run)
     fresh = ["table", "dfedsam-table2-cifar10", "--algorithms", "dfedavg", "--settings", "ring,full", *TINY,
              "--out", str(tmp_path / "b")]
