@@ -3,6 +3,7 @@ paired comparisons the chapters read from them."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -104,8 +105,9 @@ def test_a_diverging_arm_is_recorded_and_the_other_runs_go_on(tmp_path, monkeypa
     assert len(result.per_seed("DFedAvg")) == 2
     with pytest.raises(ValueError, match=r"arm 'huge lr' diverged in seed\(s\) \[0, 1\]"):
         result.per_seed("huge lr")
-    steps, curves = result.curve("huge lr")
-    assert all(len(c) == len(steps) for c in curves)                 # padded with NaN after the divergence
+    steps, curves = result.curve("huge lr")                         # every seed diverged: the schedule all the same
+    assert steps == result.curve("DFedAvg")[0] == [0, 1, 2, 3]
+    assert all(len(c) == 4 and math.isnan(c[-1]) for c in curves)   # NaN from the divergence on
 
 
 def test_the_command_lists_and_refuses_unknown_experiments(capsys):

@@ -91,10 +91,15 @@ class ShowcaseResult:
         return [self.runs[(arm, s)]["measures"][key] for s in self.seeds]
 
     def curve(self, arm: str, metric: str = "test_acc") -> tuple[list[int], list[list[float]]]:
-        """Rounds and, per seed, the metric at each evaluation (NaN after a diverged run stopped)."""
-        histories = [self.history(arm, s) for s in self.seeds]
-        rounds = [r["round"] for r in max(histories, key=len)]
-        return rounds, [[r[metric] for r in h] + [math.nan] * (len(rounds) - len(h)) for h in histories]
+        """The arm's evaluation rounds (its config's schedule: round 0, every ``eval_every`` and the last) and,
+        per seed, the metric at each (NaN from where a diverged run stopped, even if every seed diverged)."""
+        cfg = self.runs[(arm, self.seeds[0])]["config"]
+        rounds = sorted({*range(0, cfg["rounds"] + 1, cfg["eval_every"]), cfg["rounds"]})
+        curves = []
+        for s in self.seeds:
+            values = {r["round"]: r[metric] for r in self.history(arm, s)}
+            curves.append([values.get(t, math.nan) for t in rounds])
+        return rounds, curves
 
     def compare(self, better: str, worse: str, metric: str = "test_acc", last: int = 5, scale: float = 100.0,
                 expect: str = "greater", label: str | None = None):
