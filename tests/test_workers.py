@@ -18,9 +18,13 @@ time.sleep(600)
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or not hasattr(os, "pidfd_open"),
                     reason="PR_SET_PDEATHSIG and pidfd are Linux's")
-def test_a_busy_worker_ends_when_its_parent_is_killed():
-    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
-    worker = int(parent.stdout.readline())       # printed from inside the task: the worker is busy
+def test_a_busy_worker_ends_when_its_parent_is_killed(tmp_path):
+    # stderr to a file: the killed parent's resource tracker warns about its semaphores there
+    with open(tmp_path / "stderr", "w") as err:
+        parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, stderr=err, text=True)
+    line = parent.stdout.readline()               # printed from inside the task: the worker is busy
+    assert line.strip().isdigit(), (tmp_path / "stderr").read_text()
+    worker = int(line)
     watch = os.pidfd_open(worker)                 # readable once the worker has ended
     try:
         parent.kill()
