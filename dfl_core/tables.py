@@ -246,14 +246,14 @@ def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 
             for a, s in cells for seed in seeds}
     accs = {k: done.get(_run_key(*k), c) if done else None for k, c in runs.items()}
     cpu = {k: done.cpu_time(_run_key(*k)) if done else None for k in runs}
+    checkpoint = {k: done.folder / f"{_run_key(*k)}.pt" if done else None for k in runs}
     todo = [k for k, acc in accs.items() if acc is None]
     bar = tqdm(total=len(runs), initial=len(runs) - len(todo), desc=name, disable=not progress)
-    for k, (acc, seconds) in _train_all([(k, runs[k], done.folder / f"{_run_key(*k)}.pt" if done else None)
-                                         for k in todo], jobs, cache):
+    for k, (acc, seconds) in _train_all([(k, runs[k], checkpoint[k]) for k in todo], jobs, cache):
         accs[k], cpu[k] = acc, seconds
         if done:
             done.put(_run_key(*k), runs[k], acc, seconds)
-            (done.folder / f"{_run_key(*k)}.pt").unlink(missing_ok=True)   # done.json now holds this run
+            checkpoint[k].unlink(missing_ok=True)                  # done.json now holds this run
         bar.update(1)
     bar.close()
     for a, s in cells:

@@ -15,7 +15,8 @@ import torch
 
 from ..errors import DivergenceError
 
-__all__ = ["RunState", "Hooks", "HookList", "RoundLog", "play_round", "evaluated", "drive"]
+__all__ = ["RunState", "Hooks", "HookList", "RoundLog", "play_round", "evaluated", "drive", "evaluates",
+           "evaluation_rounds"]
 
 
 class RunState(NamedTuple):
@@ -135,6 +136,16 @@ def evaluated(run: RunState, evaluate: Callable[[RunState], dict], hooks: Hooks)
     return run
 
 
+def evaluates(t: int, rounds: int, eval_every: int) -> bool:
+    """Whether :func:`drive` evaluates after round ``t``: round 0, every ``eval_every``-th round and the last."""
+    return t % eval_every == 0 or t == rounds
+
+
+def evaluation_rounds(rounds: int, eval_every: int) -> list[int]:
+    """The rounds a complete run's history records, in order (see :func:`evaluates`)."""
+    return [t for t in range(rounds + 1) if evaluates(t, rounds, eval_every)]
+
+
 def drive(algorithm, run: RunState, *, rounds: int, eval_every: int, num_clients: int,
           tools_for: Callable[[RunState, Hooks], Any], evaluate: Callable[[RunState], dict],
           hooks=()) -> RunState:
@@ -161,7 +172,7 @@ def drive(algorithm, run: RunState, *, rounds: int, eval_every: int, num_clients
             hooks.before_round(run)
             tools = tools_for(run, hooks)                                     # 1.
             new = play_round(algorithm, run, tools, num_clients)             # 2.–4.
-            if new.t % eval_every == 0 or new.t == rounds:                    # 5.
+            if evaluates(new.t, rounds, eval_every):                          # 5.
                 new = evaluated(new, evaluate, hooks)
         except KeyboardInterrupt:
             hooks.on_interrupt(run)

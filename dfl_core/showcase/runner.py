@@ -81,9 +81,9 @@ class ShowcaseResult:
 
         A diverged run has no final value: asking for one is an error that names the seeds (see :meth:`diverged`).
         """
-        if self.diverged(arm):
-            raise ValueError(f"{self.name}: arm {arm!r} diverged in seed(s) {sorted(self.diverged(arm))} "
-                             f"(round {self.diverged(arm)}), so it has no final {metric}; see .diverged(arm)")
+        if diverged := self.diverged(arm):
+            raise ValueError(f"{self.name}: arm {arm!r} diverged in seed(s) {sorted(diverged)} "
+                             f"(round {diverged}), so it has no final {metric}; see .diverged(arm)")
         return [scale * final_value(self.history(arm, s), metric, last) for s in self.seeds]
 
     def measure(self, arm: str, key: str) -> list[float]:
@@ -93,8 +93,10 @@ class ShowcaseResult:
     def curve(self, arm: str, metric: str = "test_acc") -> tuple[list[int], list[list[float]]]:
         """The arm's evaluation rounds (its config's schedule: round 0, every ``eval_every`` and the last) and,
         per seed, the metric at each (NaN from where a diverged run stopped, even if every seed diverged)."""
+        from ..engine.loop import evaluation_rounds
+
         cfg = self.runs[(arm, self.seeds[0])]["config"]
-        rounds = sorted({*range(0, cfg["rounds"] + 1, cfg["eval_every"]), cfg["rounds"]})
+        rounds = evaluation_rounds(cfg["rounds"], cfg["eval_every"])
         curves = []
         for s in self.seeds:
             values = {r["round"]: r[metric] for r in self.history(arm, s)}
