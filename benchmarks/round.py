@@ -61,6 +61,8 @@ class RoundSettings:
     n_test: int = 20             # test samples per client
     sample: int = 100            # clients the loops run at larger m
     repeats: int = 3
+    cheap_repeats: int = 7       # repeats where a round is cheap (the 2NN up to m = 100): its ratios to the
+                                 # loops moved by up to 0.3 between runs of 3 repeats on a shared 2-core VM
     budget_gib: float = 8.0      # skip the engine where its estimated memory exceeds this
     device: str = "cpu"
     chunks: tuple[int, ...] = (1, 10, 100)   # clients per chunk tried for "one model, one big batch"
@@ -156,6 +158,7 @@ class RoundResult:
     client_chunk: int = 0
     big_chunk: int = 0
     loops_scale: float = 1.0
+    repeats: int = 0
     notes: list[str] = field(default_factory=list)
 
     def med(self, name: str) -> float:
@@ -233,7 +236,9 @@ def run(s: RoundSettings, log: Callable[[str], None] = print) -> list[RoundResul
                     return round_floor(cost, m, s.K, s.B, sam, nnz, rate, bw)["floor"]
                 contenders.append(Contender("floor", floor_fn, measures=True))
                 cheap = cost.forward_flops * m * s.K * s.B < 2e10
-                res.times = interleaved(contenders, s.repeats, warmup=cheap, device=s.device,
+                repeats = max(s.repeats, s.cheap_repeats) if cheap else s.repeats
+                res.repeats = repeats
+                res.times = interleaved(contenders, repeats, warmup=cheap, device=s.device,
                                         log=lambda line: log(line))
                 if cheap:                                          # drop the warm-up call's split
                     res.ref_parts = {k: v[1:] for k, v in res.ref_parts.items()}
@@ -270,12 +275,12 @@ def tables(results: list[RoundResult]) -> str:
     rows = []
     for r in results:
         e, lean, ref, big, fl = (r.med(n) for n in ("engine", "lean", "reference", "one model", "floor"))
-        rows.append([r.model, r.algo, r.m, f"{r.d:,}", f"{r.strategy or '–'}/{r.client_chunk or '–'}",
+        rows.append([r.model, r.algo, r.m, f"{r.d:,}", f"{r.strategy or '–'}/{r.client_chunk or '–'}", r.repeats,
                      fmt_s(e), fmt_s(lean), fmt_s(ref), fmt_s(big) + (f" (c={r.big_chunk})" if r.big_chunk else ""),
                      fmt_s(fl) + (f" ({r.floor.get('bound', '')})" if r.floor else ""),
                      fmt_ratio(_ratio(e, lean)), fmt_ratio(_ratio(e, ref)), fmt_ratio(_ratio(e, fl)),
                      fmt_ratio(_ratio(e, big))])
-    head = ["model", "rule", "m", "d", "strategy/chunk", "engine", "lean loop", "reference loop",
+    head = ["model", "rule", "m", "d", "strategy/chunk", "repeats", "engine", "lean loop", "reference loop",
             "one model, big batch", "floor", "engine/lean", "engine/ref", "engine/floor", "engine/one model"]
     out = [markdown_table(head, rows)]
     # floor details and the reference loop's split
@@ -316,7 +321,7 @@ def strategy_sweep(s: RoundSettings, m: int = 100, algo: str = "SAM",
         del auto
         holder: dict[str, Simulation] = {}
         contenders, seen = [], set()
-        for strategy in ("batched", "vmap", "loop"):
+        for strategy in ("mlp", "batched", "vmap", "loop"):
             # None: the engine's default chunk; all m at once; for the loop, a 10-client chunk
             for chunk in dict.fromkeys((None, 10) if strategy == "loop" else (None, m)):
                 cfg = engine_config(model, ALGOS[algo], m, s.K, s.B, s.lr, device=s.device,

@@ -232,7 +232,9 @@ class StackedModel:
         for k in range(len(self._linear_layers) - 1, -1, -1):
             name, _ = self._linear_layers[k]
             W = params[f"{name}.weight"]
-            torch.bmm(delta.transpose(1, 2), inputs[k], out=grads[f"{name}.weight"])   # ∇W = δᵀ h
+            # ∇W = δᵀ h. A (n, out, in) view of g is not contiguous across clients, and bmm into it runs
+            # one GEMM per client at about 0.6x the batched rate; computing contiguously and copying is faster.
+            grads[f"{name}.weight"].copy_(torch.bmm(delta.transpose(1, 2), inputs[k]))
             if f"{name}.bias" in grads:
                 torch.sum(delta, dim=1, out=grads[f"{name}.bias"])                        # ∇b = Σ_b δ
             if k > 0 or input_grad:

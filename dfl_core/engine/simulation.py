@@ -33,6 +33,7 @@ from ..results import History
 from ..rng import purpose_seed
 from ..stacked import StackedModel
 from ..topology import MixingMatrix, make_topology
+from .allocator import retain_freed_memory
 from .data import federated_data
 from .evaluation import Evaluator
 from .loop import HookList, Hooks, RunState, drive, evaluated, play_round
@@ -61,6 +62,8 @@ class Simulation:
         cfg = config.resolved()
         self.config, self.algorithm = cfg, ALGORITHMS[cfg.algorithm]
         self.device, self.dtype = cfg.torch_device, cfg.torch_dtype
+        if self.device.type == "cpu":
+            retain_freed_memory()                       # the round's temporaries reuse freed memory (allocator.py)
         m = cfg.num_clients
         # 1. data (errors here come before any training)
         self.data = federated_data(cfg) if data is None else data

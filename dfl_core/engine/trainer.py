@@ -40,9 +40,11 @@ def default_client_chunk(d: int, m: int, device: torch.device,
     (``benchmarks/RESULTS.md``, SAM round, 2 cores) measured the 2NN at
     m = 100 at 0.65 s with 10 clients per chunk (8 MB) against 1.47 s with 84
     (64 MB), and the MNIST CNN at m = 30 at 5.4 s with 1 client (6.6 MB)
-    against 7.6 s with 10 (most likely because (chunk, d) temporaries below
-    glibc's mmap threshold reuse heap memory, while larger ones page-fault
-    fresh memory on every local step).
+    against 7.6 s with 10 (then, larger (chunk, d) temporaries page-faulted
+    fresh memory at every local step). With glibc keeping freed memory
+    (:mod:`.allocator`) larger chunks no longer fault, but they gained nothing
+    either: 2NN at m = 100, 10 to 100 clients per chunk, SGD 223-231 ms, SAM
+    415-425 ms (``benchmarks/TRIED.md``).
 
     CUDA: as many clients as fit in 60% of the free device memory, with the
     memory one client needs measured by ``bytes_per_client`` (a probe that runs

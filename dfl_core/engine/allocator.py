@@ -1,0 +1,57 @@
+"""Keep freed memory in the process: glibc malloc settings for the round's large temporaries.
+
+A round allocates and frees tensors of the same few sizes at every local step:
+each chunk's gradient, SAM's perturbed point and the update (``client_chunk × d``
+values, about 8 MB on the CPU), and once per round the local-training output
+(``m × d``). By default glibc serves an allocation above its mmap threshold
+(128 KiB at start, raised as freed blocks come back, at most 32 MiB) with fresh
+pages from the kernel and unmaps them on ``free``, and it trims the top of its
+heap whenever more than twice that threshold lies free. Either way the next
+step's tensors fault their pages in again: on this 2-core CPU a 2NN round at
+m = 100 took 32,000 (SGD) and 50,000 (SAM) minor page faults, and 1,900 and 0
+with the settings below (``benchmarks/TRIED.md`` has the times).
+
+:func:`retain_freed_memory` raises both thresholds to :data:`THRESHOLD_BYTES`
+once per process (``mallopt``): tensors up to that size come from the heap,
+and freed memory stays with the process for the next step. The price is
+resident memory: up to that much freed memory may be kept rather than returned
+to the system. Only glibc is touched; musl, macOS and preloaded allocators
+(jemalloc, tcmalloc) are left as they are. Set ``DFL_RETAIN_FREED_MEMORY=0``
+to leave malloc alone. The settings change no result, only where memory comes from.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+
+__all__ = ["retain_freed_memory", "THRESHOLD_BYTES", "ENV_VAR"]
+
+#: The mmap and trim thresholds set by :func:`retain_freed_memory` (256 MiB).
+THRESHOLD_BYTES = 256 << 20
+#: Environment variable that turns :func:`retain_freed_memory` off when set to ``0``.
+ENV_VAR = "DFL_RETAIN_FREED_MEMORY"
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3      # glibc's malloc.h
+_applied: bool | None = None
+
+
+def retain_freed_memory() -> bool:
+    """Set glibc's mmap and trim thresholds to :data:`THRESHOLD_BYTES`, once; True if they are set.
+
+    False where the C library is not glibc or ``DFL_RETAIN_FREED_MEMORY=0``.
+    """
+    global _applied
+    if _applied is not None:
+        return _applied
+    value = os.environ.get(ENV_VAR, "1").strip()
+    if value not in ("0", "1"):
+        raise ValueError(f"{ENV_VAR}={value!r}; allowed: 0 (leave malloc alone) or 1 (the default)")
+    _applied = False
+    if value == "1" and platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+        try:
+            libc = ctypes.CDLL("libc.so.6")
+        except OSError:
+            return False
+        _applied = bool(libc.mallopt(_M_MMAP_THRESHOLD, THRESHOLD_BYTES)) and \
+            bool(libc.mallopt(_M_TRIM_THRESHOLD, THRESHOLD_BYTES))
+    return _applied
