@@ -9,7 +9,7 @@ tools          :class:`SimulationTools`, what an algorithm may use in one round
 trainer        :class:`LocalTrainer`: batches, gradients, K local steps on all clients at once
 evaluation     :class:`Evaluator`: the history record of a round
 data           the clients' data of a config, and :class:`DataCache`
-allocator      :func:`retain_freed_memory`: glibc malloc keeps freed memory for the next step
+allocator      :func:`retain_freed_memory`: glibc malloc keeps the step's freed memory for the next step
 =============  ==============================================================
 """
 from ..errors import DivergenceError

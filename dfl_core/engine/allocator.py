@@ -2,22 +2,23 @@
 
 A round allocates and frees tensors of the same few sizes at every local step:
 each chunk's gradient, SAM's perturbed point and the update (``client_chunk × d``
-values, about 8 MB on the CPU), and once per round the local-training output
-(``m × d``). By default glibc serves an allocation above its mmap threshold
-(128 KiB at start, raised as freed blocks come back, at most 32 MiB) with fresh
-pages from the kernel and unmaps them on ``free``, and it trims the top of its
-heap whenever more than twice that threshold lies free. Either way the next
-step's tensors fault their pages in again: on this 2-core CPU a 2NN round at
-m = 100 took 32,000 (SGD) and 50,000 (SAM) minor page faults, and 1,900 and 0
-with the settings below (``benchmarks/TRIED.md`` has the times).
+values, about 8 MB on the CPU). By default glibc serves an allocation above
+its mmap threshold (128 KiB at start, raised as freed blocks come back, at
+most 32 MiB) with fresh pages from the kernel and unmaps them on ``free``, and
+it trims the top of its heap whenever more than twice that threshold lies
+free, so the next step's tensors fault their pages in again: on this 2-core
+CPU a 2NN round at m = 100 took 32,000 (SGD) and 50,000 (SAM) minor page
+faults (``benchmarks/TRIED.md`` has the times).
 
-:func:`retain_freed_memory` raises both thresholds to :data:`THRESHOLD_BYTES`
-once per process (``mallopt``): tensors up to that size come from the heap,
-and freed memory stays with the process for the next step. The price is
-resident memory: up to that much freed memory may be kept rather than returned
-to the system. Only glibc is touched; musl, macOS and preloaded allocators
-(jemalloc, tcmalloc) are left as they are. Set ``DFL_RETAIN_FREED_MEMORY=0``
-to leave malloc alone. The settings change no result, only where memory comes from.
+:func:`retain_freed_memory` fixes the mmap threshold at 32 MiB and the trim
+threshold at 128 MiB, once per process (``mallopt``): the step's temporaries
+come from the heap, and up to 128 MiB of freed memory stays with the process
+for the next step. Larger tensors, such as a round's ``(m, d)`` output, are
+still mapped; the trainer and gossip reuse those themselves
+(:class:`dfl_core.gossip.OutputBuffers`). With both, that round takes no page
+faults. Only glibc is touched; musl, macOS and preloaded allocators (jemalloc,
+tcmalloc) are left as they are. Set ``DFL_RETAIN_FREED_MEMORY=0`` to leave
+malloc alone. The settings change no result, only where memory comes from.
 """
 from __future__ import annotations
 
@@ -25,10 +26,12 @@ import ctypes
 import os
 import platform
 
-__all__ = ["retain_freed_memory", "THRESHOLD_BYTES", "ENV_VAR"]
+__all__ = ["retain_freed_memory", "MMAP_THRESHOLD_BYTES", "TRIM_THRESHOLD_BYTES", "ENV_VAR"]
 
-#: The mmap and trim thresholds set by :func:`retain_freed_memory` (256 MiB).
-THRESHOLD_BYTES = 256 << 20
+#: Allocations up to this size come from the heap (32 MiB: the ceiling glibc's own dynamic threshold stops at).
+MMAP_THRESHOLD_BYTES = 32 << 20
+#: Freed memory kept at the top of the heap before any is returned to the system (128 MiB).
+TRIM_THRESHOLD_BYTES = 128 << 20
 #: Environment variable that turns :func:`retain_freed_memory` off when set to ``0``.
 ENV_VAR = "DFL_RETAIN_FREED_MEMORY"
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3      # glibc's malloc.h
@@ -36,7 +39,9 @@ _applied: bool | None = None
 
 
 def retain_freed_memory() -> bool:
-    """Set glibc's mmap and trim thresholds to :data:`THRESHOLD_BYTES`, once; True if they are set.
+    """Fix glibc's mmap and trim thresholds (:data:`MMAP_THRESHOLD_BYTES`, :data:`TRIM_THRESHOLD_BYTES`), once.
+
+    True if they are set;
 
     False where the C library is not glibc or ``DFL_RETAIN_FREED_MEMORY=0``.
     """
@@ -52,6 +57,6 @@ def retain_freed_memory() -> bool:
             libc = ctypes.CDLL("libc.so.6")
         except OSError:
             return False
-        _applied = bool(libc.mallopt(_M_MMAP_THRESHOLD, THRESHOLD_BYTES)) and \
-            bool(libc.mallopt(_M_TRIM_THRESHOLD, THRESHOLD_BYTES))
+        _applied = bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and \
+            bool(libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
     return _applied

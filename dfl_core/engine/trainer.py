@@ -22,6 +22,7 @@ from torch import Tensor
 
 from ..data import FederatedData
 from ..errors import DivergenceError
+from ..gossip import OutputBuffers
 from ..local import LocalRule, StepContext
 from ..rng import round_generator
 from ..stacked import StackedModel
@@ -85,6 +86,8 @@ class LocalTrainer:
         self.model, self.data = model, data
         self.local_steps, self.batch_size, self.full_batch = local_steps, batch_size, full_batch
         self.client_chunk, self.dtype = client_chunk, dtype
+        # the round's output y^{t,K}, reused once nobody holds it: a fresh (m, d) tensor faults its pages in
+        self.outputs = OutputBuffers(keep=2)
 
     # ------------------------------------------------------------------ 1. batches
     def batches(self, clients: Tensor, streams: RoundStreams,
@@ -162,7 +165,7 @@ class LocalTrainer:
         """
         gradient = self.gradient if gradient is None else gradient
         batches = self.batches(clients, streams)
-        out = torch.empty_like(x)
+        out = self.outputs.take(x)
         losses = []
         for lo in range(0, len(clients), self.client_chunk):
             rows = slice(lo, lo + self.client_chunk)

@@ -1,4 +1,4 @@
-"""The engine's malloc settings (dfl_core/engine/allocator.py): applied once, opt-out, and they stop page faults."""
+"""Memory reuse in a round: the malloc settings (dfl_core/engine/allocator.py) and the trainer's reused output."""
 import json
 import os
 import platform
@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from dfl_core.engine import allocator
 
@@ -63,4 +64,20 @@ def test_applied_once(monkeypatch):
     monkeypatch.setattr(allocator.ctypes, "CDLL", lambda name: FakeLibc())
     first, second = allocator.retain_freed_memory(), allocator.retain_freed_memory()
     assert first == second == GLIBC
-    assert calls == ([(-3, allocator.THRESHOLD_BYTES), (-1, allocator.THRESHOLD_BYTES)] if GLIBC else [])
+    assert calls == ([(-3, allocator.MMAP_THRESHOLD_BYTES), (-1, allocator.TRIM_THRESHOLD_BYTES)] if GLIBC else [])
+
+
+def test_trainer_reuses_its_output_only_when_nobody_holds_it():
+    from benchmarks.round import engine_config, synthetic_data
+    from dfl_core.engine import RoundStreams, Simulation
+    from dfl_core.local import sgd
+    sim = Simulation(engine_config("2nn", "dfedavg", 4, K=1, B=4), data=synthetic_data((1, 28, 28), 4, 8, 2))
+    trainer, clients, rule = sim.trainer, torch.arange(4), sgd()
+    kept = trainer.train(sim.x, clients, rule, lr=0.1, t=0, streams=RoundStreams(0, 0))
+    snapshot = kept.clone()
+    second = trainer.train(sim.x, clients, rule, lr=0.1, t=1, streams=RoundStreams(0, 1))
+    assert second.data_ptr() != kept.data_ptr() and torch.equal(kept, snapshot)   # held: never overwritten
+    ptr = second.data_ptr()
+    del second
+    third = trainer.train(sim.x, clients, rule, lr=0.1, t=2, streams=RoundStreams(0, 2))
+    assert third.data_ptr() == ptr and torch.equal(kept, snapshot)                 # free again: reused
