@@ -41,9 +41,8 @@ _applied: bool | None = None
 def retain_freed_memory() -> bool:
     """Fix glibc's mmap and trim thresholds (:data:`MMAP_THRESHOLD_BYTES`, :data:`TRIM_THRESHOLD_BYTES`), once.
 
-    True if they are set;
-
-    False where the C library is not glibc or ``DFL_RETAIN_FREED_MEMORY=0``.
+    Returns True if they are set, False where the C library is not glibc or
+    ``DFL_RETAIN_FREED_MEMORY=0``; any other value of that variable is an error.
     """
     global _applied
     if _applied is not None:
