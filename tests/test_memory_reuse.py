@@ -4,12 +4,14 @@ import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from dfl_core.engine import allocator
 
+ROOT = Path(__file__).resolve().parents[1]
 GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 
 # 2NN SAM rounds at m = 50 in a fresh process (the settings are process-wide): the minor page faults of
@@ -32,7 +34,7 @@ print(json.dumps({"applied": allocator.retain_freed_memory(),
 def _round_faults(retain: str) -> dict:
     env = {**os.environ, allocator.ENV_VAR: retain}
     out = subprocess.run([sys.executable, "-c", ROUND_FAULTS], env=env, capture_output=True, text=True,
-                         check=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                         check=True, cwd=ROOT, timeout=300)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
