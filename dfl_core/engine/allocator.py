@@ -8,7 +8,9 @@ most 32 MiB) with fresh pages from the kernel and unmaps them on ``free``, and
 it trims the top of its heap whenever more than twice that threshold lies
 free, so the next step's tensors fault their pages in again: on this 2-core
 CPU a 2NN round at m = 100 took 32,000 (SGD) and 50,000 (SAM) minor page
-faults (``benchmarks/TRIED.md`` has the times).
+faults (``benchmarks/TRIED.md`` has the times). How many depends on the order
+of frees, so the default varies between machines: one CI machine of the same
+kind took almost none.
 
 :func:`retain_freed_memory` fixes the mmap threshold at 32 MiB and the trim
 threshold at 128 MiB, once per process (``mallopt``): the step's temporaries
