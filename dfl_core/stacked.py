@@ -21,9 +21,14 @@ Four ways to compute all clients' losses and gradients at once (``strategy``):
 * ``"vmap"``: ``torch.func.vmap`` over ``functional_call``; works for any module.
 * ``"loop"``: a Python loop over clients calling ``functional_call``; kept because
   grouped convolutions are slow on CPU (see :func:`choose_strategy`).
+
+On CPU a single model (the loop's clients, :meth:`StackedModel.forward_one`) pools
+through :class:`ChannelsLastMaxPool2d`: the same values and gradients, bit for bit,
+at a fraction of the cost of PyTorch's NCHW pooling kernel.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Callable
 
 import torch
@@ -31,7 +36,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call
 
-__all__ = ["StackedModel", "STRATEGIES", "choose_strategy"]
+__all__ = ["StackedModel", "STRATEGIES", "choose_strategy", "ChannelsLastMaxPool2d"]
 
 STRATEGIES = ("mlp", "batched", "vmap", "loop")
 _BATCHED_LAYERS = (nn.Flatten, nn.Linear, nn.ReLU, nn.Conv2d, nn.MaxPool2d)
@@ -70,6 +75,57 @@ def choose_strategy(module: nn.Module, device: torch.device) -> str:
     return "batched"
 
 
+def _pair(v) -> list[int]:
+    return [v, v] if isinstance(v, int) else list(v)
+
+
+class _MaxPool2dChannelsLast(torch.autograd.Function):
+    """Max pooling of an NCHW tensor by the channels-last kernel; output, indices and gradient in NCHW.
+
+    On 2 CPU cores PyTorch's NCHW kernel took 4.4 ms for a (32, 64, 28, 28) input, the channels-last
+    kernel 0.5 ms with both layout conversions. Both take the first maximum of a window in row-major
+    order, so the indices are the same, and the backward pass is PyTorch's own with those indices.
+    """
+
+    @staticmethod
+    def forward(ctx, x, kernel_size, stride, padding, dilation, ceil_mode):
+        y, indices = torch.ops.aten.max_pool2d_with_indices(
+            x.contiguous(memory_format=torch.channels_last), kernel_size, stride, padding, dilation, ceil_mode)
+        indices = indices.contiguous()
+        ctx.save_for_backward(x, indices)
+        ctx.pool = (kernel_size, stride, padding, dilation, ceil_mode)
+        return y.contiguous()
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        x, indices = ctx.saved_tensors
+        grad_x = torch.ops.aten.max_pool2d_with_indices_backward(grad_y, x, *ctx.pool, indices)
+        return grad_x, None, None, None, None, None
+
+
+class ChannelsLastMaxPool2d(nn.MaxPool2d):
+    """``nn.MaxPool2d`` computed by the channels-last kernel (see :class:`_MaxPool2dChannelsLast`)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() != 4 or self.return_indices:
+            return super().forward(x)
+        pool = (_pair(self.kernel_size), _pair(self.stride if self.stride is not None else self.kernel_size),
+                _pair(self.padding), _pair(self.dilation), self.ceil_mode)
+        if torch.is_grad_enabled() and x.requires_grad:
+            return _MaxPool2dChannelsLast.apply(x, *pool)
+        return F.max_pool2d(x.contiguous(memory_format=torch.channels_last), *pool).contiguous()
+
+
+def _with_channels_last_pools(module: nn.Module) -> nn.Module:
+    """``module`` with each ``nn.MaxPool2d`` child of a Sequential replaced; other children are shared, not copied."""
+    if not isinstance(module, nn.Sequential) or not any(type(c) is nn.MaxPool2d for c in module):
+        return module
+    children = [(name, ChannelsLastMaxPool2d(c.kernel_size, c.stride, c.padding, c.dilation, c.return_indices,
+                                             c.ceil_mode) if type(c) is nn.MaxPool2d else c)
+                for name, c in module.named_children()]
+    return nn.Sequential(OrderedDict(children)).train(module.training)
+
+
 class _ClientLeaves(dict):
     """:meth:`StackedModel.leaves` of the ``loop`` strategy: ``{(client, layer name): leaf}``, client-major."""
 
@@ -88,6 +144,8 @@ class StackedModel:
         self.factory = factory
         self.device = torch.device(device)
         self.template = factory().to(self.device)
+        # what evaluates one client's model (the loop strategy, forward_one): the template, pooling channels-last on CPU
+        self.single = _with_channels_last_pools(self.template) if self.device.type == "cpu" else self.template
         self.names: list[str] = []
         self.shapes: list[torch.Size] = []
         self.offsets: list[int] = []
@@ -261,11 +319,11 @@ class StackedModel:
 
     def _forward_client(self, params: dict[str, Tensor], x: Tensor) -> Tensor:
         """One client's logits (the ``loop`` strategy)."""
-        return functional_call(self.template, params, (x,))
+        return functional_call(self.single, params, (x,))
 
     def forward_one(self, flat: Tensor, x: Tensor) -> Tensor:
         """Logits ``(B, C)`` of the single model ``flat`` (shape ``(d,)``) on ``x``."""
-        return functional_call(self.template, self.unflatten(flat), (x,))
+        return functional_call(self.single, self.unflatten(flat), (x,))
 
     def _forward_batched(self, params: dict[str, Tensor], x: Tensor) -> Tensor:
         m, batch = x.shape[0], x.shape[1]

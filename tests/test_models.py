@@ -249,3 +249,44 @@ def test_mlp_strategy_refuses_other_models():
         StackedModel(cnn, "mlp")
     assert choose_strategy(build_model("2nn", (1, 28, 28), 10), torch.device("cpu")) == "mlp"
     assert choose_strategy(cnn(), torch.device("cpu")) == "loop"
+
+
+POOLS = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=3, stride=2, ceil_mode=True),
+         dict(kernel_size=2, stride=1, dilation=2), dict(kernel_size=(2, 3), stride=(2, 1))]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("kwargs", POOLS)
+def test_channels_last_pool_equals_maxpool_bit_for_bit(kwargs, dtype):
+    from dfl_core.stacked import ChannelsLastMaxPool2d
+    gen = torch.Generator().manual_seed(0)
+    # after a ReLU most windows tie at 0, and halves make ties among positive values too
+    x = torch.relu((torch.randn(4, 6, 11, 13, generator=gen, dtype=dtype) * 2).round() / 2)
+    upstream = torch.randn_like(nn.MaxPool2d(**kwargs)(x))
+    outputs = []
+    for pool in (nn.MaxPool2d(**kwargs), ChannelsLastMaxPool2d(**kwargs)):
+        xr = x.clone().requires_grad_(True)
+        y = pool(xr)
+        (g,) = torch.autograd.grad(y, xr, upstream, create_graph=True)
+        (gg,) = torch.autograd.grad(g, xr, torch.ones_like(g), allow_unused=True, materialize_grads=True)
+        with torch.no_grad():
+            outputs.append((y.detach(), g.detach(), gg, pool(x)))
+        assert y.is_contiguous() and g.is_contiguous()
+    assert float(outputs[0][1].abs().sum()) > 0
+    for plain, fast in zip(*outputs):
+        assert torch.equal(plain, fast)
+
+
+def test_single_model_pools_channels_last_on_cpu_only_and_shares_the_layers():
+    from dfl_core.stacked import ChannelsLastMaxPool2d
+    sm = StackedModel(lambda: build_model("cnn-mnist", (1, 28, 28), 10))
+    pools = [c for c in sm.single if isinstance(c, nn.MaxPool2d)]
+    assert len(pools) == 2 and all(type(c) is ChannelsLastMaxPool2d for c in pools)
+    assert [n for n, _ in sm.single.named_parameters()] == sm.names
+    assert all(a is b for a, b in zip(sm.single, sm.template) if not isinstance(a, nn.MaxPool2d))
+    mlp = StackedModel(lambda: build_model("2nn", (1, 28, 28), 10))
+    assert mlp.single is mlp.template                                     # nothing to replace
+    p = sm.init_params(1, seed=0, dtype=torch.float64)[0]
+    x = torch.randn(5, 1, 28, 28, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    plain = torch.func.functional_call(sm.template, sm.unflatten(p), (x,))
+    assert torch.equal(sm.forward_one(p, x), plain)
