@@ -34,6 +34,14 @@ def _profile_hint(profiles, model: str) -> str:
     return ""
 
 
+def _conv_share(profiles, model: str) -> float:
+    """Share of the profiled round spent in convolutions, forward and backward (0 without a profile)."""
+    for p in profiles or []:
+        if p.model == model and p.top:
+            return sum(sh for n, _, _, sh in p.top if n in ("aten::mkldnn_convolution", "aten::convolution_backward"))
+    return 0.0
+
+
 def _diagnose_round(r, target: str, profiles) -> str:
     """What limits the engine's round against ``target`` ("floor" or "lean"), from the measurements."""
     e, one, lean = r.med("engine"), r.med("one model"), r.med("lean")
@@ -45,7 +53,14 @@ def _diagnose_round(r, target: str, profiles) -> str:
              f"{f['bound']}-bound")
     if math.isfinite(one):
         facts += f"; one model on the same samples (c = {r.big_chunk}) {fmt_s(one)}"
-    if target == "lean" and e <= lean:
+    conv = _conv_share(profiles, r.model)
+    if target == "lean" and conv > 0:
+        kind = (f"**convolutions**: the per-client convolutions (`mkldnn_convolution` + `convolution_backward`, the "
+                f"kernels the lean loop runs too) take {100 * conv:.0f}% of the engine's profiled round, so with all "
+                f"else free the engine would take {conv * e / lean:.2f}× the lean loop ({fmt_s(lean)}); convolving "
+                "all clients at once (grouped convolutions, `batched`, or `vmap`) is slower on this CPU (strategy "
+                "table).")
+    elif target == "lean" and e <= lean:
         kind = (f"**overhead**: the engine is {lean / e:.2f}× faster than the lean loop, not the 1.43× asked; "
                 f"its `{r.strategy}` forward at client_chunk {r.client_chunk} still pays per-chunk copies and "
                 "element-wise passes over (chunk, d) tensors.")

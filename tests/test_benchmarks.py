@@ -97,3 +97,18 @@ def test_operator_count_sees_a_per_client_loop():
     small = operator_calls("cnn-mnist", 2, (1, 8, 8), strategy="loop")
     large = operator_calls("cnn-mnist", 6, (1, 8, 8), strategy="loop")
     assert sum(large.values()) > sum(small.values()) + 50
+
+
+def test_a_cnn_miss_against_the_lean_loop_is_put_down_to_its_convolutions():
+    from benchmarks.profiling import ProfileResult
+    from benchmarks.report import evaluate_targets
+    from benchmarks.round import RoundResult
+    r = RoundResult("cnn-mnist", "SGD", 100, 1000, times={"engine": [9.0], "lean": [10.0], "one model": [8.0]},
+                    floor={"flops": 1e12, "floor": 5.0, "bound": "compute"}, rates=[(2e11, 5e10)],
+                    strategy="loop", client_chunk=1, big_chunk=10)
+    profile = ProfileResult("cnn-mnist", 100, "loop", 1, 9.0, top=[("aten::convolution_backward", 1, 4.5, 0.5),
+                                                                    ("aten::mkldnn_convolution", 1, 2.7, 0.3),
+                                                                    ("aten::mm", 1, 0.9, 0.1)])
+    lean = [t for t in evaluate_targets(rounds=[r], profiles=[profile]) if "lean" in t.name and t.status == "MISS"]
+    assert len(lean) == 1 and "**convolutions**" in lean[0].limiting
+    assert "take 80% of the engine's profiled round" in lean[0].limiting and "0.72× the lean loop" in lean[0].limiting
