@@ -145,11 +145,11 @@ def evaluate_targets(rounds=None, e2e=None, gossip=None, memory=None, profiles=N
         if t.status == "MISS":
             t.limiting = (f"**memory held by the engine**: one m×d float32 tensor is {r['params'] / GIB:.2f} GiB; "
                           f"RSS after setup {r['rss_setup'] / GIB:.2f} GiB (torch {r['rss_import'] / GIB:.2f} GiB, "
-                          f"data {r['data'] / GIB:.2f} GiB, x0 and x), and the round adds "
+                          f"data {r['data'] / GIB:.2f} GiB, x; x0 is one row), and the round adds "
                           f"{(r['peak'] - r['rss_setup']) / GIB:.2f} GiB ≈ "
                           f"{(r['peak'] - r['rss_setup']) / r['params']:.1f} m×d tensors (local-training output, "
-                          "gossip output). Keeping x0 as one row when all clients start equal, and writing the "
-                          "round's output in place, would save two of them.")
+                          "gossip output). Writing the round's output in place, or drawing each step's batches "
+                          "lazily, would save most of one.")
         out.append(t)
     else:
         out.append(Target("m = 1000, 2nn, SAM: a round fits in 4 GiB of resident memory", 4.0, math.nan))

@@ -89,3 +89,17 @@ def test_trainer_reuses_its_output_only_when_nobody_holds_it():
     del second
     third = trainer.train(sim.x, clients, rule, lr=0.1, t=2, streams=RoundStreams(0, 2))
     assert third.data_ptr() == ptr and torch.equal(kept, snapshot)                 # free again: reused
+
+
+@pytest.mark.parametrize("same_init", [True, False])
+def test_equal_initial_rows_are_stored_once(same_init):
+    from benchmarks.round import engine_config, synthetic_data
+    from dfl_core.engine import Simulation
+    cfg = engine_config("2nn", "dfedavg", 4, K=1, B=4).replace(same_init=same_init)
+    sim = Simulation(cfg, data=synthetic_data((1, 28, 28), 4, 8, 2))
+    assert sim.x0.shape == (4, sim.model.d) and (sim.x0.stride(0) == 0) == same_init
+    assert torch.equal(sim.x0[0], sim.x0[3]) == same_init
+    sim.step()
+    sim.restart()                                    # the run starts again from a writable copy of x0
+    assert torch.equal(sim.x, sim.x0) and sim.x.is_contiguous() and sim.x.data_ptr() != sim.x0.data_ptr()
+    sim.step()

@@ -51,7 +51,7 @@ class Simulation:
         algorithm: the :class:`~dfl_core.algorithms.Algorithm` being run.
         data: the clients' data (``data.train.client_indices()`` lists each client's samples).
         model: the :class:`StackedModel` (parameter layout, forward pass).
-        x0: the initial parameters, ``(m, d)``.
+        x0: the initial parameters, ``(m, d)``; read-only (an expanded view of one row when all clients start equal).
         x: the current parameters, ``(m, d)``; row i is client i's model.
         state: the algorithm's state (e.g. SCAFFOLD's control variates); ``run_state`` holds it with the counters.
         t: rounds completed.
@@ -73,8 +73,11 @@ class Simulation:
         # 2. model and initial parameters
         self.model = StackedModel(partial(build_model, cfg.model, ds.input_shape, ds.num_classes),
                                   cfg.forward_strategy, self.device)
-        self.x0 = self.model.init_params(m, purpose_seed(cfg.seed, "init"),
-                                         same_init=cfg.same_init or self.centralized, dtype=self.dtype)
+        same_init = cfg.same_init or self.centralized
+        # equal rows are kept once: at m = 1000 a 2NN's (m, d) copy is 0.74 GiB (restart() clones what it needs)
+        x0 = self.model.init_params(1 if same_init else m, purpose_seed(cfg.seed, "init"), same_init=same_init,
+                                    dtype=self.dtype)
+        self.x0 = x0.expand(m, -1) if same_init else x0
         # 3. communication graph (decentralized); a bad graph fails here, before training
         self.topology = None
         if not self.centralized:
