@@ -42,8 +42,8 @@ def _conv_share(profiles, model: str) -> float:
     return 0.0
 
 
-def _diagnose_round(r, target: str, profiles) -> str:
-    """What limits the engine's round against ``target`` ("floor" or "lean"), from the measurements."""
+def _diagnose_round(r, target: str, profiles, limit: float = math.nan) -> str:
+    """What limits the engine's round against ``target`` ("floor" or "lean", ``limit`` its ratio), from the measurements."""
     e, one, lean = r.med("engine"), r.med("one model"), r.med("lean")
     f = r.floor
     rate = max(a for a, _ in r.rates)
@@ -61,8 +61,8 @@ def _diagnose_round(r, target: str, profiles) -> str:
                 "all clients at once (grouped convolutions, `batched`, or `vmap`) is slower on this CPU (strategy "
                 "table).")
     elif target == "lean" and e <= lean:
-        kind = (f"**overhead**: the engine is {lean / e:.2f}× faster than the lean loop, not the 1.43× asked; "
-                f"its `{r.strategy}` forward at client_chunk {r.client_chunk} still pays per-chunk copies and "
+        kind = (f"**overhead**: the engine is {lean / e:.2f}× faster than the lean loop, not the {1 / limit:.2f}× "
+                f"asked; its `{r.strategy}` forward at client_chunk {r.client_chunk} still pays per-chunk copies and "
                 "element-wise passes over (chunk, d) tensors.")
     elif target == "lean":
         kind = (f"**overhead**: the engine's `{r.strategy}` forward (client_chunk {r.client_chunk}) runs the same "
@@ -108,7 +108,7 @@ def evaluate_targets(rounds=None, e2e=None, gossip=None, memory=None, profiles=N
         if r.model == "2nn":
             t = Target(f"m = 100, 2nn, {r.algo}: engine ≤ 0.5 × lean loop", 0.5, e / lean, f"{fmt_s(e)} / {fmt_s(lean)}")
             if t.status == "MISS":
-                t.limiting = _diagnose_round(r, "lean", profiles)
+                t.limiting = _diagnose_round(r, "lean", profiles, 0.5)
             out.append(t)
             t = Target(f"m = 100, 2nn, {r.algo}: engine ≤ 1.5 × floor", 1.5, e / floor, f"{fmt_s(e)} / {fmt_s(floor)}")
             if t.status == "MISS":
@@ -118,7 +118,7 @@ def evaluate_targets(rounds=None, e2e=None, gossip=None, memory=None, profiles=N
             t = Target(f"m = 100, {r.model}, {r.algo}: engine ≤ 0.8 × lean loop", 0.8, e / lean,
                        f"{fmt_s(e)} / {fmt_s(lean)}")
             if t.status == "MISS":
-                t.limiting = _diagnose_round(r, "lean", profiles)
+                t.limiting = _diagnose_round(r, "lean", profiles, 0.8)
             out.append(t)
     if not at100:
         out.append(Target("m = 100: 2NN engine ≤ 0.5 × lean loop and ≤ 1.5 × floor; CNNs ≤ 0.8 × lean", 1.0,

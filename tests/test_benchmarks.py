@@ -112,3 +112,8 @@ def test_a_cnn_miss_against_the_lean_loop_is_put_down_to_its_convolutions():
     lean = [t for t in evaluate_targets(rounds=[r], profiles=[profile]) if "lean" in t.name and t.status == "MISS"]
     assert len(lean) == 1 and "**convolutions**" in lean[0].limiting
     assert "take 80% of the engine's profiled round" in lean[0].limiting and "0.72× the lean loop" in lean[0].limiting
+    mlp = RoundResult("2nn", "SGD", 100, 1000, times={"engine": [6.0], "lean": [10.0], "one model": [5.0]},
+                      floor={"flops": 1e12, "floor": 5.0, "bound": "compute"}, rates=[(2e11, 5e10)],
+                      strategy="mlp", client_chunk=10, big_chunk=100)
+    (miss,) = [t for t in evaluate_targets(rounds=[mlp]) if "lean" in t.name]
+    assert miss.status == "MISS" and "1.67× faster than the lean loop, not the 2.00× asked" in miss.limiting
