@@ -34,11 +34,15 @@ def _profile_hint(profiles, model: str) -> str:
     return ""
 
 
-def _conv_share(profiles, model: str) -> float:
-    """Share of the profiled round spent in convolutions, forward and backward (0 without a profile)."""
+_CONV_OPS = ("aten::mkldnn_convolution", "aten::convolution_backward")
+_DENSE_OPS = ("aten::mm", "aten::addmm")
+
+
+def _shares(profiles, model: str, ops: tuple[str, ...]) -> float:
+    """Share of the profiled round spent in ``ops`` (0 without a profile)."""
     for p in profiles or []:
         if p.model == model and p.top:
-            return sum(sh for n, _, _, sh in p.top if n in ("aten::mkldnn_convolution", "aten::convolution_backward"))
+            return sum(sh for n, _, _, sh in p.top if n in ops)
     return 0.0
 
 
@@ -53,13 +57,18 @@ def _diagnose_round(r, target: str, profiles, limit: float = math.nan) -> str:
              f"{f['bound']}-bound")
     if math.isfinite(one):
         facts += f"; one model on the same samples (c = {r.big_chunk}) {fmt_s(one)}"
-    conv = _conv_share(profiles, r.model)
+    conv, dense = _shares(profiles, r.model, _CONV_OPS), _shares(profiles, r.model, _DENSE_OPS)
     if target == "lean" and conv > 0:
-        kind = (f"**convolutions**: the per-client convolutions (`mkldnn_convolution` + `convolution_backward`, the "
-                f"kernels the lean loop runs too) take {100 * conv:.0f}% of the engine's profiled round, so with all "
-                f"else free the engine would take {conv * e / lean:.2f}× the lean loop ({fmt_s(lean)}); convolving "
-                "all clients at once (grouped convolutions, `batched`, or `vmap`) is slower on this CPU (strategy "
-                "table).")
+        shared = (conv + dense) * e / lean                  # those kernels alone, as a fraction of the lean loop
+        kind = (f"**kernels a per-client loop runs too**: the convolutions (`mkldnn_convolution` + "
+                f"`convolution_backward`, {100 * conv:.0f}%) and dense layers (`mm` + `addmm`, {100 * dense:.0f}%) "
+                f"take {100 * (conv + dense):.0f}% of the engine's profiled round, {shared:.2f}× the lean loop "
+                f"({fmt_s(lean)}) on their own, so " + (
+                    f"the rest of the round (pooling, ReLU, gradient copies, the local rule; now "
+                    f"{e / lean - shared:.2f}×) would have to fit in {limit - shared:.2f}× for {limit:g}×; "
+                    if shared < limit else f"{limit:g}× is out of reach even if the rest cost nothing; ") +
+                "convolving all clients at once (grouped convolutions, `batched`, or `vmap`) is slower on this CPU "
+                "(strategy table).")
     elif target == "lean" and e <= lean:
         kind = (f"**overhead**: the engine is {lean / e:.2f}× faster than the lean loop, not the {1 / limit:.2f}× "
                 f"asked; its `{r.strategy}` forward at client_chunk {r.client_chunk} still pays per-chunk copies and "
