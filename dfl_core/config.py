@@ -144,6 +144,9 @@ class Config:
                                     Number(0.0, low_open=True))
     # --- local training
     local_steps: int | None = _algo("K, local steps per round", Integer(1))
+    local_epochs: float | None = _run(
+        None, "E, local epochs per round, the papers' unit (instead of local_steps): K = E·⌈n/B⌉ steps (rounded, at "
+        "least 1), n = train samples / m", Number(0.0, low_open=True))
     batch_size: int = _run(32, "B, mini-batch size per client and step", Integer(1))
     full_batch: bool = _run(False, "each local step uses the client's whole train split (deterministic)", Flag())
     lr: float = _run(0.1, "η, local learning rate", Number(0.0, low_open=True))
@@ -253,6 +256,8 @@ class Config:
             raise ConfigError(f"give client_fraction ({self.client_fraction}) or clients_per_round "
                               f"({self.clients_per_round}), not both")
         filled = {k: v for k, v in defaults.items() if getattr(self, k) is None}
+        if self.local_epochs is not None:
+            filled["local_steps"] = self._steps_for_epochs(algo)
         if self.clients_per_round is not None:
             filled.pop("client_fraction", None)
         missing = [k for k, v in filled.items() if v == REQUIRED]
@@ -267,6 +272,33 @@ class Config:
                                   f"{self.algorithm!r}, which requires {name}={value}")
         cfg._validate()
         return cfg
+
+    def samples_per_client(self) -> float:
+        """n, the mean train-split size of a client: the train samples used, over m (every client's size
+        under the default Dirichlet ``prior`` split, which gives all clients equal shares)."""
+        total = DATASETS[self.dataset].train_size
+        if self.train_size is not None:
+            total = min(total, self.train_size)
+        return total / self.num_clients
+
+    def _steps_for_epochs(self, algo) -> int:
+        """K for ``local_epochs`` E: E passes over a client's n samples in batches of B, as the papers' data
+        loaders take them (⌈n/B⌉ batches an epoch, the last one smaller there, a full B here)."""
+        if "local_steps" not in algo.defaults or "local_steps" in algo.fixed:
+            raise ConfigError(f"local_epochs={self.local_epochs} is not used by algorithm {self.algorithm!r}, "
+                              f"which takes {algo.fixed.get('local_steps', 'no')} local step(s) a round")
+        OneOf(DATASETS)("dataset", self.dataset)
+        check_int("num_clients", self.num_clients, 1)
+        check_int("batch_size", self.batch_size, 1)
+        Number(0.0, low_open=True)("local_epochs", self.local_epochs)
+        n = self.samples_per_client()
+        per_epoch = 1 if self.full_batch else math.ceil(n / self.batch_size)
+        steps = max(1, math.floor(self.local_epochs * per_epoch + 0.5))      # rounded half up
+        if self.local_steps is not None and self.local_steps != steps:
+            raise ConfigError(f"local_steps={self.local_steps} disagrees with local_epochs={self.local_epochs}: "
+                              f"{self.local_epochs} epochs of ⌈{n:g}/{self.batch_size}⌉ = {per_epoch} steps make "
+                              f"K = {steps}; give one of the two")
+        return steps
 
     def _validate(self) -> None:
         """Every field within its allowed values (``None`` is allowed where it is the default), then the pairs."""

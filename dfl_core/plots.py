@@ -34,7 +34,7 @@ __all__ = ["COLORS", "LINESTYLES", "MARKERS", "style", "mean_band", "curves", "l
            "paired_differences", "bars_with_intervals", "comparison_figure", "plot_comparison",
            # chapters' figures (grouped by the chapters that use them, at the end of this file)
            "label_mix", "per_seed_points", "gossip_decay", "grouped_bars",
-           "paired_map", "sam_toys", "landscape_lines", "consensus_against_theory",
+           "paired_map", "regime_map", "sam_toys", "landscape_lines", "consensus_against_theory",
            "paired_maps", "phi_against_q", "measured_against_bounds", "claims_overview",
            "VERDICT_STYLE", "committed_table", "claim_counts", "verdict_bars", "claims_summary"]
 
@@ -368,7 +368,8 @@ def grouped_bars(ax, groups: Sequence[str], values_by_series: Mapping[str, Seque
 
 # --- chapters 08, 09, 90 ---
 #: Chapter 08: the colour and hatch of each paired verdict (green reproduced, vermillion reversed, grey open).
-VERDICT_STYLE = {"REPRODUCED": ("#009E73", ""), "REVERSED": ("#D55E00", "//"), "UNRESOLVED": ("0.85", "..")}
+VERDICT_STYLE = {"REPRODUCED": ("#009E73", ""), "REVERSED": ("#D55E00", "//"), "EQUIVALENT": ("#56B4E9", "\\\\"),
+                 "UNRESOLVED": ("0.85", "..")}
 TABLES_URL = "https://raw.githubusercontent.com/dfl-book/dfl-book/main/book/_tables/"
 
 
@@ -652,6 +653,87 @@ def paired_map(ax, xs: Sequence[float], comparisons: Sequence[Any], *, xlabel: s
     ax.set_ylabel(ylabel)
     ax.grid(True, alpha=0.3)
     return line
+
+
+def regime_map(ax, cells: Sequence[Any], *, treated: str = "SAM", limit: float | None = None,
+               detail: bool = True):
+    """Chapters 04 and 05: a regime map, local epochs E (rows) × ρ (columns), one square per cell.
+
+    ``cells`` are :class:`dfl_core.showcase.regime.Cell` records (``local_epochs``, ``rho``, ``comparison``,
+    the baseline's fit). A square's colour is the paired difference treated − baseline in test accuracy
+    (blue: the treated method pays, orange: it costs; ``limit`` fixes the colour scale's ±end). A resolved
+    difference (REPRODUCED or REVERSED) is a filled square; an UNRESOLVED or EQUIVALENT one is hollow,
+    its colour on the edge only. A thick black line marks the measured boundary between cells where the
+    treated method pays (REPRODUCED) and the others, a dashed one that between the cells where it costs
+    (REVERSED) and the others. With ``detail`` each square prints its mean and 95%
+    interval, and each row the baseline's train accuracy, train − test gap and whether its curve had
+    flattened. Returns the colour-bar mappable.
+    """
+    import matplotlib as mpl
+    from matplotlib.patches import Rectangle
+
+    cells = list(cells)
+    epochs = sorted({c.local_epochs for c in cells})
+    rhos = sorted({c.rho for c in cells})
+    by = {(c.local_epochs, c.rho): c for c in cells}
+    limit = limit or max(abs(c.comparison.mean) for c in cells) or 1.0
+    norm = mpl.colors.TwoSlopeNorm(vmin=-limit, vcenter=0.0, vmax=limit)
+    cmap = mpl.colormaps["PuOr"]                      # orange below 0 (costs), purple-blue above (pays)
+    pays, costs = {}, {}
+    for (e, rho), c in by.items():
+        i, j = epochs.index(e), rhos.index(rho)
+        v = c.comparison
+        shade = float(norm(max(-limit, min(limit, v.mean))))
+        colour = cmap(shade)
+        resolved = v.verdict in ("REPRODUCED", "REVERSED")
+        # a hollow square's edge is at least a mid-strength shade of its side, so that it stays visible
+        edge = cmap(0.5 + math.copysign(max(0.25, abs(shade - 0.5)), shade - 0.5))
+        ax.add_patch(Rectangle((j - 0.45, i - 0.45), 0.9, 0.9, facecolor=colour if resolved else "white",
+                               edgecolor="0.4" if resolved else edge, linewidth=0.5 if resolved else 3,
+                               hatch=None if resolved else ("\\\\" if v.verdict == "EQUIVALENT" else None)))
+        pays[(i, j)] = v.verdict == "REPRODUCED"
+        costs[(i, j)] = v.verdict == "REVERSED"
+        if detail:
+            dark = resolved and abs(norm(v.mean) - 0.5) > 0.3
+            ax.text(j, i + 0.08, f"{v.mean:+.2f}".replace("-", "−"), ha="center", va="center", fontsize=11,
+                    weight="bold", color="white" if dark else "black")
+            ax.text(j, i - 0.2, f"[{v.low:+.2f}, {v.high:+.2f}]".replace("-", "−"), ha="center", va="center",
+                    fontsize=8, color="white" if dark else "black")
+    # the boundaries: edges between paying cells and the others (solid), costing cells and the others (dashed)
+    for region, dashes in ((pays, "-"), (costs, "--")):
+        for (i, j), inside in region.items():
+            for di, dj in ((1, 0), (0, 1)):
+                other = region.get((i + di, j + dj))
+                if other is not None and other != inside:
+                    xs, ys = ([j - 0.5, j + 0.5], [i + 0.5, i + 0.5]) if di else ([j + 0.5, j + 0.5], [i - 0.5, i + 0.5])
+                    ax.plot(xs, ys, color="black", linewidth=3.5 if dashes == "-" else 2.5, linestyle=dashes,
+                            zorder=4)
+    ax.set_xlim(-0.5, len(rhos) - 0.5)
+    ax.set_ylim(-0.5, len(epochs) - 0.5)
+    ax.set_xticks(range(len(rhos)), [f"{r:g}" for r in rhos])
+    rows = []
+    for e in epochs:
+        c = by[(e, rhos[0])]
+        label = f"E = {e:g} (K = {c.local_steps})"
+        if detail:
+            label += (f"\nbaseline train {c.baseline_train_acc:.1f}%,\n"
+                      f"gap {c.baseline_gap:.1f}, ".replace("-", "−")
+                      + ("flat" if c.flat else "still rising"))
+        rows.append(label)
+    ax.set_yticks(range(len(epochs)), rows)
+    ax.set_xlabel(f"ρ, {treated}'s perturbation radius")
+    ax.set_ylabel("local work a round")
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    handles = [Patch(facecolor=cmap(0.85), edgecolor="0.4", label="filled: the 95% CI excludes 0"),
+               Patch(facecolor="white", edgecolor=cmap(0.75), linewidth=2, label="hollow: unresolved"),
+               Patch(facecolor="white", edgecolor=cmap(0.75), linewidth=2, hatch="\\\\",
+                     label="hatched: equivalent within the margin"),
+               Line2D([], [], color="black", linewidth=3, label=f"boundary: {treated} pays | does not"),
+               Line2D([], [], color="black", linewidth=2.5, linestyle="--",
+                      label=f"boundary: {treated} costs | does not")]
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8, frameon=False)
+    return mpl.cm.ScalarMappable(norm=norm, cmap=cmap)
 
 
 def sam_toys(grid, loss, loss_sam, rho: float, starts, paths: Mapping[str, Any], valley_loss, top_eig):

@@ -5,8 +5,11 @@ real data (a Fashion-MNIST subset, or the bundled digits where a chapter needs
 seconds); the committed notebooks are executed under it. ``showcase`` is the
 scale at which the chapters' central comparisons separate: all 60,000
 Fashion-MNIST images (CIFAR-10 with ``DFL_SHOWCASE_DATASET=cifar10`` where its
-files are on disk), 100 clients, 5 seeds, enough rounds for the curves to
-flatten; its experiments are precomputed (:mod:`dfl_core.showcase`).
+files are on disk), 100 clients, 5 seeds, 100 rounds of K = 5 steps of batch 32
+(about a quarter of a local epoch a round, far less than the papers' 5 epochs;
+the test curves still rise slowly at round 100); its experiments are
+precomputed (:mod:`dfl_core.showcase`), and its regime maps
+(:mod:`dfl_core.showcase.regime`) run the papers' local work at a smaller size.
 ``DFL_PROFILE=full`` uses the papers' settings (:mod:`dfl_core.presets`) and is
 meant for a GPU. All three run the same code: a chapter reads its sizes from the profile.
 """

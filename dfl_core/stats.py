@@ -24,7 +24,18 @@ a > b; ``"less"``: a < b):
 
 * REPRODUCED: the interval excludes 0 on the claimed side;
 * REVERSED: it excludes 0 on the other side;
-* UNRESOLVED: it contains 0. This is *not* "no effect": it may be too few seeds.
+* EQUIVALENT (only with a ``margin`` δ > 0): the interval contains 0 and the
+  two one-sided tests (TOST) both reject, i.e. the 1 − 2α interval lies inside
+  (−δ, δ): the difference is smaller than the margin in either direction. With
+  95% confidence that is the 90% interval, at α = 0.05 per side;
+* UNRESOLVED: neither; too few seeds (or too much spread) to tell. This is
+  *not* "no effect", and it is not "equivalent": only the equivalence test can
+  say that two methods match.
+
+A margin is a statement about what matters (half a point of accuracy, say), so
+the caller states it and the book justifies it; without one no comparison is
+called EQUIVALENT. A REPRODUCED or REVERSED difference can also lie inside the
+margin: ``within_margin`` says so (real, but smaller than what matters).
 
 **Detectable effect** (minimum detectable effect, MDE): the smallest true mean
 difference that this design (n seeds, this spread) would resolve with
@@ -57,7 +68,7 @@ from typing import Iterable, Sequence
 __all__ = ["PairedComparison", "compare_paired", "summarize", "markdown_table", "VERDICTS", "METHODS",
            "BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "MIN_SEEDS"]
 
-VERDICTS = ("REPRODUCED", "REVERSED", "UNRESOLVED")
+VERDICTS = ("REPRODUCED", "REVERSED", "EQUIVALENT", "UNRESOLVED")
 METHODS = ("t", "bootstrap")
 EXPECTS = ("greater", "less")
 BOOTSTRAP_RESAMPLES = 10_000
@@ -83,6 +94,10 @@ class PairedComparison:
     confidence: float = 0.95
     power: float = 0.8
     label: str | None = None
+    margin: float | None = None             # the equivalence margin δ (same unit as the values), if tested
+    within_margin: bool | None = None       # TOST: the 1 − 2α interval lies inside (−δ, δ); None without a margin
+    paper: str | None = None                # the paper's own difference for this comparison, with its source
+    regime: str | None = None               # where it was measured: local work, rounds, the baseline's fit
 
     def format(self, digits: int = 2, label: bool = True) -> str:
         """One line: ``+1.23 [+0.40, +2.06], n=5, REPRODUCED`` (with ``label: `` in front if set)."""
@@ -91,6 +106,10 @@ class PairedComparison:
         if self.verdict == "UNRESOLVED":
             text += " (identical in every seed)" if self.std == 0 and self.mean == 0 else \
                 f" (could detect ≥ {self.detectable:.{digits}f})"
+        elif self.verdict == "EQUIVALENT":
+            text += f" (within ±{self.margin:g})"
+        elif self.within_margin:
+            text += f" (but within ±{self.margin:g})"
         return f"{self.label}: {text}" if label and self.label else text
 
     def __str__(self) -> str:
@@ -126,19 +145,25 @@ def _check_probability(name: str, value: float) -> None:
 
 
 def compare_paired(a: Sequence[float], b: Sequence[float], *, expect: str = "greater", confidence: float = 0.95,
-                   power: float = 0.8, method: str = "t", label: str | None = None) -> PairedComparison:
+                   power: float = 0.8, method: str = "t", label: str | None = None,
+                   margin: float | None = None) -> PairedComparison:
     """Compare per-seed values ``a`` and ``b`` (same seeds, same order) by their paired differences a − b.
 
     ``expect`` is the claim's direction ("greater": a > b, "less": a < b); the
     interval has coverage ``confidence``, the detectable effect is at
     ``power``; ``method`` is "t" (Student t-interval) or "bootstrap"
-    (percentile bootstrap). Raises ValueError on unequal lengths, fewer than 2
-    pairs, non-finite values or a bad option.
+    (percentile bootstrap). ``margin`` δ > 0 adds the equivalence test (TOST):
+    an interval that contains 0 is EQUIVALENT when the 1 − 2α interval lies
+    inside (−δ, δ). Raises ValueError on unequal lengths, fewer than 2 pairs,
+    non-finite values or a bad option.
     """
     _check_choice("expect", expect, EXPECTS)
     _check_choice("method", method, METHODS)
     _check_probability("confidence", confidence)
     _check_probability("power", power)
+    if margin is not None and (isinstance(margin, bool) or not isinstance(margin, (int, float))
+                               or not math.isfinite(margin) or margin <= 0):
+        raise ValueError(f"margin must be a finite number > 0 (the equivalence margin δ), or None; got {margin!r}")
     a, b = _floats("a", a), _floats("b", b)
     if len(a) != len(b):
         raise ValueError(f"a and b must have one value per seed for the same seeds; got {len(a)} and {len(b)} values")
@@ -151,34 +176,40 @@ def compare_paired(a: Sequence[float], b: Sequence[float], *, expect: str = "gre
     n, mean, std = len(diffs), statistics.fmean(diffs), statistics.stdev(diffs)
     alpha = 1 - confidence
     if std == 0:                                          # degenerate: see the module docstring
-        low = high = mean
+        low = high = tost_low = tost_high = mean
         detectable = 0.0
     elif method == "t":
         se = std / math.sqrt(n)
         half = _t_quantile(1 - alpha / 2, n - 1) * se
         low, high = mean - half, mean + half
+        tost_half = _t_quantile(1 - alpha, n - 1) * se         # the 1 − 2α interval of the two one-sided tests
+        tost_low, tost_high = mean - tost_half, mean + tost_half
         detectable = (_t_quantile(1 - alpha / 2, n - 1) + _t_quantile(power, n - 1)) * se
     else:
         import numpy as np
         rng = np.random.default_rng(BOOTSTRAP_SEED)
         means = np.asarray(diffs)[rng.integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))].mean(axis=1)
-        low, high = (float(q) for q in np.quantile(means, [alpha / 2, 1 - alpha / 2]))
+        low, high, tost_low, tost_high = (float(q) for q in np.quantile(means, [alpha / 2, 1 - alpha / 2,
+                                                                               alpha, 1 - alpha]))
         z = statistics.NormalDist().inv_cdf
         detectable = (z(1 - alpha / 2) + z(power)) * float(means.std(ddof=1))
+    within_margin = None if margin is None else (-margin < tost_low and tost_high < margin)
     sign = 1 if expect == "greater" else -1               # the claimed side of 0
     if sign * low > 0 and sign * high > 0:
         verdict = "REPRODUCED"
     elif sign * low < 0 and sign * high < 0:
         verdict = "REVERSED"
+    elif within_margin:
+        verdict = "EQUIVALENT"
     else:
         verdict = "UNRESOLVED"
     return PairedComparison(n=n, diffs=diffs, mean=mean, std=std, low=low, high=high, detectable=detectable,
                             expect=expect, verdict=verdict, method=method, confidence=confidence, power=power,
-                            label=label)
+                            label=label, margin=margin, within_margin=within_margin)
 
 
 def summarize(comparisons: Iterable[PairedComparison]) -> dict[str, int]:
-    """How many comparisons got each verdict: {"REPRODUCED": k, "REVERSED": k, "UNRESOLVED": k}."""
+    """How many comparisons got each verdict: {"REPRODUCED": k, "REVERSED": k, "EQUIVALENT": k, "UNRESOLVED": k}."""
     counts = dict.fromkeys(VERDICTS, 0)
     for c in comparisons:
         counts[c.verdict] += 1
@@ -186,10 +217,15 @@ def summarize(comparisons: Iterable[PairedComparison]) -> dict[str, int]:
 
 
 def markdown_table(comparisons: Sequence[PairedComparison], digits: int = 2) -> str:
-    """claim | mean Δ | CI | detectable | verdict, one row per comparison (its label names the claim)."""
+    """claim | mean Δ | CI | detectable | verdict, one row per comparison (its label names the claim); then
+    the paper's Δ and the regime, when any comparison carries them."""
     level = f"{comparisons[0].confidence * 100:g}%" if comparisons else "95%"
-    lines = [f"| claim | mean Δ | {level} CI | detectable | verdict |", "|---|---:|---|---:|---|"]
+    context = any(c.paper or c.regime for c in comparisons)     # the paper's Δ and the regime, when known
+    lines = [f"| claim | mean Δ | {level} CI | detectable | verdict |" + (" paper's Δ | regime |" if context else ""),
+             "|---|---:|---|---:|---|" + ("---:|---|" if context else "")]
     for c in comparisons:
-        lines.append(f"| {c.label or ''} | {_signed(c.mean, digits)} | [{_signed(c.low, digits)}, "
-                     f"{_signed(c.high, digits)}] | {c.detectable:.{digits}f} | {c.verdict} |")
+        verdict = c.verdict + (" (within the margin)" if c.within_margin and c.verdict != "EQUIVALENT" else "")
+        row = (f"| {c.label or ''} | {_signed(c.mean, digits)} | [{_signed(c.low, digits)}, "
+               f"{_signed(c.high, digits)}] | {c.detectable:.{digits}f} | {verdict} |")
+        lines.append(row + (f" {c.paper or '—'} | {c.regime or '—'} |" if context else ""))
     return "\n".join(lines)

@@ -34,6 +34,7 @@ detectable effect says how large a difference these seeds could have shown).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import itertools
 import json
 import math
@@ -48,13 +49,13 @@ from pathlib import Path
 from typing import Callable
 
 from .checkpoint import write_atomic
-from .config import Config
+from .config import Config, ConfigError
 from .data import DATASETS
-from .presets import PRESETS, Preset
+from .presets import PRESETS, Preset, get_preset
 from .stats import MIN_SEEDS, VERDICTS, PairedComparison, compare_paired, markdown_table, summarize
 
 __all__ = ["TABLE_PROFILES", "FAST", "FAST_ROUNDS", "fast_config", "SHOWCASE", "showcase_config", "TableResult", "run_table", "write_table", "read_table",
-           "paper_value", "DISPLAY_NAMES", "forward_flops", "full_scale_cost", "ASSUMED_GPU_TFLOPS",
+           "paper_value", "DISPLAY_NAMES", "local_work", "forward_flops", "full_scale_cost", "ASSUMED_GPU_TFLOPS",
            "Claim", "CLAIMS", "orderings", "check_claims", "verdicts_markdown", "to_markdown",
            "read_result"]
 
@@ -536,8 +537,40 @@ def _claim_pairs(result: TableResult) -> list[_Pair]:
 
 
 def _compare(result: TableResult, pair: _Pair) -> PairedComparison:
-    return compare_paired(result.cells[(pair.better, pair.setting)], result.cells[(pair.worse, pair.setting)],
-                          expect="greater", label=pair.label)
+    """The paired comparison of a pair of rows in one column, with the paper's own difference and the regime
+    (each row's local work and horizon, both when they differ) beside it."""
+    c = compare_paired(result.cells[(pair.better, pair.setting)], result.cells[(pair.worse, pair.setting)],
+                       expect="greater", label=pair.label)
+    better, worse = (paper_value(result.name, a, pair.setting) for a in (pair.better, pair.worse))
+    paper = None if better is None or worse is None else f"{better - worse:+.2f}".replace("-", "−")
+    regimes = [_cell_regime(result, a, pair.setting) for a in (pair.worse, pair.better)]
+    regime = regimes[0] if regimes[0] == regimes[1] else \
+        f"{DISPLAY_NAMES.get(pair.worse, pair.worse)}: {regimes[0]}; {DISPLAY_NAMES.get(pair.better, pair.better)}: " \
+        f"{regimes[1]}"
+    return dataclasses.replace(c, paper=paper, regime=regime)
+
+
+def local_work(cfg: Config) -> str:
+    """A run's regime in one phrase: local epochs a round E = K·B/n, K, B, the rounds T and who trains a round."""
+    cfg = cfg.resolved()
+    epochs = cfg.local_epochs or cfg.local_steps * cfg.batch_size / cfg.samples_per_client()
+    text = f"E = {epochs:.2g} (K = {cfg.local_steps}, B = {cfg.batch_size}), T = {cfg.rounds}"
+    if cfg.client_fraction is not None or cfg.clients_per_round is not None:
+        per_round = cfg.clients_per_round or max(1, round(cfg.client_fraction * cfg.num_clients))
+        text += f", {per_round} of {cfg.num_clients} clients a round"
+    return text
+
+
+def _cell_regime(result: TableResult, algorithm: str, setting: str) -> str:
+    """:func:`local_work` of a table cell at the table's profile ("" if the cell's config cannot be built)."""
+    try:
+        preset = get_preset(result.name)
+        extra = {"fedgf_threshold": NEVER} if algorithm == "fedgf" else {}
+        make = {"fast": fast_config, "showcase": showcase_config}.get(result.profile)
+        return local_work(make(preset, algorithm, setting, **extra) if make else
+                          preset.config(algorithm, setting, **extra))
+    except (ConfigError, KeyError, ValueError):
+        return ""
 
 
 def orderings(result: TableResult) -> list[PairedComparison]:
@@ -590,7 +623,7 @@ def verdicts_markdown(result: TableResult) -> str:
             by_setting.setdefault(pair.setting, []).append(c)
         by_setting["all"] = [c for _, c in ordered]
         lines += ["The paper's orderings (every pair of rows whose paper numbers differ), per column:", "",
-                  "| setting | pairs | " + " | ".join(VERDICTS) + " |", "|---|---:|---:|---:|---:|"]
+                  "| setting | pairs | " + " | ".join(VERDICTS) + " |", "|---|---:|" + "---:|" * len(VERDICTS)]
         for s, cs in by_setting.items():
             counts = summarize(cs)
             lines.append(f"| {s} | {len(cs)} | " + " | ".join(str(counts[v]) for v in VERDICTS) + " |")

@@ -188,6 +188,40 @@ def test_a_single_seed_is_printed_without_a_spread():
     assert one.index("1.230e-02") == two.index("3.000e-02")           # columns stay aligned
 
 
+def test_paired_table_judges_each_method_against_dfedavg_seed_by_seed():
+    from dfl_core.cli import paired_table
+    from dfl_core.results import History
+
+    def runs(accs):
+        return [History(config={"gossip_steps": 1, "seed": s}, records=[{"round": 1, "test_acc": a}])
+                for s, a in enumerate(accs)]
+    base = [0.90, 0.92, 0.91, 0.93, 0.89]
+    table = paired_table({"dpsgd": runs([a - 0.05 - 0.001 * i for i, a in enumerate(base)]),
+                          "dfedavg": runs(base),
+                          "dfedsam": runs(base),
+                          "dfedsam-mgs": runs([a + (0.02 if i % 2 else -0.02) for i, a in enumerate(base)])})
+    lines = {line.split()[0]: line for line in table.splitlines()[3:]}
+    assert "dfedavg" not in lines and table.splitlines()[1].split()[-1] == "verdict"
+    assert lines["dpsgd"].split()[1] == "−5.20" and lines["dpsgd"].endswith("REVERSED")
+    assert lines["dfedsam"].endswith("EQUIVALENT (within ±0.5)")
+    assert "UNRESOLVED (could detect" in lines["dfedsam-mgs"]
+    assert paired_table({"dfedavg": runs(base[:1]), "dfedsam": runs(base[:1])}) == ""     # one seed: no pairs
+    few = paired_table({"dfedavg": runs(base[:3]), "dfedsam": runs(base[:3])})
+    assert few.splitlines()[-1].startswith("(3 seeds: the book asks for at least 5")
+
+
+def test_local_epochs_from_the_command_line(tmp_path):
+    """K follows from the client's size: 1438 digits over 10 clients is n = 143.8, ⌈n/16⌉ = 9 batches an
+    epoch, so 2 epochs are K = 18 steps; D-PSGD in the same comparison keeps its one step."""
+    code = main(["run", "--algorithms", "dfedavg,dpsgd", "--local-epochs", "2", "--batch-size", "16",
+                 "--num-clients", "10", "--rounds", "1", "--seeds", "0", "--out", str(tmp_path), "--no-progress",
+                 "--no-plot"])
+    assert code == 0
+    by = {h.config["algorithm"]: h.config for h in read_results(tmp_path / "results.json")}
+    assert (by["dfedavg"]["local_epochs"], by["dfedavg"]["local_steps"]) == (2, 18)
+    assert (by["dpsgd"]["local_epochs"], by["dpsgd"]["local_steps"]) == (None, 1)
+
+
 def test_table_data_errors_keep_the_spelling_of_set(tmp_path, capsys):
     """``table`` takes config fields as ``--set data_dir=...``, so its data errors say ``data_dir=``."""
     code = main(["table", "dfedsam-table2-cifar10", "--algorithms", "dfedavg", "--settings", "ring", "--seeds", "0",

@@ -11,7 +11,7 @@ from dfl_core import Config
 from dfl_core.cli import main
 from dfl_core.profiles import get_profile
 from dfl_core.showcase import RESULTS_DIR, SCHEMA, Experiment, ShowcaseResult, load, run_experiment
-from dfl_core.showcase.experiments import EXPERIMENTS
+from dfl_core.showcase.experiments import EXPERIMENTS, REGIME_MAPS
 
 COMMITTED = sorted(RESULTS_DIR.glob("*.json"))
 
@@ -24,7 +24,11 @@ def test_every_experiment_builds_valid_configs_at_every_profile():
                 cfg = exp.config(arm, 0, get_profile(profile))
                 assert isinstance(cfg, Config) and cfg.seed == 0
         big = exp.config(next(iter(exp.arms)), 0, get_profile("showcase"))
-        assert big.dataset == "fashion-mnist" and big.train_size is None and big.rounds >= 100
+        assert big.dataset == "fashion-mnist" and big.rounds >= 100
+        if name in REGIME_MAPS:          # the papers' local work, on 20 clients of 500 images
+            assert (big.train_size, big.num_clients, big.batch_size, big.weight_decay) == (10_000, 20, 128, 5e-4)
+        else:
+            assert big.train_size is None
 
 
 def stored_config_matches(stored: dict, current: dict) -> list[str]:

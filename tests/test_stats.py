@@ -126,8 +126,8 @@ def test_summarize_and_markdown_table():
     cs = [compare_paired([5, 6, 7], [1, 2, 3.5], label="A beats B"),
           compare_paired([1, 2, 3.5], [5, 6, 7], label="B beats A"),
           compare_paired([1, -1, 2], [0, 0, 0], label="C beats D")]
-    assert summarize(cs) == {"REPRODUCED": 1, "REVERSED": 1, "UNRESOLVED": 1}
-    assert summarize([]) == {"REPRODUCED": 0, "REVERSED": 0, "UNRESOLVED": 0}
+    assert summarize(cs) == {"REPRODUCED": 1, "REVERSED": 1, "EQUIVALENT": 0, "UNRESOLVED": 1}
+    assert summarize([]) == {"REPRODUCED": 0, "REVERSED": 0, "EQUIVALENT": 0, "UNRESOLVED": 0}
     md = markdown_table(cs).splitlines()
     assert md[0] == "| claim | mean Δ | 95% CI | detectable | verdict |"
     assert len(md) == 5 and md[2] == "| A beats B | +3.83 | [+3.12, +4.55] | 0.89 | REPRODUCED |"
@@ -172,3 +172,55 @@ def test_swapping_a_and_b_negates_the_difference_and_swaps_the_verdict(pairs, me
     swapped = {"REPRODUCED": "REVERSED", "REVERSED": "REPRODUCED", "UNRESOLVED": "UNRESOLVED"}
     assert ba.verdict == swapped[ab.verdict]
     assert isinstance(ab, PairedComparison) and ab.low <= ab.mean <= ab.high
+
+
+# ---------------------------------------------------------------- equivalence (TOST)
+def test_equivalent_known_case():
+    """d = (+0.1, −0.1, +0.2, −0.2, 0): mean 0, s_d = sqrt(0.025) = 0.1581, se = 0.0707; t_{0.95,4} = 2.1318, so
+    the 90% interval is ±0.1508: inside ±0.5 (EQUIVALENT), not inside ±0.1 (UNRESOLVED)."""
+    a, b = [10.1, 9.9, 10.2, 9.8, 10.0], [10.0] * 5
+    eq = compare_paired(a, b, margin=0.5)
+    assert eq.verdict == "EQUIVALENT" and eq.within_margin is True
+    assert eq.low < 0 < eq.high
+    assert str(eq).endswith("EQUIVALENT (within ±0.5)")
+    tight = compare_paired(a, b, margin=0.1)
+    assert tight.verdict == "UNRESOLVED" and tight.within_margin is False
+    assert compare_paired(a, b).verdict == "UNRESOLVED" and compare_paired(a, b).within_margin is None
+    # the boundary: the 90% half-width is t_{0.95,4}·se = 2.131847·0.0707107 = 0.150745
+    assert compare_paired(a, b, margin=0.1508).verdict == "EQUIVALENT"
+    assert compare_paired(a, b, margin=0.1507).verdict == "UNRESOLVED"
+
+
+def test_equivalence_needs_the_whole_one_sided_intervals():
+    """A mean inside the margin is not enough: a wide spread stays UNRESOLVED, and a mean outside the margin
+    with an interval through 0 can never be EQUIVALENT."""
+    wide = compare_paired([2, -2, 1.5, -1.5, 0.2], [0] * 5, margin=0.5)
+    assert abs(wide.mean) < 0.5 and wide.verdict == "UNRESOLVED"
+    assert compare_paired([1.0, -0.2, 0.9, 1.1, -0.1], [0] * 5, margin=0.5).verdict == "UNRESOLVED"
+
+
+def test_a_resolved_difference_inside_the_margin_keeps_its_direction():
+    """+0.11 in every seed is REVERSED against a claimed "less", and flagged as smaller than the margin."""
+    c = compare_paired([0.10, 0.12, 0.11, 0.10, 0.12], [0] * 5, expect="less", margin=0.5)
+    assert c.verdict == "REVERSED" and c.within_margin is True
+    assert str(c).endswith("REVERSED (but within ±0.5)")
+    big = compare_paired([3.0, 3.2, 2.9, 3.1, 3.3], [0] * 5, margin=0.5)
+    assert big.verdict == "REPRODUCED" and big.within_margin is False and str(big).endswith("REPRODUCED")
+
+
+@pytest.mark.parametrize("method", ["t", "bootstrap"])
+def test_equivalence_identical_runs(method):
+    same = compare_paired([96.0, 97.5, 95.0], [96.0, 97.5, 95.0], margin=0.5, method=method)
+    assert same.verdict == "EQUIVALENT"
+
+
+def test_bootstrap_equivalence_uses_the_alpha_quantiles():
+    a, b = [10.1, 9.9, 10.2, 9.8, 10.0, 10.05, 9.95], [10.0] * 7
+    assert compare_paired(a, b, margin=0.5, method="bootstrap").verdict == "EQUIVALENT"
+    assert compare_paired(a, b, margin=0.01, method="bootstrap").verdict == "UNRESOLVED"
+
+
+@pytest.mark.parametrize("margin", [0, -0.5, float("nan"), float("inf"), True, "0.5"])
+def test_bad_margin(margin):
+    with pytest.raises(ValueError, match="margin must be a finite number > 0"):
+        compare_paired([1, 2, 3], [1, 2, 2], margin=margin)

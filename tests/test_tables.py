@@ -1,6 +1,8 @@
 """The ``table`` command: fast-scale cells, provenance, reproducibility, the paper's numbers, bad input."""
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import shlex
 import statistics
@@ -226,7 +228,10 @@ def test_orderings_compare_every_pair_the_paper_orders_by_its_per_seed_differenc
     assert [c.verdict for c in got.values()] == ["REVERSED", "REPRODUCED", "REPRODUCED",
                                                   "UNRESOLVED", "UNRESOLVED", "UNRESOLVED"]
     ring = got["ring: DFedSAM > DFedAvg (paper 73.19 vs 69.95)"]
-    assert ring == compare_paired(FAKE[("dfedsam", "ring")], AVG_RING, label=ring.label)
+    assert dataclasses.replace(ring, paper=None, regime=None) == \
+        compare_paired(FAKE[("dfedsam", "ring")], AVG_RING, label=ring.label)
+    assert ring.paper == "+3.24"                                   # the paper's own 73.19 − 69.95
+    assert ring.regime == "E = 6.7 (K = 15, B = 32), T = 30"       # the fast scale's local work and horizon
     assert ring.mean == pytest.approx(-0.98) and ring.n == 5
     identical = got["full: DFedSAM > DFedAvg (paper 88.05 vs 83.48)"]
     assert (identical.low, identical.high, identical.detectable) == (0, 0, 0)
@@ -267,9 +272,12 @@ def test_write_table_adds_the_verdicts(tmp_path, capsys):
     assert float(first["mean"]) == pytest.approx(-0.98) and float(first["low"]) < float(first["high"]) < 0
     md = md_path.read_text()
     assert md.startswith("<!-- command:") and "| DFedSAM-MGS |" in md             # the table itself is unchanged
-    assert "| ring | 3 | 2 | 1 | 0 |" in md and "| full | 3 | 0 | 0 | 3 |" in md and "| all | 6 | 2 | 1 | 3 |" in md
-    assert "| claim | mean Δ | 95% CI | detectable | verdict |" in md
-    assert "| ring: DFedSAM-MGS beats DFedSAM | +2.99 | [+2.96, +3.02] | 0.04 | REPRODUCED |" in md
+    assert "| setting | pairs | REPRODUCED | REVERSED | EQUIVALENT | UNRESOLVED |" in md
+    assert "| ring | 3 | 2 | 1 | 0 | 0 |" in md and "| full | 3 | 0 | 0 | 0 | 3 |" in md
+    assert "| all | 6 | 2 | 1 | 0 | 3 |" in md
+    assert "| claim | mean Δ | 95% CI | detectable | verdict | paper's Δ | regime |" in md
+    assert ("| ring: DFedSAM-MGS beats DFedSAM | +2.99 | [+2.96, +3.02] | 0.04 | REPRODUCED | +7.36 | "
+            "E = 6.7 (K = 15, B = 32), T = 30 |") in md
     assert "Note:" not in md
     assert "pooled" not in md
 

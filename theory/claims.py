@@ -190,13 +190,13 @@ def check_lemma_d1() -> list[Claim]:
         r = spc.lemma_d1_static(W, t_max=40)
         meas = gossip_contraction(W, steps=60)["asymptotic_rate"]
         out.append(Claim(f"lemma-d1/{name}", claim, loc,
-                         f"m={M}: λ={r['lam']:.4f}, max_t ‖W^t-P‖/λ^t={r['worst_ratio']:.6f}; measured gossip rate "
+                         f"m={M}: λ={r['lam']:.4f}, max_t ‖W^t-P‖/λ^t={r['worst_ratio']:.4f}; measured gossip rate "
                          f"{meas:.4f}", _v(r["first_fail"] is None)))
     for name in spc.TIME_VARYING:
         r = spc.lemma_d1_product(name, M, t_max=30)
         ok = r["first_fail"] is None
         out.append(Claim(f"lemma-d1/{name}", claim + ", read for a product W_t⋯W_1 as ≤ Π_s λ(W_s)", loc,
-                         f"m={M}, 30 draws: ‖Π W_s - P‖ {at_rounding(r['final_norm'])} vs Π λ(W_s)={r['final_bound']:.3e}; "
+                         f"m={M}, 30 draws: ‖Π W_s - P‖ {at_rounding(r['final_norm'])} vs Π λ(W_s) {at_rounding(r['final_bound'])}; "
                          f"first failure at t={r['first_fail']}", _v(ok),
                          "" if ok else "row-stochastic W: the product tends to 1πᵀ ≠ 11ᵀ/m, the average is not preserved"))
     return out
@@ -218,7 +218,7 @@ def check_phi() -> list[Claim]:
     out.append(Claim("phi-monotone", "Φ decreases as Q grows (the bound tightens with more gossip steps)",
                      f"Section 1 / Remark 4.9 [{D3}]",
                      f"d/du[(u+1)/(1-u)²] = {sym['dterm2_du']} > 0, du/dQ = {sym['du_dQ']} < 0, m^(-2(Q-1)) decreasing: "
-                     f"{sym['decreasing']}; grid of {grid['points']} points: max Φ(Q+1)-Φ(Q) = {grid['max_difference']:.3g}",
+                     f"{sym['decreasing']}; grid of {grid['points']} points: max Φ(Q+1)-Φ(Q) < 0: {grid['all_negative']}",
                      _v(sym["decreasing"] and grid["all_negative"])))
     lim = ph.phi_limit_q_infinity()
     out.append(Claim("phi-limit", "with enough gossip steps DFL ≈ CFL: Φ → 1", f"Remark 4.9 [{D3}]",
@@ -475,7 +475,7 @@ def check_lemma_d6() -> list[Claim]:
     t_fail = next(t for t in range(1, 10**6) if (S1 * (1 - lam100 ** (q * t)) + S2 * (1 - lam100**t)) ** 2 > S1**2 + S2**2)
     return [
         Claim("lemma-d6-normP", "‖W^n − P + P‖^{Q-1} ≤ λ^{n(Q-1)} + 1/m^{Q-1}", loc,
-              f"ring m={M}, n=1, Q=4: ‖W‖³ = {lhs:.6f} > λ³ + m⁻³ = {rhs:.6f}; in general ‖W^n‖ = 1 (eigenvalue 1) "
+              f"ring m={M}, n=1, Q=4: ‖W‖³ = {lhs:.4f} > λ³ + m⁻³ = {rhs:.4f}; in general ‖W^n‖ = 1 (eigenvalue 1) "
               f"while the right side → m^-(Q-1) < 1", FAILS,
               "uses ‖P‖ = 1/m, but ‖11ᵀ/m‖_op = 1; applying Lemma D.1 to W^Q directly gives Σλ^{Qn} ≤ 1/(1-λ^Q) "
               "without the m-term"),
@@ -511,7 +511,7 @@ def check_quadratic_bound() -> list[Claim]:
         cb = bd.evaluate(bd.LEMMA_D6, **{k: v for k, v in vals.items() if k not in ("T", "Delta")}, G2=G2v)
         cons = float(h["consensus"].max())
         out.append(Claim(f"lemma-d6-quadratic/{name}-Q{Q}", "consensus distance ≤ C₂η²Φ(λ,m,Q) (Lemmas D.5/D.6)",
-                         f"Lemmas D.5, D.6 [{D3}]; same run", f"measured max_t {cons:.3e} ≤ bound {cb:.3e}",
+                         f"Lemmas D.5, D.6 [{D3}]; same run", f"measured max_t {at_rounding(cons)} ≤ bound {cb:.3e}",
                          _v(cons <= cb)))
     return out
 

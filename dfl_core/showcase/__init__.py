@@ -3,9 +3,10 @@ r"""The showcase scale: each chapter's central comparison, at a size where the m
 At the ``fast`` profile's size accuracies saturate and the papers' orderings
 come out as ties. The ``showcase`` profile (:data:`dfl_core.profiles.PROFILES`)
 trains on all 60,000 Fashion-MNIST images (CIFAR-10 instead where its files are
-on disk, ``DFL_SHOWCASE_DATASET=cifar10``), m = 100 clients, with enough rounds
-for the curves to flatten and 5 seeds. Those runs take hours on a CPU, so they
-are precomputed:
+on disk, ``DFL_SHOWCASE_DATASET=cifar10``), m = 100 clients, 100 rounds of about
+a quarter of a local epoch each, and 5 seeds; the regime maps
+(:mod:`.regime`) add the papers' own local work (5 epochs of batch 128) on 20
+clients. Those runs take hours on a CPU, so they are precomputed:
 
 * an :class:`Experiment` (:data:`EXPERIMENTS`, defined in :mod:`.experiments`)
   is a set of arms (configs that differ in one thing) run over the same seeds;

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from .runner import ShowcaseResult, load
 
-__all__ = ["Claim", "judge", "verdict_table", "summary", "rerun_matches", "provenance_line", "regeneration_hours"]
+__all__ = ["Claim", "judge", "verdict_table", "summary", "rerun_matches", "provenance_line", "regeneration_hours",
+           "paper_difference", "regime"]
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,40 @@ class Claim:
     scale: float = 100.0
     measure: bool = False
     unit: str = "points"
+    paper: tuple[float, str] | None = None    # the paper's own difference and where it is (:func:`paper_difference`)
 
 
-def judge(result: ShowcaseResult, claims: list[Claim]):
-    """One :class:`~dfl_core.stats.PairedComparison` per claim (95% t-interval over the seeds)."""
-    from ..stats import compare_paired
+def paper_difference(table: str, better: str, worse: str, column: str = "validation",
+                     **where: str) -> tuple[float, str]:
+    """The paper's own difference ``better − worse`` in a transcribed table (:mod:`theory.tables`), and its
+    source: ``paper_difference("dfedsam_table1", "DFedSAM", "DFedAvg", task="CIFAR-10", split="Dir0.3")``."""
+    from theory.tables import load_table
+
+    t = load_table(table)
+    diff = float(t.one(algorithm=better, **where)[column]) - float(t.one(algorithm=worse, **where)[column])
+    paper, number = table.split("_table")
+    papers = {"dfedsam": "DFedSAM", "fedsam": "FedSAM", "fedgf": "FedGF"}
+    return diff, f"{papers.get(paper, paper)} paper, Table {number}, {', '.join(where.values())}"
+
+
+def regime(result: ShowcaseResult, arm: str) -> str:
+    """Where ``arm`` was measured: local epochs a round (K·B/n), rounds, clients a round, and its train accuracy
+    and train − test gap (means over seeds of the last five evaluations)."""
+    from ..config import Config
+    from ..tables import local_work
+
+    cfg = Config.from_dict(result.runs[(arm, result.seeds[0])]["config"])
+    train, test = (sum(v) / len(v) for v in (result.per_seed(arm, "train_acc"), result.per_seed(arm)))
+    return f"{local_work(cfg)}; {arm}: train {train:.1f}%, gap {train - test:.1f}".replace("gap -", "gap −")
+
+
+def judge(result: ShowcaseResult, claims: list[Claim], margin: float | None = None):
+    """One :class:`~dfl_core.stats.PairedComparison` per claim (95% t-interval over the seeds), carrying the
+    paper's own difference (if the claim names one) and the regime of the claim's ``worse`` arm (:func:`regime`).
+    ``margin`` turns on the equivalence test (EQUIVALENT within ±margin)."""
+    import dataclasses
+
+    from ..stats import _signed, compare_paired
 
     out = []
     for c in claims:
@@ -51,7 +81,9 @@ def judge(result: ShowcaseResult, claims: list[Claim]):
             b = [c.scale * v for v in result.measure(c.worse, c.metric)]
         else:
             a, b = result.per_seed(c.better, c.metric, scale=c.scale), result.per_seed(c.worse, c.metric, scale=c.scale)
-        out.append(compare_paired(a, b, expect=c.expect, label=c.text))
+        comparison = compare_paired(a, b, expect=c.expect, label=c.text, margin=margin)
+        paper = f"{_signed(c.paper[0], 2)} ({c.paper[1]})" if c.paper else None
+        out.append(dataclasses.replace(comparison, paper=paper, regime=regime(result, c.worse)))
     return out
 
 
@@ -66,18 +98,23 @@ def _markdown(text: str):
 def verdict_table(verdicts, digits: int = 2, unit: str = "points"):
     """The verdicts as a Markdown table (claim, mean paired difference, 95% interval, detectable effect, verdict)."""
     from ..stats import markdown_table
+    margin = next((v.margin for v in verdicts if v.margin), None)
+    equivalence = f" EQUIVALENT: within ±{margin:g} {unit} (two one-sided tests)." if margin else ""
     return _markdown(markdown_table(verdicts, digits=digits) + f"\n\nDifferences in {unit}; 95% t-intervals over "
-                     f"{verdicts[0].n} seeds, paired by seed.")
+                     f"{verdicts[0].n} seeds, paired by seed.{equivalence}")
 
 
 def _sentence(v, digits: int) -> str:
     from ..stats import _signed                           # the typographic minus of the verdict tables
 
     interval = f"{_signed(v.mean, digits)} [{_signed(v.low, digits)}, {_signed(v.high, digits)}]"
+    small = f", by less than the ±{v.margin:g} margin" if v.within_margin else ""
     if v.verdict == "REPRODUCED":
-        return f"**{v.label}**: reproduced ({interval})."
+        return f"**{v.label}**: reproduced{small} ({interval})."
     if v.verdict == "REVERSED":
-        return f"**{v.label}**: reversed, the opposite holds ({interval})."
+        return f"**{v.label}**: reversed, the opposite holds{small} ({interval})."
+    if v.verdict == "EQUIVALENT":
+        return f"**{v.label}**: equivalent, the difference lies within ±{v.margin:g} ({interval})."
     detect = f"{v.detectable:.{digits}f}" if math.isfinite(v.detectable) else "∞"
     return (f"**{v.label}**: unresolved ({interval}); with these seeds only a difference of about {detect} or "
             f"more would have shown.")

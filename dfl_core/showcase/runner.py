@@ -15,7 +15,7 @@ from ..config import Config
 from ..errors import ConfigError, DivergenceError
 
 __all__ = ["Experiment", "RESULTS_DIR", "SCHEMA", "KEPT_METRICS", "ShowcaseResult", "load", "run", "final_value",
-           "results_path"]
+           "results_path", "stored_config"]
 
 SCHEMA = "dfl-book/showcase/v1"
 #: Where the committed results live (package data, so Colab's pip install has them too).
@@ -51,6 +51,12 @@ class Experiment:
             raise ConfigError(f"experiment {self.name!r} has no arm {arm!r}; arms: {', '.join(self.arms)}")
         changes = {**self.base, **self.profile_changes.get(profile.name, {}), **self.arms[arm], "seed": seed}
         return profile.config(**changes).resolved()
+
+
+def stored_config(record: dict) -> dict:
+    """A run record's config with the fields added since it was written at their defaults (a file written
+    before ``local_epochs`` existed still matches the configs planned now)."""
+    return Config.from_dict(record["config"]).to_dict()
 
 
 def final_value(history: list[dict], metric: str = "test_acc", last: int = 5) -> float:
@@ -176,13 +182,14 @@ def _extras(record: dict) -> dict:
 
 def run(experiment: Experiment, profile: str = "showcase", jobs: int = 1, out: str | os.PathLike | None = None,
         checkpoints: str | os.PathLike | None = None, seeds: tuple[int, ...] | None = None,
-        progress: bool = True, command: str | None = None) -> Path:
+        progress: bool = True, command: str | None = None, threads: int | None = None) -> Path:
     """Run every arm × seed of ``experiment`` and write its results file; returns its path.
 
     Runs already in the file with an unchanged config are kept, so rerunning an
     interrupted regeneration continues it; each unfinished run checkpoints every
     10 rounds under ``checkpoints`` (default ``$DFL_CHECKPOINTS/showcase/NAME``).
-    ``jobs`` runs that many trainings at once, one process and one thread each.
+    ``jobs`` runs that many trainings at once, one process and one thread each; with ``jobs=1`` the runs take
+    ``threads`` threads (default: every core), e.g. 1 in a notebook that keeps its own thread count.
     """
     from concurrent.futures import as_completed
 
@@ -199,7 +206,8 @@ def run(experiment: Experiment, profile: str = "showcase", jobs: int = 1, out: s
     if path.exists():
         old = json.loads(path.read_text())
         if old.get("profile") == profile:
-            done = {(r["arm"], r["seed"]): r for r in old["runs"] if planned.get((r["arm"], r["seed"])) == r["config"]}
+            done = {(r["arm"], r["seed"]): r for r in old["runs"]
+                    if planned.get((r["arm"], r["seed"])) == stored_config(r)}
     folder = Path(checkpoints) if checkpoints is not None else checkpoint_dir() / "showcase" / name
     folder.mkdir(parents=True, exist_ok=True)
     todo = [key for key in planned if key not in done]
@@ -215,7 +223,7 @@ def run(experiment: Experiment, profile: str = "showcase", jobs: int = 1, out: s
 
     bar = tqdm(total=len(planned), initial=len(done), desc=name, disable=not progress)
     args = [(experiment, arm, s, profile, str(folder / f"{_slug(arm)}-seed{s}.pt"), 1 if jobs > 1 else
-             (os.cpu_count() or 1)) for arm, s in todo]
+             (threads or os.cpu_count() or 1)) for arm, s in todo]
     if jobs > 1:
         with process_pool(jobs) as pool:
             futures = [pool.submit(_run_one, *a) for a in args]
