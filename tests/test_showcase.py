@@ -137,3 +137,13 @@ def test_compare_is_the_per_seed_paired_difference():
     assert result.compare("B", "A").verdict == "REVERSED"
     noisy = fake({"A": [80, 81, 79, 82, 80], "B": [81, 80, 80, 81, 80]})
     assert noisy.compare("A", "B").verdict == "UNRESOLVED"
+
+
+def test_a_record_written_before_a_field_existed_still_matches_its_planned_config():
+    """Resuming keeps runs whose stored config lacks a field added since (``local_epochs``), at its default."""
+    from dfl_core.showcase.runner import stored_config
+
+    planned = TINY.config("DFedAvg", 0, get_profile("fast")).to_dict()
+    old = {k: v for k, v in planned.items() if k != "local_epochs"}
+    assert "local_epochs" not in old and stored_config({"config": old}) == planned
+    assert stored_config({"config": {**old, "rounds": 3}}) != planned          # a real change still reruns
