@@ -305,9 +305,7 @@ def paired_table(results: dict[str, list[History]], reference: str | None = None
         if len(seeds) < 2:
             return ""
         c = compare_paired([own[s] for s in seeds], [ref[s] for s in seeds], margin=margin)
-        interval = c.format(label=False).split(", n=")[0]
-        verdict = c.format(label=False).split(f", n={c.n}, ", 1)[1]
-        lines.append(f"{name:<14} {interval:>34}   {verdict}")
+        lines.append(f"{name:<14} {c.interval():>34}   {c.verdict_note()}")
     if len(ref) < MIN_SEEDS:
         lines.append(f"({len(ref)} seeds: the book asks for at least {MIN_SEEDS} before calling a verdict)")
     return "\n".join(lines)

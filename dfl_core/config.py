@@ -281,6 +281,11 @@ class Config:
             total = min(total, self.train_size)
         return total / self.num_clients
 
+    def clients_per_round_count(self) -> int:
+        """The clients a centralized round samples: ``clients_per_round``, or ``client_fraction`` of m rounded
+        (at least 1). Needs a resolved centralized config."""
+        return self.clients_per_round or max(1, round(self.client_fraction * self.num_clients))
+
     def _steps_for_epochs(self, algo) -> int:
         """K for ``local_epochs`` E: E passes over a client's n samples in batches of B, as the papers' data
         loaders take them (⌈n/B⌉ batches an epoch, the last one smaller there, a full B here)."""

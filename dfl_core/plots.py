@@ -670,7 +670,8 @@ def regime_map(ax, cells: Sequence[Any], *, treated: str = "SAM", limit: float |
     flattened. Returns the colour-bar mappable.
     """
     import matplotlib as mpl
-    from matplotlib.patches import Rectangle
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch, Rectangle
 
     cells = list(cells)
     epochs = sorted({c.local_epochs for c in cells})
@@ -723,8 +724,6 @@ def regime_map(ax, cells: Sequence[Any], *, treated: str = "SAM", limit: float |
     ax.set_yticks(range(len(epochs)), rows)
     ax.set_xlabel(f"ρ, {treated}'s perturbation radius")
     ax.set_ylabel("local work a round")
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
     handles = [Patch(facecolor=cmap(0.85), edgecolor="0.4", label="filled: the 95% CI excludes 0"),
                Patch(facecolor="white", edgecolor=cmap(0.75), linewidth=2, label="hollow: unresolved"),
                Patch(facecolor="white", edgecolor=cmap(0.75), linewidth=2, hatch="\\\\",

@@ -99,17 +99,22 @@ class PairedComparison:
     paper: str | None = None                # the paper's own difference for this comparison, with its source
     regime: str | None = None               # where it was measured: local work, rounds, the baseline's fit
 
+    def interval(self, digits: int = 2) -> str:
+        """The mean and its interval: ``+1.23 [+0.40, +2.06]`` (typographic minus signs)."""
+        return f"{_signed(self.mean, digits)} [{_signed(self.low, digits)}, {_signed(self.high, digits)}]"
+
+    def verdict_note(self, digits: int = 2) -> str:
+        """The verdict with what qualifies it: ``UNRESOLVED (could detect ≥ 0.87)``, ``REVERSED (but within ±0.5)``."""
+        if self.verdict == "UNRESOLVED":
+            return self.verdict + (" (identical in every seed)" if self.std == 0 and self.mean == 0 else
+                                   f" (could detect ≥ {self.detectable:.{digits}f})")
+        if self.verdict == "EQUIVALENT":
+            return f"{self.verdict} (within ±{self.margin:g})"
+        return self.verdict + (f" (but within ±{self.margin:g})" if self.within_margin else "")
+
     def format(self, digits: int = 2, label: bool = True) -> str:
         """One line: ``+1.23 [+0.40, +2.06], n=5, REPRODUCED`` (with ``label: `` in front if set)."""
-        num = lambda x: _signed(x, digits)
-        text = f"{num(self.mean)} [{num(self.low)}, {num(self.high)}], n={self.n}, {self.verdict}"
-        if self.verdict == "UNRESOLVED":
-            text += " (identical in every seed)" if self.std == 0 and self.mean == 0 else \
-                f" (could detect ≥ {self.detectable:.{digits}f})"
-        elif self.verdict == "EQUIVALENT":
-            text += f" (within ±{self.margin:g})"
-        elif self.within_margin:
-            text += f" (but within ±{self.margin:g})"
+        text = f"{self.interval(digits)}, n={self.n}, {self.verdict_note(digits)}"
         return f"{self.label}: {text}" if label and self.label else text
 
     def __str__(self) -> str:

@@ -52,7 +52,7 @@ from .checkpoint import write_atomic
 from .config import Config, ConfigError
 from .data import DATASETS
 from .presets import PRESETS, Preset, get_preset
-from .stats import MIN_SEEDS, VERDICTS, PairedComparison, compare_paired, markdown_table, summarize
+from .stats import MIN_SEEDS, VERDICTS, PairedComparison, _signed, compare_paired, markdown_table, summarize
 
 __all__ = ["TABLE_PROFILES", "FAST", "FAST_ROUNDS", "fast_config", "SHOWCASE", "showcase_config", "TableResult", "run_table", "write_table", "read_table",
            "paper_value", "DISPLAY_NAMES", "local_work", "forward_flops", "full_scale_cost", "ASSUMED_GPU_TFLOPS",
@@ -396,7 +396,7 @@ def full_scale_cost(name: str, seeds: int = 3, tflops: float = ASSUMED_GPU_TFLOP
             if key not in flops:
                 flops[key] = forward_flops(*key)
             if ALGORITHMS[algorithm].kind == "centralized":
-                clients = cfg.clients_per_round or max(1, round(cfg.client_fraction * cfg.num_clients))
+                clients = cfg.clients_per_round_count()
             else:
                 clients = cfg.num_clients
             passes = 2 if (cfg.rho or algorithm in ("fedgf", "fedsmoo")) else 1
@@ -542,7 +542,7 @@ def _compare(result: TableResult, pair: _Pair) -> PairedComparison:
     c = compare_paired(result.cells[(pair.better, pair.setting)], result.cells[(pair.worse, pair.setting)],
                        expect="greater", label=pair.label)
     better, worse = (paper_value(result.name, a, pair.setting) for a in (pair.better, pair.worse))
-    paper = None if better is None or worse is None else f"{better - worse:+.2f}".replace("-", "−")
+    paper = None if better is None or worse is None else _signed(better - worse, 2)
     regimes = [_cell_regime(result, a, pair.setting) for a in (pair.worse, pair.better)]
     regime = regimes[0] if regimes[0] == regimes[1] else \
         f"{DISPLAY_NAMES.get(pair.worse, pair.worse)}: {regimes[0]}; {DISPLAY_NAMES.get(pair.better, pair.better)}: " \
@@ -556,8 +556,7 @@ def local_work(cfg: Config) -> str:
     epochs = cfg.local_epochs or cfg.local_steps * cfg.batch_size / cfg.samples_per_client()
     text = f"E = {epochs:.2g} (K = {cfg.local_steps}, B = {cfg.batch_size}), T = {cfg.rounds}"
     if cfg.client_fraction is not None or cfg.clients_per_round is not None:
-        per_round = cfg.clients_per_round or max(1, round(cfg.client_fraction * cfg.num_clients))
-        text += f", {per_round} of {cfg.num_clients} clients a round"
+        text += f", {cfg.clients_per_round_count()} of {cfg.num_clients} clients a round"
     return text
 
 

@@ -113,8 +113,7 @@ class SimulationTools:
         A count (``clients_per_round``) or a fraction of m (``client_fraction``,
         rounded, at least 1), drawn uniformly from the round's own generator.
         """
-        cfg, m = self.config, self.config.num_clients
-        n = cfg.clients_per_round or max(1, round(cfg.client_fraction * m))
+        m, n = self.config.num_clients, self.config.clients_per_round_count()
         return torch.randperm(m, generator=self.generator("clients"))[:n].sort().values
 
     def client_weights(self, clients: Tensor) -> Tensor:

@@ -29,8 +29,8 @@ _FEDGF = {"fedgf_threshold": FEDGF_THRESHOLD}
 #: lr 0.1 × 0.998^t (the engine's default lr and decay). Its 1000 rounds on 100 clients are out of a CPU's
 #: reach; the regime maps below run 100 rounds on 20 clients of 500 Fashion-MNIST images each.
 PAPER_PROTOCOL = dict(local_epochs=5, batch_size=128, weight_decay=5e-4, lr=0.1, lr_decay=0.998)
-_MAP_BASE = dict(num_clients=20, train_size=10_000, test_size=2_000, batch_size=128, weight_decay=5e-4,
-                 rounds=100, eval_every=5)
+_MAP_BASE = {k: v for k, v in PAPER_PROTOCOL.items() if k != "local_epochs"} | dict(
+    num_clients=20, train_size=10_000, test_size=2_000, rounds=100, eval_every=5)         # E is each row's
 #: At the fast profile a map runs on the bundled digits (72 images a client) in seconds: a check of the code.
 _MAP_FAST = {"fast": dict(dataset="digits", train_size=None, test_size=None, batch_size=32, rounds=30)}
 MAP_EPOCHS = (0.25, 1, 5)            # from a quarter of an epoch (the old showcase's 0.27) to the papers' 5
@@ -45,7 +45,8 @@ REGIME_MAPS: dict[str, RegimeMap] = {m.name: m for m in [
         "DFedAvg", "DFedSAM", dict(algorithm="dfedavg", topology="ring"), dict(algorithm="dfedsam", topology="ring"),
         MAP_EPOCHS, MAP_RHOS, base=_MAP_BASE,
         extra_arms={"DFedSAM-MGS Q = 4 ρ = 0.01, E = 5": dict(algorithm="dfedsam-mgs", topology="ring", rho=0.01,
-                                                               gossip_steps=4, local_epochs=5)},
+                                                               gossip_steps=4,
+                                                               local_epochs=PAPER_PROTOCOL["local_epochs"])},
         measure=flatness_and_gap, profile_changes=_MAP_FAST),
     RegimeMap(
         "ch04-regime", "04",

@@ -162,8 +162,7 @@ def _lambda(result: ShowcaseResult, arm: str) -> float | None:
 
 
 def _where(group: list[Cell]) -> str:
-    return "; ".join(f"E = {c.local_epochs:g}, ρ = {c.rho:g} ({c.comparison.format(label=False).split(', n=')[0]})"
-                     for c in group)
+    return "; ".join(f"E = {c.local_epochs:g}, ρ = {c.rho:g} ({c.comparison.interval()})" for c in group)
 
 
 def summary(grid: list[Cell], treated: str, baseline: str, unit: str = "points") -> str:

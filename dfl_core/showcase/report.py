@@ -105,9 +105,7 @@ def verdict_table(verdicts, digits: int = 2, unit: str = "points"):
 
 
 def _sentence(v, digits: int) -> str:
-    from ..stats import _signed                           # the typographic minus of the verdict tables
-
-    interval = f"{_signed(v.mean, digits)} [{_signed(v.low, digits)}, {_signed(v.high, digits)}]"
+    interval = v.interval(digits)
     small = f", by less than the ±{v.margin:g} margin" if v.within_margin else ""
     if v.verdict == "REPRODUCED":
         return f"**{v.label}**: reproduced{small} ({interval})."
