@@ -374,10 +374,12 @@ def _table(parser: argparse.ArgumentParser, args: argparse.Namespace, command: s
 
 def _showcase(parser: argparse.ArgumentParser, args: argparse.Namespace, command: str) -> int:
     from .showcase import run_experiment
-    from .showcase.experiments import EXPERIMENTS
+    from .showcase.experiments import EXPERIMENTS, FORMER_NAMES
     if args.list or not args.name:
         for exp in EXPERIMENTS.values():
-            print(f"{exp.name:<22} ({exp.chapter}) {exp.question}\n{'':<24}arms: {', '.join(exp.arms)}")
+            former = [old for old, new in FORMER_NAMES.items() if new == exp.name]
+            print(f"{exp.name:<22} (chapter {exp.chapter}) {exp.question}\n{'':<24}arms: {', '.join(exp.arms)}"
+                  + (f"\n{'':<24}formerly: {', '.join(former)}" if former else ""))
         return 0 if args.list else 2
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")

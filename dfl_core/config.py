@@ -112,7 +112,7 @@ class Config:
     seed: int = _run(0, "seed of every random stream of the run", Integer(0))
     # --- data and its partition over clients
     partition: str = _run("dirichlet", "partition scheme", OneOf(PARTITIONS))
-    alpha: float = _run(0.3, "Dirichlet concentration α (0 means one class per client)", Number(0.0))
+    alpha: float = _run(0.3, "α, Dirichlet concentration of the label split (0 means one class per client)", Number(0.0))
     dirichlet_method: str = _run("prior", "'prior' (equal sizes, DisPFL/FedDyn) or 'hsu' (per-class split)",
                                  OneOf(DIRICHLET_METHODS))
     shards_per_client: int = _run(2, "classes per client for the 'shards' partition", Integer(1))
@@ -124,72 +124,72 @@ class Config:
     gossip_steps: int | None = _algo("Q, gossip steps per round (decentralized)", Integer(1))
     fresh_matrix_per_gossip_step: bool = _run(
         False, "time-varying topologies: draw a new W for every gossip step (DFedSAM App. B.4)", Flag())
-    edge_probability: float = _run(0.2, "edge probability p of 'erdos-renyi'", Number(0.0, 1.0, low_open=True))
+    edge_probability: float = _run(0.2, "edge probability of 'erdos-renyi'", Number(0.0, 1.0, low_open=True))
     # (the topology checks its own options: dfl_core.topology.TOPOLOGIES)
-    degree: int = _run(4, "degree k of 'random-regular'")
+    degree: int = _run(4, "degree of every client in 'random-regular'")
     max_degree: int = _run(10, "maximum degree of 'random-symmetric'")
     num_neighbors: int = _run(10, "neighbours each client draws in 'random-as-coded'")
     # --- server (centralized)
-    client_fraction: float | None = _algo("fraction of clients sampled per round (centralized)",
+    client_fraction: float | None = _algo("C, fraction of clients sampled per round (centralized)",
                                           Number(0.0, 1.0, low_open=True))
-    clients_per_round: int | None = _algo("number of clients sampled per round (centralized; instead of "
-                                          "a fraction)", Integer(1))
+    clients_per_round: int | None = _algo("|S_t|, number of clients sampled per round (centralized; "
+                                          "instead of a fraction)", Integer(1))
     server_lr: float | None = _algo("η_g, server learning rate (centralized)", Number(0.0, low_open=True))
-    server_momentum: float | None = _algo("β, server momentum of fedavgm and mimelite",
+    server_momentum: float | None = _algo("θ_g, server momentum of fedavgm and mimelite",
                                           Number(0.0, 1.0, high_open=True))
     prox_mu: float | None = _algo("μ, proximal coefficient of fedprox", Number(0.0))
     scaffold_option: str | None = _algo("SCAFFOLD's refresh of c_i: 'I' (gradient at w over the local data) "
                                         "or 'II' (from the local update)", OneOf(SCAFFOLD_OPTIONS))
-    dyn_alpha: float | None = _algo("α of feddyn, λ of fedsmoo: dynamic regularization coefficient",
+    dyn_alpha: float | None = _algo("α_dyn, dynamic regularization coefficient of feddyn and fedsmoo",
                                     Number(0.0, low_open=True))
     # --- local training
     local_steps: int | None = _algo("K, local steps per round", Integer(1))
     local_epochs: float | None = _run(
-        None, "E, local epochs per round, the papers' unit (instead of local_steps): K = E·⌈n/B⌉ steps (rounded, at "
-        "least 1), n = train samples / m", Number(0.0, low_open=True))
+        None, "E, local epochs per round, the papers' unit (instead of local_steps): K = E·⌈n_i/B⌉ steps (rounded, "
+        "at least 1), n_i = train samples / m", Number(0.0, low_open=True))
     batch_size: int = _run(32, "B, mini-batch size per client and step", Integer(1))
     full_batch: bool = _run(False, "each local step uses the client's whole train split (deterministic)", Flag())
     lr: float = _run(0.1, "η, local learning rate", Number(0.0, low_open=True))
-    lr_decay: float = _run(0.998, "η_t = η·decay^t (DFedSAM App. B.3 uses 0.998)", Number(0.0, 1.0, low_open=True))
+    lr_decay: float = _run(0.998, "decay of η per round: η_t = η·lr_decay^t (DFedSAM App. B.3 uses 0.998)", Number(0.0, 1.0, low_open=True))
     momentum: float | None = _algo("θ, heavy-ball momentum of the local steps", Number(0.0, 1.0, high_open=True))
     reset_momentum: bool = _run(True, "reset the momentum buffer at the start of every round", Flag())
     weight_decay: float = _run(0.0, "L2 weight decay added to the local gradient", Number(0.0))
     rho: float | None = _algo("ρ, SAM perturbation radius", Number(0.0))
     sam_variant: str | None = _algo("'sam' or 'asam' (adaptive SAM, Kwon et al. 2021)", OneOf(SAM_VARIANTS))
-    asam_eta: float | None = _algo("η of ASAM's T_w = |w| + η", Number(0.0))
+    asam_eta: float | None = _algo("ASAM's offset: it scales each parameter w by |w| + asam_eta (the ASAM paper's η)", Number(0.0))
     asam_scale_all: bool | None = _algo("ASAM scales every parameter (paper); false: only weights (code)", Flag())
     # --- algorithm-specific
-    mofedsam_alpha: float | None = _algo("α of MoFedSAM: v = α·g_SAM + (1 − α)·Δ", Number(0.0, 1.0))
+    mofedsam_alpha: float | None = _algo("α_Mo, MoFedSAM's weight of the SAM gradient: α_Mo·g_SAM + (1 − α_Mo)·Δ", Number(0.0, 1.0))
     mofedsam_variant: str | None = _algo("MoFedSAM server step: " + ", ".join(MOFEDSAM_VARIANTS),
                                          OneOf(MOFEDSAM_VARIANTS))
-    fedcm_alpha: float | None = _algo("α of FedCM: v = α·g + (1 − α)·Δ", Number(0.0, 1.0))
+    fedcm_alpha: float | None = _algo("α_CM, FedCM's weight of the gradient: α_CM·g + (1 − α_CM)·Δ", Number(0.0, 1.0))
     fedsmoo_variant: str | None = _algo("FedSMOO: " + ", ".join(FEDSMOO_VARIANTS)
                                         + " (see dfl_core.algorithms.controlled)", OneOf(FEDSMOO_VARIANTS))
     fedgf_threshold: float | None = _algo("T_D, FedGF's drift threshold (required: the papers give no value)",
                                           Number(0.0))
-    fedgf_window: int | None = _algo("W, FedGF's window of rounds for c", Integer(1))
+    fedgf_window: int | None = _algo("W_c, FedGF's window of rounds for c", Integer(1))
     fedgf_reading: str | None = _algo("FedGF eq. (12): 'points' (as printed and coded) or 'vectors'",
                                       OneOf(FEDGF_READINGS))
-    fedgf_c_reading: str | None = _algo("FedGF eq. (16) in the first W rounds: 'window' (sum of the indicators "
-                                        "over W, missing rounds count 0) or 'seen' (mean of the rounds seen, as "
+    fedgf_c_reading: str | None = _algo("FedGF eq. (16) in the first W_c rounds: 'window' (sum of the indicators "
+                                        "over W_c, missing rounds count 0) or 'seen' (mean of the rounds seen, as "
                                         "the official code)", OneOf(FEDGF_C_READINGS))
     quant_bits: int | None = _algo("b, bits per coordinate of a quantized message (dfedavgm-q)", Integer(2, 32))
-    quant_step: float | None = _algo("s, quantization step (dfedavgm-q; none: max|v|/(2^(b-1)-1) per message)",
+    quant_step: float | None = _algo("h, quantization step (dfedavgm-q; none: max|v|/(2^(b-1)-1) per message)",
                                      Number(0.0, low_open=True))
     quant_rounding: str | None = _algo("dfedavgm-q's rounding to a level: 'nearest' or 'floor' (round down; the "
                                        "seed lost the bracket that says which)", OneOf(QUANT_ROUNDINGS))
     quant_stochastic: bool | None = _algo("unbiased stochastic rounding instead (dfedavgm-q)", Flag())
-    quant_mixing: str | None = _algo("dfedavgm-q: 'difference' x + W·Q(z − x) (eq. (7) as read here) or "
-                                     "'models' W·(x + Q(z − x)) (equals DFedAvgM without quantization)",
+    quant_mixing: str | None = _algo("dfedavgm-q: 'difference' x + W·𝒬(z − x) (eq. (7) as read here) or "
+                                     "'models' W·(x + 𝒬(z − x)) (equals DFedAvgM without quantization)",
                                      OneOf(QUANT_MIXINGS))
-    robust_lambda: float | None = _algo("λ, fedrobust's penalty λ‖Λ_i − I‖_F² + λ‖δ_i‖² on the clients' affine "
-                                        "shifts", Number(0.0))
-    robust_ascent_lr: float | None = _algo("η₂, fedrobust's ascent step on (Λ_i, δ_i) (0: FedAvg)", Number(0.0))
+    robust_lambda: float | None = _algo("γ_R, fedrobust's penalty γ_R·(‖Λ_i − I‖_F² + ‖δ_i‖²) on the clients' "
+                                        "affine shifts", Number(0.0))
+    robust_ascent_lr: float | None = _algo("η_R, fedrobust's ascent step on (Λ_i, δ_i) (0: FedAvg)", Number(0.0))
     dispfl_density: float | None = _algo("DisPFL: density of every client's mask, ERK over layers",
                                          Number(0.0, 1.0, low_open=True))
-    dispfl_anneal: float | None = _algo("DisPFL: α of the fraction of each layer's mask updated per round, "
-                                        "α/2·(1 + cos(πt/T))", Number(0.0, 1.0))
-    dispfl_anneal_rounds: int | None = _algo("DisPFL: T of that cosine (default: rounds)", Integer(1))
+    dispfl_anneal: float | None = _algo("DisPFL: fraction of each layer's mask updated per round, annealed: "
+                                        "dispfl_anneal/2·(1 + cos(πt/dispfl_anneal_rounds)) in round t", Number(0.0, 1.0))
+    dispfl_anneal_rounds: int | None = _algo("DisPFL: the rounds over which that cosine falls to 0 (default: rounds)", Integer(1))
     dispfl_regrow: str | None = _algo("DisPFL regrowth: 'gradient' (largest |gradient|, the code's default) or "
                                       "'random' (the published scripts)", OneOf(DISPFL_REGROW))
     dispfl_mask_init: str | None = _algo("DisPFL initial masks: 'independent' per client (the published "

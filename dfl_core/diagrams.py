@@ -17,15 +17,16 @@ chapter                   diagram
 00 preface                :func:`chapter_map`
 01 federated learning     :func:`dirichlet_split`, :func:`fl_vs_dfl_round`
 02 server to graph        :func:`fl_vs_dfl_round`, :func:`gossip_step`, :func:`topology_gallery`
-02b distributed           :func:`rank_layout`
-03 decentralized FedAvg   :func:`round_timelines`
-03b compression/privacy   :func:`quantizer_levels`, :func:`membership_inference`
-04 flat minima            :func:`sam_geometry`
-05 DFedSAM(-MGS)          :func:`mgs_contraction`
-06 flatness discrepancy   :func:`flatness_discrepancy`
-07 theory                 :func:`lambda_ruler`
-08 reproducing            :func:`reproduction_pipeline`
-09 tutorial               :func:`engine_loop`
+03 distributed            :func:`rank_layout`
+04 decentralized FedAvg   :func:`round_timelines`
+05 compression            :func:`quantizer_levels`
+06 privacy                :func:`membership_inference`
+07 flat minima            :func:`sam_geometry`
+08 DFedSAM(-MGS)          :func:`mgs_contraction`
+09 flatness discrepancy   :func:`flatness_discrepancy`
+10 theory                 :func:`lambda_ruler`
+11 reproducing            :func:`reproduction_pipeline`
+12 tutorial               :func:`engine_loop`
 90 notation               :func:`round_notation`
 ========================  ==========================================================
 """
@@ -48,22 +49,23 @@ __all__ = ["CHAPTERS", "CHAPTER_DEPENDENCIES", "BY_CHAPTER", "chapter_map", "fl_
 
 BLUE, ORANGE, GREEN, PINK, YELLOW, SKY, BLACK = COLORS[:7]
 
-#: The chapters, with the short titles the map uses.
+#: The chapters (their file numbers, ``book/NN_name.md``), with the short titles the map uses.
 CHAPTERS = {"00": "Preface", "01": "Federated learn-\ning, heterogeneity", "02": "From a server\nto a graph",
-            "02b": "One process\nto many", "03": "Decentralized\nFedAvg(M)", "03b": "Compression,\nprivacy",
-            "04": "Flat minima:\nSAM, FedSAM", "05": "DFedSAM,\nDFedSAM-MGS", "06": "Flatness\ndiscrepancy, FedGF",
-            "07": "What the\ntheory says", "08": "Reproducing\nthe papers", "09": "Tutorial: your\nown algorithm",
-            "90": "Notation\n(appendix)"}
+            "03": "One process\nto many", "04": "Decentralized\nFedAvg(M)", "05": "Compression\nof messages",
+            "06": "Privacy: member-\nship inference", "07": "Flat minima:\nSAM, FedSAM", "08": "DFedSAM,\nDFedSAM-MGS",
+            "09": "Flatness\ndiscrepancy, FedGF", "10": "What the\ntheory says", "11": "Reproducing\nthe papers",
+            "12": "Tutorial: your\nown algorithm", "90": "Notation\n(appendix)"}
 #: chapter -> the chapters to read first.
-CHAPTER_DEPENDENCIES = {"01": ["00"], "02": ["01"], "02b": ["02"], "03": ["02"], "03b": ["03"], "04": ["01"],
-                        "05": ["03", "04"], "06": ["04"], "07": ["02", "05"], "08": ["05", "06", "07"],
-                        "09": ["05"]}
+CHAPTER_DEPENDENCIES = {"01": ["00"], "02": ["01"], "03": ["02"], "04": ["02"], "05": ["04"], "06": ["04"],
+                        "07": ["01"], "08": ["04", "07"], "09": ["07"], "10": ["02", "08"], "11": ["08", "09", "10"],
+                        "12": ["08"]}
 #: chapter -> the diagrams drawn for it (the table above).
 BY_CHAPTER = {"00": ["chapter_map"], "01": ["dirichlet_split", "fl_vs_dfl_round"],
-              "02": ["fl_vs_dfl_round", "gossip_step", "topology_gallery"], "02b": ["rank_layout"],
-              "03": ["round_timelines"], "03b": ["quantizer_levels", "membership_inference"], "04": ["sam_geometry"],
-              "05": ["mgs_contraction"], "06": ["flatness_discrepancy"], "07": ["lambda_ruler"],
-              "08": ["reproduction_pipeline"], "09": ["engine_loop"], "90": ["round_notation"]}
+              "02": ["fl_vs_dfl_round", "gossip_step", "topology_gallery"], "03": ["rank_layout"],
+              "04": ["round_timelines"], "05": ["quantizer_levels"], "06": ["membership_inference"],
+              "07": ["sam_geometry"], "08": ["mgs_contraction"], "09": ["flatness_discrepancy"],
+              "10": ["lambda_ruler"], "11": ["reproduction_pipeline"], "12": ["engine_loop"],
+              "90": ["round_notation"]}
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -137,10 +139,10 @@ def chapter_map():
     for n in nx.topological_sort(G):
         for s in G.successors(n):
             layer[s] = max(layer[s], layer[n] + 1)
-    rows = {"00": 2.0, "01": 2.0, "02": 3.0, "04": 1.0, "02b": 4.2, "03": 2.4, "06": 0.0, "03b": 4.4,
-            "05": 2.0, "07": 3.6, "09": 0.4, "08": 2.0}
-    part = {"00": BLUE, "01": BLUE, "02": BLUE, "02b": BLUE, "03": GREEN, "03b": GREEN, "04": ORANGE,
-            "05": ORANGE, "06": ORANGE, "07": PINK, "08": PINK, "09": PINK, "90": "0.4"}
+    rows = {"00": 2.0, "01": 2.0, "02": 3.0, "07": 1.0, "03": 4.2, "04": 2.4, "09": 0.0, "05": 4.6, "06": 3.6,
+            "08": 2.0, "10": 2.9, "12": 0.4, "11": 2.0}
+    part = {"00": BLUE, "01": BLUE, "02": BLUE, "03": BLUE, "04": GREEN, "05": GREEN, "06": GREEN, "07": ORANGE,
+            "08": ORANGE, "09": ORANGE, "10": PINK, "11": PINK, "12": PINK, "90": "0.4"}
     pos = {n: (1.25 + 2.5 * layer[n], 1.2 + 1.1 * rows[n]) for n in G}
     pos["90"] = (1.25, 1.2 + 1.1 * 4.4)
     fig, ax = _canvas((14, 5.4), None, xlim=(0, 17.6), ylim=(0, 6.9))
@@ -305,10 +307,10 @@ def topology_gallery(names=("ring", "grid", "torus", "exponential", "star", "com
     return fig
 
 
-# --------------------------------------------------------------------------------------------- 02b
+# --------------------------------------------------------------------------------------------- 03
 
 def rank_layout(num_clients: int = 8, ranks: int = 4, topology: str = "ring"):
-    """Chapter 02b: processes (ranks) holding blocks of clients, and the rows they send each other.
+    """Chapter 03: processes (ranks) holding blocks of clients, and the rows they send each other.
 
     Rank r holds clients r·m/P … (r+1)·m/P − 1. An edge of the graph inside a
     block is averaging within one process (grey, no message); an edge between
@@ -348,10 +350,10 @@ def rank_layout(num_clients: int = 8, ranks: int = 4, topology: str = "ring"):
     return fig
 
 
-# --------------------------------------------------------------------------------------------- 03
+# --------------------------------------------------------------------------------------------- 04
 
 def round_timelines(K: int = 4, Q: int = 3):
-    """Chapter 03 (also 05): what one round does, in order, for D-PSGD, DFedAvg(M) and DFedSAM-MGS.
+    """Chapter 04 (also 08): what one round does, in order, for D-PSGD, DFedAvg(M) and DFedSAM-MGS.
 
     D-PSGD alternates one SGD step with one gossip step. DFedAvg takes K local
     steps and then gossips once; DFedAvgM is the same with heavy-ball steps.
@@ -385,10 +387,10 @@ def round_timelines(K: int = 4, Q: int = 3):
     return fig
 
 
-# --------------------------------------------------------------------------------------------- 03b
+# --------------------------------------------------------------------------------------------- 05 / 06
 
 def quantizer_levels(bits: int = 2, value: float = 0.7, step: float = 1.0):
-    """Chapter 03b: a b-bit quantizer's levels, and where one value goes under each rounding.
+    """Chapter 05: a b-bit quantizer's levels, and where one value goes under each rounding.
 
     The 2^b levels k·s, k = −2^(b−1) … 2^(b−1) − 1, on a number line. The value
     v between levels k·s and (k+1)·s goes to the nearer level (nearest
@@ -428,7 +430,7 @@ def quantizer_levels(bits: int = 2, value: float = 0.7, step: float = 1.0):
 
 
 def membership_inference(gap: float = 1.2):
-    """Chapter 03b: why a model leaks membership — its loss is lower on the points it trained on.
+    """Chapter 06: why a model leaks membership — its loss is lower on the points it trained on.
 
     Schematic densities (not measurements) of a model's loss on its training
     points (members) and on unseen points (non-members). The simplest attack
@@ -456,15 +458,15 @@ def membership_inference(gap: float = 1.2):
     return fig
 
 
-# --------------------------------------------------------------------------------------------- 04
+# --------------------------------------------------------------------------------------------- 07
 
 def sam_geometry(rho: float = 0.3, lr: float = 0.2, w=(0.15, 1.0)):
-    """Chapter 04: one SAM step on a 2-D loss, next to one SGD step from the same point.
+    """Chapter 07: one SAM step on a 2-D loss, next to one SGD step from the same point.
 
-    The loss is the quadratic L(w) = ½ wᵀAw with a sharp and a flat direction.
-    From w, SAM ascends to w + δ with δ = ρ∇L(w)/‖∇L(w)‖ (the worst point of
+    The loss is the quadratic F(w) = ½ wᵀAw with a sharp and a flat direction.
+    From w, SAM ascends to w + δ with δ = ρ∇F(w)/‖∇F(w)‖ (the worst point of
     the ρ-ball to first order), takes the gradient there, and applies it at w:
-    w − η∇L(w + δ). SGD steps along −η∇L(w). The dashed circle is the ρ-ball.
+    w − η∇F(w + δ). SGD steps along −η∇F(w). The dashed circle is the ρ-ball.
     """
     A = np.array([[6.0, 0.0], [0.0, 0.4]])
     w = np.asarray(w, dtype=float)
@@ -487,23 +489,23 @@ def sam_geometry(rho: float = 0.3, lr: float = 0.2, w=(0.15, 1.0)):
     _arrow(ax, w, sam, color=BLUE, shrink=0, lw=2.2)
     _arrow(ax, w, sgd, color=ORANGE, shrink=0, lw=2.2, linestyle="--")
     ax.plot(0, 0, "*", color=BLACK, markersize=10)
-    handles = [plt.Line2D([], [], color=PINK, label="ascent δ = ρ∇L(w)/‖∇L(w)‖"),
-               plt.Line2D([], [], color=PINK, linestyle=":", label="−η∇L(w+δ), the gradient taken at w+δ"),
-               plt.Line2D([], [], color=BLUE, linewidth=2.2, label="SAM step: w − η∇L(w+δ)"),
-               plt.Line2D([], [], color=ORANGE, linewidth=2.2, linestyle="--", label="SGD step: w − η∇L(w)"),
+    handles = [plt.Line2D([], [], color=PINK, label="ascent δ = ρ∇F(w)/‖∇F(w)‖"),
+               plt.Line2D([], [], color=PINK, linestyle=":", label="−η∇F(w+δ), the gradient taken at w+δ"),
+               plt.Line2D([], [], color=BLUE, linewidth=2.2, label="SAM step: w − η∇F(w+δ)"),
+               plt.Line2D([], [], color=ORANGE, linewidth=2.2, linestyle="--", label="SGD step: w − η∇F(w)"),
                plt.Line2D([], [], color="0.4", linestyle="--", label=f"the ρ-ball, ρ = {rho:g}")]
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=8.5, frameon=False, ncol=2)
     ax.set(xlabel="weight $w_1$", ylabel="weight $w_2$", aspect="equal",
-           title="one SAM step and one SGD step on $L(w) = \\frac{1}{2} w^\\top A w$\n"
+           title="one SAM step and one SGD step on $F(w) = \\frac{1}{2} w^\\top A w$\n"
                  "(contours of L; ★ its minimum; the sharp direction is $w_1$)")
     fig.tight_layout()
     return fig
 
 
-# --------------------------------------------------------------------------------------------- 05
+# --------------------------------------------------------------------------------------------- 08
 
 def mgs_contraction(m: int = 8, Q: int = 4, seed: int = 0, topology: str = "ring"):
-    """Chapter 05: Q gossip steps contract the clients' spread more than one (DFedSAM-MGS vs DFedSAM).
+    """Chapter 08: Q gossip steps contract the clients' spread more than one (DFedSAM-MGS vs DFedSAM).
 
     Every client holds one number (seeded random start); each gossip step
     applies the engine's W of ``topology``. Lines follow each client; the
@@ -538,10 +540,10 @@ def mgs_contraction(m: int = 8, Q: int = 4, seed: int = 0, topology: str = "ring
     return fig
 
 
-# --------------------------------------------------------------------------------------------- 06
+# --------------------------------------------------------------------------------------------- 09
 
 def flatness_discrepancy(rho: float = 0.35):
-    """Chapter 06: every client's minimum is flat, yet the global minimum is sharp.
+    """Chapter 09: every client's minimum is flat, yet the global minimum is sharp.
 
     Two clients' losses (1-D, drawn from formulas): each has a flat basin at
     its own minimum (w = ∓1) and a steep wall on the other side of w = 0. The
@@ -577,10 +579,10 @@ def flatness_discrepancy(rho: float = 0.35):
     return fig
 
 
-# --------------------------------------------------------------------------------------------- 07
+# --------------------------------------------------------------------------------------------- 10
 
 def lambda_ruler(m: int = 16, names=("complete", "exponential-mh", "torus", "grid", "ring", "star")):
-    """Chapter 07: where the engine's graphs sit on the scale of λ, and what 1 − λ means.
+    """Chapter 10: where the engine's graphs sit on the scale of λ, and what 1 − λ means.
 
     λ ∈ [0, 1) is the factor by which one gossip step at least shrinks the
     clients' disagreement; the spectral gap 1 − λ is what the bounds divide by.
@@ -614,10 +616,10 @@ def lambda_ruler(m: int = 16, names=("complete", "exponential-mh", "torus", "gri
     return fig
 
 
-# --------------------------------------------------------------------------------------------- 08
+# --------------------------------------------------------------------------------------------- 11
 
 def reproduction_pipeline():
-    """Chapter 08: how a paper's table becomes a verdict in this book.
+    """Chapter 11: how a paper's table becomes a verdict in this book.
 
     A table cell of a paper is matched by a preset (its settings), run under a
     profile over several seeds, summarised per method, compared in pairs (the
@@ -642,10 +644,10 @@ def reproduction_pipeline():
     return fig
 
 
-# --------------------------------------------------------------------------------------------- 09
+# --------------------------------------------------------------------------------------------- 12
 
 def engine_loop():
-    """Chapter 09: the engine's loop, and the two places a new algorithm plugs in.
+    """Chapter 12: the engine's loop, and the two places a new algorithm plugs in.
 
     The engine owns the loop over rounds: it hands the clients' parameters
     (an ``(m, d)`` tensor) and the round's tools ``r`` to the algorithm's

@@ -36,7 +36,8 @@ __all__ = ["COLORS", "LINESTYLES", "MARKERS", "style", "mean_band", "curves", "l
            "label_mix", "per_seed_points", "gossip_decay", "grouped_bars",
            "paired_map", "regime_map", "sam_toys", "landscape_lines", "consensus_against_theory",
            "paired_maps", "phi_against_q", "measured_against_bounds", "claims_overview",
-           "VERDICT_STYLE", "committed_table", "claim_counts", "verdict_bars", "claims_summary"]
+           "VERDICT_STYLE", "committed_table", "claim_counts", "verdict_bars", "claims_summary",
+           "COST_AXES", "cumulative_costs", "showcase_costs", "showcase_against_cost"]
 
 # Okabe & Ito's colour-blind-safe palette, then distinct dash patterns and markers.
 COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
@@ -257,7 +258,7 @@ def plot_comparison(results: Mapping[str, list], path: str | Path) -> Path:
     return path
 
 
-# --- chapters 00–02b ---
+# --- chapters 00–03 ---
 
 def label_mix(histograms: Mapping[str, Any], *, ncols: int = 3, title: str | None = None):
     """Chapter 01: the label mix of every client, one stacked-bar panel per split.
@@ -343,7 +344,7 @@ def gossip_decay(ax, distances: Mapping[str, Any], lams: Mapping[str, float], *,
 
 def grouped_bars(ax, groups: Sequence[str], values_by_series: Mapping[str, Sequence[float]], *, ylabel: str,
                  xlabel: str | None = None, fmt: str = "{:.2f}") -> None:
-    """Chapter 02b: bars grouped by ``groups`` (x), one colour and hatch per series, each labelled with its value.
+    """Chapter 03: bars grouped by ``groups`` (x), one colour and hatch per series, each labelled with its value.
 
     ``values_by_series`` maps a series (the legend) to one value per group. The
     values are exact counts, so there are no whiskers.
@@ -366,15 +367,15 @@ def grouped_bars(ax, groups: Sequence[str], values_by_series: Mapping[str, Seque
     legend_outside(ax)
 
 
-# --- chapters 08, 09, 90 ---
-#: Chapter 08: the colour and hatch of each paired verdict (green reproduced, vermillion reversed, grey open).
+# --- chapters 11, 12, 90 ---
+#: Chapter 11: the colour and hatch of each paired verdict (green reproduced, vermillion reversed, grey open).
 VERDICT_STYLE = {"REPRODUCED": ("#009E73", ""), "REVERSED": ("#D55E00", "//"), "EQUIVALENT": ("#56B4E9", "\\\\"),
                  "UNRESOLVED": ("0.85", "..")}
 TABLES_URL = "https://raw.githubusercontent.com/dfl-book/dfl-book/main/book/_tables/"
 
 
 def committed_table(name: str, tag: str = "", folder: str | Path | None = None, profile: str = "fast"):
-    """Chapter 08: the committed table ``book/_tables/NAME-PROFILE[-TAG].csv`` as a ``TableResult``.
+    """Chapter 11: the committed table ``book/_tables/NAME-PROFILE[-TAG].csv`` as a ``TableResult``.
 
     Looks in ``folder``, else in ``_tables`` (a notebook runs in ``book/``) or
     ``book/_tables``; where neither exists (Colab has the notebook, not the
@@ -394,7 +395,7 @@ def committed_table(name: str, tag: str = "", folder: str | Path | None = None, 
 
 
 def claim_counts(comparisons: Iterable[Any]) -> dict[str, dict[str, int]]:
-    """Chapter 08: verdict counts per claim over the columns of a table.
+    """Chapter 11: verdict counts per claim over the columns of a table.
 
     ``comparisons`` are ``PairedComparison`` objects labelled ``"setting: claim"``
     (as :func:`dfl_core.tables.check_claims` labels them); the result maps each
@@ -410,7 +411,7 @@ def claim_counts(comparisons: Iterable[Any]) -> dict[str, dict[str, int]]:
 
 
 def verdict_bars(ax, counts: Mapping[str, Mapping[str, int]], *, xlabel: str, share: bool = False):
-    """Chapter 08: one horizontal stacked bar per row of ``counts`` (``{row: {verdict: k}}``).
+    """Chapter 11: one horizontal stacked bar per row of ``counts`` (``{row: {verdict: k}}``).
 
     Green for REPRODUCED, vermillion and hatched for REVERSED, grey and dotted
     for UNRESOLVED; with ``share`` each bar is scaled to 1 (shares, not counts).
@@ -437,7 +438,7 @@ def verdict_bars(ax, counts: Mapping[str, Mapping[str, int]], *, xlabel: str, sh
 
 
 def claims_summary(by_table: Mapping[str, Iterable[Any]]) -> str:
-    """Chapter 08: Markdown bullets that sort the named claims by their verdicts over a table's columns.
+    """Chapter 11: Markdown bullets that sort the named claims by their verdicts over a table's columns.
 
     ``by_table`` maps a table's title to its claims' comparisons (labelled
     ``"setting: claim"``). Each claim goes to one bullet: reproduced in every
@@ -465,11 +466,11 @@ def claims_summary(by_table: Mapping[str, Iterable[Any]]) -> str:
                      for g, items in groups.items())
 
 
-# --- chapters 06, 07, 91 ---
+# --- chapters 09, 10, 91 ---
 
 
 def phi_against_q(ax, rows, qs: Sequence[int], m: int, q_mark: int, near_one: float = 1.1) -> list:
-    """Chapter 07: Φ(λ, m, Q) against Q on log–log axes, one line per topology of ``rows``.
+    """Chapter 10: Φ(λ, m, Q) against Q on log–log axes, one line per topology of ``rows``.
 
     ``rows`` are :func:`theory.phi_table` rows (``.name``, ``.lam``), drawn from the largest λ down.
     A dotted line marks Φ = ``near_one`` ("close to 1"), a dashed one Q = ``q_mark``. Returns the lines.
@@ -486,7 +487,7 @@ def phi_against_q(ax, rows, qs: Sequence[int], m: int, q_mark: int, near_one: fl
     ax.set(xlabel="gossip steps per round Q", ylabel="Φ(λ, m, Q) (dimensionless)", title=f"Φ against Q, m = {m}")
 
 
-# --- chapters 03, 03b ---
+# --- chapters 04, 05, 06 ---
 
 
 def showcase_curves(ax, result, arms: Sequence[str], metric: str = "test_acc", *, scale: float = 100.0,
@@ -498,6 +499,82 @@ def showcase_curves(ax, result, arms: Sequence[str], metric: str = "test_acc", *
     rounds, labels = result.curve(arms[0], metric)[0], labels or {}
     runs = {labels.get(arm, arm): scale * np.asarray(result.curve(arm, metric)[1], dtype=float) for arm in arms}
     return curves(ax, rounds, runs, ylabel=ylabel, band=band, log=log, legend=legend)
+
+
+#: The x axes of :func:`showcase_against_cost`: the key of :func:`cumulative_costs` and its axis label.
+COST_AXES = {"round": "communication round",
+             "messages": "messages sent, all clients together (models)",
+             "gradient_steps": "local gradient steps per client"}
+
+
+def cumulative_costs(rounds: Sequence[int], *, topology: str, num_clients: int, local_steps: int,
+                     gossip_steps: int = 1) -> dict[str, np.ndarray]:
+    """What a decentralized run has spent after each of ``rounds`` (rounds completed), as arrays like ``rounds``.
+
+    - ``"round"``: the rounds themselves;
+    - ``"messages"``: models sent by all the clients together, the topology's ``num_messages`` (one per
+      nonzero off-diagonal :math:`w_{ij}`) per gossip step, ``gossip_steps`` steps per round; the engine counts
+      the same in a history's ``transmissions``;
+    - ``"gradient_steps"``: local gradient steps of one client, ``local_steps`` (K) per round (D-PSGD: 1).
+
+    Static topologies only: a time-varying graph sends a different number of messages every step (read the
+    engine's ``transmissions`` instead). Raises ``ValueError`` on negative rounds or non-positive step counts.
+    """
+    from .topology import make_topology
+
+    rounds = np.asarray(rounds)
+    if rounds.size and (not np.issubdtype(rounds.dtype, np.integer) or rounds.min() < 0):
+        raise ValueError(f"rounds must be whole numbers >= 0 (rounds completed), got {rounds.tolist()!r}")
+    for name, value in (("num_clients", num_clients), ("local_steps", local_steps), ("gossip_steps", gossip_steps)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    graph = make_topology(topology, int(num_clients))
+    if graph.time_varying:
+        raise ValueError(f"topology {topology!r} draws a new graph every gossip step, so its messages per round "
+                         "vary: read the engine's recorded 'transmissions' instead")
+    per_round = graph.matrix(0).num_messages * int(gossip_steps)
+    return {"round": rounds.astype(int), "messages": per_round * rounds.astype(int),
+            "gradient_steps": int(local_steps) * rounds.astype(int)}
+
+
+def showcase_costs(result, arm: str) -> dict[str, np.ndarray]:
+    """:func:`cumulative_costs` at a showcase arm's evaluation rounds, from its config (the same in every seed).
+
+    Checked against the engine: where the history records ``transmissions``, they must equal the
+    ``"messages"`` computed here in every seed, or a ``ValueError`` says where they differ.
+    """
+    rounds = result.curve(arm)[0]
+    cfg = result.runs[arm, result.seeds[0]]["config"]
+    costs = cumulative_costs(rounds, topology=cfg["topology"], num_clients=cfg["num_clients"],
+                             local_steps=cfg["local_steps"], gossip_steps=cfg["gossip_steps"])
+    expected = dict(zip(costs["round"].tolist(), costs["messages"].tolist()))
+    for seed in result.seeds:
+        for record in result.history(arm, seed):
+            if "transmissions" in record and record["round"] in expected \
+                    and record["transmissions"] != expected[record["round"]]:
+                raise ValueError(f"{arm!r}, seed {seed}, round {record['round']}: the engine recorded "
+                                 f"{record['transmissions']} messages, the topology's count gives "
+                                 f"{expected[record['round']]}")
+    return costs
+
+
+def showcase_against_cost(ax, result, arms: Sequence[str], cost: str = "messages", metric: str = "test_acc", *,
+                          scale: float = 100.0, ylabel: str = "test accuracy of the average model (%)",
+                          band: str = "std", log_x: bool = False, legend: bool | str = "below",
+                          labels: Mapping[str, str] | None = None) -> list:
+    """:func:`showcase_curves` with another x axis: ``cost`` is ``"messages"`` (all clients' messages so far),
+    ``"gradient_steps"`` (one client's local steps so far) or ``"round"`` (:data:`COST_AXES`, computed by
+    :func:`showcase_costs`). Each arm gets its own x values (:func:`curves_own_x`). Returns the mean lines."""
+    if cost not in COST_AXES:
+        raise ValueError(f"cost must be one of {sorted(COST_AXES)}, not {cost!r}")
+    labels = labels or {}
+    xs = {labels.get(arm, arm): showcase_costs(result, arm)[cost] for arm in arms}
+    runs = {labels.get(arm, arm): scale * np.asarray(result.curve(arm, metric)[1], dtype=float) for arm in arms}
+    if log_x:   # round 0 (nothing spent yet) has no place on a log axis
+        runs = {name: values[:, xs[name] > 0] for name, values in runs.items()}
+        xs = {name: x[x > 0] for name, x in xs.items()}
+    return curves_own_x(ax, xs, runs, xlabel=COST_AXES[cost] + (" (log scale)" if log_x else ""), ylabel=ylabel,
+                        log_x=log_x, band=band, legend=legend)
 
 
 def consensus_curves(ax, rounds: Sequence[float], runs_by_name: Mapping[str, Any], *, exact: float = 1e-9,
@@ -547,7 +624,7 @@ def per_seed_lines(ax, xs: Sequence[float], values_by_name: Mapping[str, Any], *
 
 
 def measured_against_bounds(axes, reports: Mapping[str, dict]) -> None:
-    """Chapter 07: for each ``{label: measure_against_bounds report}``, the gradient norm ‖∇f(x̄ᵗ)‖² (left)
+    """Chapter 10: for each ``{label: measure_against_bounds report}``, the gradient norm ‖∇f(x̄ᵗ)‖² (left)
     and the consensus distance (right) against the round, with the report's bound as a dashed line of the
     same colour. The consensus panel starts at round 2 (at round 1 all clients hold the same model)."""
     left, right = axes
@@ -567,7 +644,7 @@ def measured_against_bounds(axes, reports: Mapping[str, dict]) -> None:
 
 def paired_maps(ax, xs: Sequence[float], verdicts_by_series: Mapping[str, Sequence[Any]], *, xlabel: str,
                 ylabel: str, log_x: bool = True, spread: float = 0.06) -> list:
-    """Chapter 06: :func:`paired_map` for several series on one axes, one per variant.
+    """Chapter 09: :func:`paired_map` for several series on one axes, one per variant.
 
     ``verdicts_by_series`` maps a label to comparisons, one per x in ``xs`` (a series may be shorter: it is
     drawn at the first x values). The series are shifted a little sideways (by ``spread`` in log10 units on
@@ -617,7 +694,7 @@ def claims_overview(ax, claims: Iterable[Any]) -> dict:
     return counts
 
 
-# --- chapters 04, 05 ---
+# --- chapters 07, 08 ---
 
 def paired_map(ax, xs: Sequence[float], comparisons: Sequence[Any], *, xlabel: str, ylabel: str,
                label: str | None = None, index: int = 0, offset: float = 0.0, log_x: bool = False,
@@ -657,7 +734,7 @@ def paired_map(ax, xs: Sequence[float], comparisons: Sequence[Any], *, xlabel: s
 
 def regime_map(ax, cells: Sequence[Any], *, treated: str = "SAM", limit: float | None = None,
                detail: bool = True):
-    """Chapters 04 and 05: a regime map, local epochs E (rows) × ρ (columns), one square per cell.
+    """Chapters 07 and 08: a regime map, local epochs E (rows) × ρ (columns), one square per cell.
 
     ``cells`` are :class:`dfl_core.showcase.regime.Cell` records (``local_epochs``, ``rho``, ``comparison``,
     the baseline's fit). A square's colour is the paired difference treated − baseline in test accuracy
@@ -736,7 +813,7 @@ def regime_map(ax, cells: Sequence[Any], *, treated: str = "SAM", limit: float |
 
 
 def sam_toys(grid, loss, loss_sam, rho: float, starts, paths: Mapping[str, Any], valley_loss, top_eig):
-    """Chapter 04's two toy problems in three panels.
+    """Chapter 07's two toy problems in three panels.
 
     Left: a 1-D loss ``loss`` on ``grid`` and its SAM objective ``loss_sam`` (radius
     ``rho``), each minimiser marked. Middle: the paths ``paths[name]`` (shape
@@ -749,7 +826,7 @@ def sam_toys(grid, loss, loss_sam, rho: float, starts, paths: Mapping[str, Any],
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     ax = axes[0]
-    for values, name, i in [(loss, "L", 0), (loss_sam, f"$L^{{SAM}}$, ρ = {rho}", 1)]:
+    for values, name, i in [(loss, "F", 0), (loss_sam, f"$F^{{SAM}}$, ρ = {rho}", 1)]:
         ax.plot(grid, values, label=name, **style(i, len(grid)))
         ax.plot(grid[np.argmin(values)], np.min(values), "o", color=style(i)["color"], markersize=8)
     ax.set(xlabel="w (parameter, no unit)", ylabel="loss", title="The SAM objective picks the wide well")
@@ -782,7 +859,7 @@ def sam_toys(grid, loss, loss_sam, rho: float, starts, paths: Mapping[str, Any],
 
 
 def landscape_lines(alphas, lines: Mapping[str, Any], seeds: Sequence[int]):
-    """Chapter 04: the training loss along one filter-normalised direction, per seed and method.
+    """Chapter 07: the training loss along one filter-normalised direction, per seed and method.
 
     ``lines[name]`` has one loss curve per seed (shape ``(seeds, len(alphas))``).
     One panel per seed; each legend gives the curve's *rise*, the mean of its
@@ -796,16 +873,16 @@ def landscape_lines(alphas, lines: Mapping[str, Any], seeds: Sequence[int]):
             c = np.asarray(curves_[j])
             rise = (c[0] + c[-1]) / 2 - c[len(c) // 2]
             ax.plot(alphas, c, label=f"{name} (rise {rise:.3f})", **style(i, len(alphas)))
-        ax.set(xlabel="step α along d (filter-normalised)", title=f"seed {s}")
+        ax.set(xlabel="step τ along d (filter-normalised)", title=f"seed {s}")
         ax.legend(fontsize=8)
         ax.grid(True, alpha=0.3)
-    axes[0, 0].set_ylabel("training loss F(w + αd)")
+    axes[0, 0].set_ylabel("training loss F(w + τd)")
     fig.tight_layout()
     return fig
 
 
 def consensus_against_theory(ax, qs: Sequence[int], measured, predictions: Mapping[str, Sequence[float]]):
-    """Chapter 05: the consensus distance at Q gossip steps over its value at Q = 1, against predictions.
+    """Chapter 08: the consensus distance at Q gossip steps over its value at Q = 1, against predictions.
 
     ``measured`` has shape ``(len(qs), seeds)``: one ratio per seed (drawn as
     dots) and their mean (a line). ``predictions`` maps a name to one ratio per

@@ -163,7 +163,7 @@ NEVER = 1e30        # a FedGF threshold no drift reaches: c stays 0
 
 def _calibrate_fedgf(preset: Preset, make: Callable[[str, str], Config], seed: int, data,
                      pilot_rounds: int | None = None) -> float:
-    """T_D for FedGF, which no source gives: as chapter 06 does, the midpoint of the mean client drift
+    """T_D for FedGF, which no source gives: as chapter 09 does, the midpoint of the mean client drift
     D^r (eq. (15)) of a pilot on the most and on the least heterogeneous setting. The pilot is FedGF
     with a threshold never reached (c stays 0, i.e. FedSAM), which records D^r every round; it runs the
     whole schedule, or its first ``pilot_rounds`` rounds."""
@@ -454,7 +454,7 @@ class Claim:
     settings: tuple[str, ...] | None = None
 
 
-#: The papers' named claims that chapter 08 checks, per table. Each is compared in every column (or in
+#: The papers' named claims that chapter 11 checks, per table. Each is compared in every column (or in
 #: its ``settings``) that the table has both rows in.
 CLAIMS: dict[str, list[Claim]] = {
     "dfedsam-table1-cifar10": [

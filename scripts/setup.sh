@@ -44,4 +44,13 @@ elif [ -n "$TORCH" ]; then
 fi
 echo "== pip install -e .[dev]"
 .venv/bin/python -m pip install -q -e ".[dev]"
+
+# npm's katex, into build/node_modules: the browser test of the website (tests/test_book_site.py) answers the
+# pages' request for KaTeX's stylesheet and fonts on a CDN from it; 0.15.2 is the version the book theme loads
+KATEX=katex@0.15.2
+echo "== npm install $KATEX into build/node_modules"
+if ! { command -v npm >/dev/null 2>&1 && npm install --no-save --no-audit --no-fund --silent --prefix build "$KATEX"; }; then
+  echo "warning: could not npm install $KATEX into build/node_modules (the website's browser test will skip)"
+  [ "${DFL_REQUIRE_ALL:-0}" = 1 ] && exit 1
+fi
 echo "== ready: .venv/bin/python -m dfl_core run --help"

@@ -90,16 +90,80 @@ def test_derived_text_is_up_to_date(md: Path):
 
 def test_derivations_on_a_small_chapter(tmp_path: Path):
     text = ("# T\n\nSee [x](cite:shi2023dfedsam,lee2024fedgf) and [(x)](cite:lee2024fedgf), eq. [(9)](#eq-b), "
-            "[](02_server_to_graph.ipynb).\n\n<span id=\"eq-a\"></span>\n\n$$\na \\tag{7}\n$$\n\n"
+            "[](02_server_to_graph.ipynb), [(5)](02_server_to_graph.ipynb#eq-gossip).\n\n<span id=\"eq-a\"></span>\n\n$$\na \\tag{7}\n$$\n\n"
             "<span id=\"eq-b\"></span>\n\n$$\nb\n$$\n\n```{code-cell} ipython3\nx = \"[x](cite:lee2024fedgf)\"\n```\n")
     md = tmp_path / "99_t.md"
     want = book_tool.expected_text(md, text)
-    assert "[Shi et al. (2023); Lee & Yoon (2024)](cite:shi2023dfedsam,lee2024fedgf)" in want
-    assert "[(Lee & Yoon, 2024)](cite:lee2024fedgf)" in want
+    server = book_tool.page_urls()["02_server_to_graph.ipynb"]
+    assert ('[Shi et al. (2023); Lee & Yoon (2024)](#ref-shi2023dfedsam "cite:shi2023dfedsam,lee2024fedgf")'
+            in want), "several works: a link to the first, every key in the title"
+    assert "[(Lee & Yoon, 2024)](#ref-lee2024fedgf)" in want
     assert "a \\tag{1}\n$$" in want and "b \\tag{2}\n$$" in want and "eq. [(2)](#eq-b)" in want
-    assert "[From a server to a graph](02_server_to_graph.ipynb)" in want
+    assert f"[From a server to a graph]({server})" in want
+    gossip = book_tool.equation_numbers(ROOT.joinpath("book", "02_server_to_graph.md").read_text())["eq-gossip"]
+    assert f"[({gossip})]({server}#eq-gossip)" in want, "an equation of another chapter: its number, its page"
     assert 'x = "[x](cite:lee2024fedgf)"' in want, "code cells are never rewritten"
     assert book_tool.leftovers("Text {cite:p}`k` and\n(sec-x)=\n```{note}\nn\n```\n$$ x $$ (eq-x)\n[](#a)") != []
+    # the reference list: the last cell, once, every cited work with its anchor and its arXiv / DOI link
+    assert want.count(book_tool.REFERENCES_MARKER) == 1
+    references = want[want.index(book_tool.REFERENCES_MARKER):]
+    assert references.count("<span id=") == 2 and want.rstrip().endswith(references.rstrip())
+    assert '<span id="ref-lee2024fedgf"></span>Taehwan Lee and Sung Whan Yoon (2024). ' in references
+    assert "[arXiv:2302.04083](https://arxiv.org/abs/2302.04083)" in references
+    assert book_tool.expected_text(md, want) == want, "links is idempotent"
+    assert book_tool.cite_keys(want) == {"shi2023dfedsam", "lee2024fedgf"}
+    assert book_tool.broken_links(want, md.with_suffix(".ipynb").name) == []
+    # citing nothing any more: the list goes
+    plain = book_tool.expected_text(md, want.replace("[(Lee & Yoon, 2024)](#ref-lee2024fedgf)", "x").replace(
+        '[Shi et al. (2023); Lee & Yoon (2024)](#ref-shi2023dfedsam "cite:shi2023dfedsam,lee2024fedgf")', "y"))
+    assert book_tool.REFERENCES_MARKER not in plain and "ref-" not in plain
+
+
+def test_broken_links_are_reported():
+    """What would not resolve in a notebook opened alone, or on the site, is reported."""
+    server = book_tool.page_urls()["02_server_to_graph.ipynb"]
+    text = (f"# T\n\n[a]({book_tool.book_url()}/no-such-page) [b]({server}#no-such-anchor) [c](../README.md) "
+            f"[d](no_such_chapter.ipynb) [e](#nowhere) ![f](_static/x.png) [fine]({server}) [fine](https://arxiv.org)\n\n"
+            '<span id="ref-mine"></span>\n')
+    problems = book_tool.broken_links(text, "99_t.ipynb")
+    for bad in ["no-such-page", "#no-such-anchor", "../README.md", "no_such_chapter.ipynb", "#nowhere", "_static/x.png",
+                "ref-mine"]:
+        assert sum(bad in p for p in problems) == 1, (bad, problems)
+    assert len(problems) == 7, problems
+
+
+def test_page_urls_follow_mystmds_slugs():
+    assert book_tool.page_slug("03b_compression_privacy") == "b-compression-privacy"
+    assert book_tool.page_slug("09_flatness_discrepancy_fedgf") == "flatness-discrepancy-fedgf"
+    assert book_tool.page_slug("2024_notes") == "2024-notes", "a leading year is kept"
+    pages = book_tool.page_urls()
+    assert list(pages) == [p.with_suffix(".ipynb").name for p in CHAPTERS]
+    assert pages[CHAPTERS[0].with_suffix(".ipynb").name] == book_tool.book_url() + "/", "the first page is the index"
+    assert len(set(pages.values())) == len(pages)
+    for name, url in pages.items():
+        assert book_tool.book_link(url + "#sec-x") == (name, "sec-x")
+    assert book_tool.book_link("https://arxiv.org/abs/2302.04083") is None
+
+
+def test_urls_are_kept_in_pyproject_only():
+    """myst.yml's project.github is written from [project.urls] Repository (python tools/book.py links)."""
+    myst = (ROOT / "myst.yml").read_text()
+    assert book_tool.expected_myst_yml(myst) == myst, "run python tools/book.py links"
+    assert f"github: {book_tool.repository_url()}\n" in myst
+    assert book_tool.book_url().startswith("https://")
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
+def test_reference_list_is_the_last_cell_and_lists_what_the_chapter_cites(md: Path):
+    text = md.read_text()
+    cited = book_tool.cite_keys(text)
+    assert text.count(book_tool.REFERENCES_MARKER) == (1 if cited else 0)
+    if cited:
+        references = text[text.index(book_tool.REFERENCES_MARKER):]
+        assert set(re.findall(r'<span id="ref-([^"]+)"></span>', references)) == cited
+        assert "+++" not in references[3:] and "```" not in references, "the reference list is the last cell"
+        cells = json.loads(md.with_suffix(".ipynb").read_text())["cells"]
+        assert cells[-1]["cell_type"] == "markdown" and "references" in cells[-1]["metadata"].get("tags", [])
 
 
 @pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)

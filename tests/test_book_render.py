@@ -8,12 +8,17 @@ fails if its rendered markdown shows
 - MyST syntax that only the MyST site understands: roles (``{cite:p}``,
   ``{eq}``, ``{numref}``, ``{ref}``, ``{doc}``, ``{term}``), directives
   (```` ```{name} ````, ``:::{name}``) or targets (``(label)=``);
-- an empty link, a link to an ``#anchor`` the page does not have, or a link
-  to another chapter (``NN_x.ipynb#anchor``) that does not exist;
+- a link that would not resolve in a notebook opened alone (Colab): every
+  link must be an ``#anchor`` the page has, a page of the book's site
+  (``[project.urls] Book``) whose chapter and anchor exist, or another
+  http(s) URL (the reference list's DOI and arXiv links); an empty link, a
+  relative file link (``NN_x.ipynb``) or a ``cite:`` link fails;
 - math MathJax cannot typeset (an undefined macro such as ``\\R``, a parse error),
   raw TeX, console errors, or broken images.
 
-Screenshots are kept in ``build/screenshots/`` for people to look at.
+Nothing outside 127.0.0.1 is fetched: the Colab badge's image is answered with
+the book's copy, book/_static/colab-badge.svg. Screenshots are kept in
+``build/screenshots/`` for people to look at.
 Needs ``/usr/bin/chromium`` and ``libjs-mathjax`` (``scripts/setup.sh``); without
 them these tests skip, except when ``DFL_REQUIRE_ALL=1`` (as in CI).
 """
@@ -25,12 +30,17 @@ import json
 import os
 import re
 import shutil
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import book as book_tool  # noqa: E402  (tools/book.py)
+
+LOCAL_BADGE = ROOT / "book" / "_static" / "colab-badge.svg"
 CHROMIUM = Path("/usr/bin/chromium")
 MATHJAX = Path("/usr/share/javascript/mathjax/MathJax.js")
 SCREENSHOTS = ROOT / "build" / "screenshots"
@@ -57,9 +67,7 @@ INSPECT = """() => {
                      .map(e => e.className),
     emptyLinks: links.filter(a => !a.textContent.trim() && !a.querySelector('img'))
                      .map(a => a.outerHTML.slice(0, 120)),
-    anchorLinks: links.map(a => a.getAttribute('href') || '').filter(h => h.startsWith('#')),
-    fileLinks: links.map(a => a.getAttribute('href') || '')
-                    .filter(h => h && !h.startsWith('#') && !/^[a-z][a-z0-9+.-]*:/i.test(h)),
+    hrefs: links.map(a => a.getAttribute('href') || ''),
     ids: Array.from(document.querySelectorAll('[id]')).map(e => e.id),
     math: document.querySelectorAll('.MathJax_CHTML, .MathJax_Display, mjx-container').length,
     mathErrors: bad.concat(Array.from(document.querySelectorAll('.mjx-merror, .MathJax_Error'))
@@ -126,6 +134,25 @@ def ids_of(stem: str) -> frozenset[str]:
                                                            if c["cell_type"] == "markdown")))
 
 
+def link_problems(hrefs: list[str], ids: set[str]) -> list[str]:
+    """The links of a page that would not resolve in a notebook opened alone, as messages."""
+    problems = []
+    for href in hrefs:
+        chapter = book_tool.book_link(href)
+        if href.startswith("#"):
+            if href[1:] not in ids:
+                problems.append(f"a link to an anchor this page does not have: {href}")
+        elif chapter is not None:
+            notebook, anchor = chapter
+            if notebook is None:
+                problems.append(f"a link to a page the book's site does not have: {href}")
+            elif anchor and anchor not in ids_of(Path(notebook).stem):
+                problems.append(f"{notebook} has no anchor #{anchor}: {href}")
+        elif not href.startswith(("https://", "http://")):
+            problems.append(f"a link that does not resolve in a notebook opened alone: {href!r}")
+    return problems
+
+
 def render(browser, served_html: str, notebook: Path) -> tuple[dict, list[str], list[str]]:
     page = browser.new_page(viewport={"width": 1200, "height": 900})
     errors, external = [], []
@@ -133,6 +160,9 @@ def render(browser, served_html: str, notebook: Path) -> tuple[dict, list[str], 
     page.on("pageerror", lambda exc: errors.append(str(exc)))
 
     def offline(route):        # nothing outside 127.0.0.1 may be needed to read the book
+        if route.request.url == book_tool.BADGE_IMAGE:       # the Colab badge: the book's own copy
+            route.fulfill(path=str(LOCAL_BADGE), content_type="image/svg+xml")
+            return
         external.append(route.request.url)
         route.fulfill(status=204, body="")
     page.route(lambda url: not url.startswith(served_html), offline)
@@ -154,14 +184,10 @@ def test_chapter_reads_cleanly_in_jupyter(browser, served_html: str, notebook: P
     assert leftovers == [] and found["directives"] == [], \
         f"MyST-only syntax shows raw in Jupyter: {leftovers + found['directives']} (see book/README.md)"
     assert found["emptyLinks"] == [], f"links without text: {found['emptyLinks']}"
-    ids = set(found["ids"])
-    missing = [h for h in found["anchorLinks"] if h[1:] not in ids]
-    assert missing == [], f"links to anchors this page does not have: {missing}"
-    for href in found["fileLinks"]:
-        target, _, anchor = href.partition("#")
-        assert (ROOT / "book" / target).exists(), f"link to a file that is not in book/: {href}"
-        if anchor and target.endswith(".ipynb"):
-            assert anchor in ids_of(Path(target).stem), f"{target} has no anchor #{anchor}: {href}"
+    problems = link_problems(found["hrefs"], set(found["ids"]))
+    assert problems == [], "links that a notebook opened alone cannot follow (run python tools/book.py links):\n" \
+        + "\n".join(problems)
+    assert any(h.startswith(book_tool.BADGE_IMAGE.split("/assets")[0]) for h in found["hrefs"]), "no Colab badge"
 
     assert errors == [], errors
     cells = json.loads(notebook.read_text())["cells"]
@@ -184,6 +210,9 @@ def test_the_checks_catch_what_they_are_for(browser, served_html: str, tmp_path:
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell(
         "See {cite:p}`shi2023dfedsam` and {eq}`eq-x`, [](#sec-x), [gone](#nowhere).\n\n"
+        f"[file](02_server_to_graph.ipynb), [cite](cite:shi2023dfedsam), [page]({book_tool.book_url()}/no-such-page), "
+        f"[place]({book_tool.page_urls()['02_server_to_graph.ipynb']}#no-such-anchor), "
+        f"[fine]({book_tool.page_urls()['02_server_to_graph.ipynb']}), [fine too](https://arxiv.org/abs/2302.04083).\n\n"
         "```{note}\nA directive.\n```\n\n$$ \\R^d \\tag{1} $$\n\n$$ x^{ $$")]
     body, _ = HTMLExporter(mathjax_url=f"{served_html}/mathjax/MathJax.js?config=TeX-AMS_CHTML").from_notebook_node(nb)
     (tmp_path / "selftest.html").write_text(body)
@@ -195,5 +224,9 @@ def test_the_checks_catch_what_they_are_for(browser, served_html: str, tmp_path:
     page.close()
     assert {m.group(1) for m in ROLE.finditer(found["text"])} == {"cite:p", "eq"}, found["text"]
     assert found["directives"], "a ```{note} directive renders as a code block with class language-{note}"
-    assert len(found["emptyLinks"]) == 1 and "#nowhere" in found["anchorLinks"]
+    assert len(found["emptyLinks"]) == 1
+    problems = link_problems(found["hrefs"], set(found["ids"]))
+    for bad in ["#nowhere", "'02_server_to_graph.ipynb'", "'cite:shi2023dfedsam'", "no-such-page", "#no-such-anchor"]:
+        assert sum(bad in p for p in problems) == 1, (bad, problems)
+    assert len(problems) == 6, problems        # the five above and [](#sec-x); the two fine links pass
     assert "\\R" in " ".join(found["mathErrors"]) and any("x^{" in e for e in found["mathErrors"]), found["mathErrors"]

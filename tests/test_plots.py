@@ -143,3 +143,90 @@ def test_cli_uses_the_plots_module():
     from dfl_core import cli
 
     assert cli.plot_comparison is plots.plot_comparison
+
+
+def test_cumulative_costs_count_messages_and_gradient_steps():
+    ring = plots.cumulative_costs([0, 1, 5], topology="ring", num_clients=20, local_steps=5)
+    assert ring["messages"].tolist() == [0, 40, 200]          # 20 clients, each sends to its 2 neighbours
+    assert ring["gradient_steps"].tolist() == [0, 5, 25] and ring["round"].tolist() == [0, 1, 5]
+    dpsgd = plots.cumulative_costs([0, 1, 5], topology="ring", num_clients=20, local_steps=1)
+    assert dpsgd["messages"].tolist() == [0, 40, 200] and dpsgd["gradient_steps"].tolist() == [0, 1, 5]
+    mgs = plots.cumulative_costs([2], topology="ring", num_clients=20, local_steps=5, gossip_steps=4)
+    assert mgs["messages"].tolist() == [2 * 4 * 40]
+    assert plots.cumulative_costs([3], topology="complete", num_clients=10, local_steps=1)["messages"].tolist() == [270]
+
+
+def test_cumulative_costs_reject_bad_arguments():
+    with pytest.raises(ValueError, match="rounds"):
+        plots.cumulative_costs([0, -1], topology="ring", num_clients=20, local_steps=5)
+    with pytest.raises(ValueError, match="rounds"):
+        plots.cumulative_costs([0.5], topology="ring", num_clients=20, local_steps=5)
+    with pytest.raises(ValueError, match="local_steps"):
+        plots.cumulative_costs([1], topology="ring", num_clients=20, local_steps=0)
+    with pytest.raises(ValueError, match="gossip_steps"):
+        plots.cumulative_costs([1], topology="ring", num_clients=20, local_steps=1, gossip_steps=1.5)
+    with pytest.raises(ValueError, match="transmissions"):
+        plots.cumulative_costs([1], topology="random-symmetric", num_clients=20, local_steps=1)
+    with pytest.raises(ValueError):
+        plots.cumulative_costs([1], topology="no-such-graph", num_clients=20, local_steps=1)
+
+
+class FakeShowcase:   # duck-typed like dfl_core.showcase.runner.ShowcaseResult
+    def __init__(self, arms: dict[str, dict], transmissions_off: int = 0):
+        self.seeds, self.rounds = (0, 1), [0, 5, 10]
+        self.runs = {(arm, s): {"config": cfg} for arm, cfg in arms.items() for s in self.seeds}
+        self.off = transmissions_off
+
+    def curve(self, arm, metric="test_acc"):
+        return self.rounds, [[0.1, 0.5 + 0.01 * s, 0.7] for s in self.seeds]
+
+    def history(self, arm, seed):
+        cfg = self.runs[arm, seed]["config"]
+        m = cfg["num_clients"]
+        per_round = 2 * m if cfg["topology"] == "ring" else m * (m - 1)
+        return [{"round": r, "transmissions": r * per_round * cfg["gossip_steps"] + (self.off if r else 0)}
+                for r in self.rounds]
+
+
+ARMS = {"D-PSGD": dict(topology="ring", num_clients=20, local_steps=1, gossip_steps=1),
+        "DFedAvg": dict(topology="ring", num_clients=20, local_steps=5, gossip_steps=1),
+        "DFedAvg, complete": dict(topology="complete", num_clients=20, local_steps=5, gossip_steps=1)}
+
+
+def test_showcase_costs_agree_with_the_recorded_transmissions():
+    result = FakeShowcase(ARMS)
+    assert plots.showcase_costs(result, "DFedAvg")["messages"].tolist() == [0, 200, 400]
+    assert plots.showcase_costs(result, "D-PSGD")["gradient_steps"].tolist() == [0, 5, 10]
+    assert plots.showcase_costs(result, "DFedAvg, complete")["messages"].tolist() == [0, 1900, 3800]
+    with pytest.raises(ValueError, match="the engine recorded"):
+        plots.showcase_costs(FakeShowcase(ARMS, transmissions_off=1), "DFedAvg")
+
+
+def test_showcase_against_cost_puts_each_arm_at_its_own_cost():
+    result = FakeShowcase(ARMS)
+    fig, (left, right) = plt.subplots(1, 2)
+    lines = plots.showcase_against_cost(left, result, ["D-PSGD", "DFedAvg"], "gradient_steps")
+    assert [line.get_xdata().tolist() for line in lines] == [[0, 5, 10], [0, 25, 50]]
+    assert left.get_xlabel() == plots.COST_AXES["gradient_steps"] and "%" in left.get_ylabel()
+    assert np.allclose(lines[0].get_ydata(), [10, 50.5, 70])                  # percent, mean over the 2 seeds
+    lines = plots.showcase_against_cost(right, result, ["DFedAvg", "DFedAvg, complete"], "messages", log_x=True,
+                                        labels={"DFedAvg": "DFedAvg, ring"})
+    assert [line.get_xdata().tolist() for line in lines] == [[200, 400], [1900, 3800]]   # round 0 left out
+    assert right.get_xscale() == "log" and "log scale" in right.get_xlabel()
+    assert [t.get_text() for t in right.get_legend().get_texts()][:2] == ["DFedAvg, ring", "DFedAvg, complete"]
+    with pytest.raises(ValueError, match="cost must be one of"):
+        plots.showcase_against_cost(left, result, ["DFedAvg"], "seconds")
+
+
+def test_the_committed_dfedavg_showcase_sent_what_its_topologies_say():
+    from dfl_core import showcase
+
+    try:
+        result = showcase.load("dfedavg")
+    except FileNotFoundError:                    # before the experiments lost their chapter numbers
+        result = showcase.load("ch03-dfedavg")
+    for arm in result.arms:                      # raises if the engine's transmissions disagree
+        costs = plots.showcase_costs(result, arm)
+        assert costs["messages"][-1] == result.history(arm, result.seeds[0])[-1]["transmissions"]
+    assert plots.showcase_costs(result, "D-PSGD")["gradient_steps"][-1] == 100
+    assert plots.showcase_costs(result, "DFedAvg")["gradient_steps"][-1] == 500

@@ -30,8 +30,8 @@ def test_curve_slope_is_points_per_100_rounds_over_the_last_fifth():
 def test_the_maps_rows_are_the_papers_local_work():
     """At the showcase size (500 images a client, batch 128) E = 0.25, 1, 5 are K = 1, 4, 20 steps."""
     profile = get_profile("showcase")
-    rmap = REGIME_MAPS["ch05-regime"]
-    exp = EXPERIMENTS["ch05-regime"]
+    rmap = REGIME_MAPS["dfedsam-regime"]
+    exp = EXPERIMENTS["dfedsam-regime"]
     assert set(exp.arms) == set(rmap.arms())
     steps = {e: exp.config(rmap.baseline_arm(e), 0, profile).local_steps for e in rmap.local_epochs}
     assert steps == {0.25: 1, 1: 4, 5: 20}

@@ -115,7 +115,7 @@ SHOWCASE_TABLES = sorted((ROOT / "book" / "_tables").glob("*-showcase.csv"))
 
 
 def test_a_showcase_table_is_committed():
-    assert SHOWCASE_TABLES, "chapter 08 reads at least one showcase table"
+    assert SHOWCASE_TABLES, "chapter 11 reads at least one showcase table"
 
 
 @pytest.mark.parametrize("path", SHOWCASE_TABLES, ids=lambda p: p.stem)

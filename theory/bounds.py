@@ -1,7 +1,8 @@
 """The convergence bounds of the seed papers as sympy expressions, every symbol named.
 
 DFedSAM (Shi et al., ICML 2023; seed 003) is preserved in full by the text
-extraction: Theorem 4.5 with α(K,ρ,η), β(K,ρ,η), the step-size condition,
+extraction: Theorem 4.5 with α(K,ρ,η), β(K,ρ,η) (the book writes Ψ and Ω: α and β name
+the Dirichlet parameter and the heterogeneity bound there; see dfl_core.notation), the step-size condition,
 Corollaries 4.6 and 4.8, the proofs' constants C₁, C₂, C₃ and Lemmas D.5/D.6.
 FedSAM/MoFedSAM (Qu et al., ICML 2022; seed 002) and DFedAvgM (Sun et al.,
 TPAMI; seed 004) lost (nearly) every formula in extraction: those are listed
@@ -52,12 +53,13 @@ _v = L**2 * rho**2 + sigma_g**2 + sigma_l**2  # recurring L²ρ² + σ_g² + σ_
 # ---- Theorem 4.5 (eq. 7) -----------------------------------------------------
 #: the denominator ηK − 32η³K²L² − 6η²KL of eq. (7)
 D_DENOM = eta * K - 32 * eta**3 * K**2 * L**2 - 6 * eta**2 * K * L
-#: α(K, ρ, η) as printed below eq. (7)
+#: α(K, ρ, η) as printed below eq. (7); the book's Ψ(K, ρ, η), the term that does not depend on the graph
 ALPHA = eta * K * L / (2 * D_DENOM) * (
     2 * K * L * (4 * K**3 * L**2 * eta**2 * rho**4 / (2 * K - 1) + 8 * K * eta**2 * _v + rho**2 / (2 * K - 1))
     + eta * (L**2 * rho**2 + sigma_l**2)
 )
-#: β(K, ρ, η) as printed below eq. (7) (a function, not the homogeneity symbol β)
+#: β(K, ρ, η) as printed below eq. (7) (a function, not the homogeneity symbol β); the book's Ω(K, ρ, η),
+#: the term that Φ multiplies
 BETA_TERM = eta**4 * K * L**3 * (16 * eta * K * L + 3) / D_DENOM * (
     2 * K * (4 * K**3 * L**2 * rho**4 / (2 * K - 1) + 8 * K * _v) + 2 * K * rho**2 / (eta**2 * (2 * K - 1))
 )
@@ -154,7 +156,11 @@ def evaluate(expr: sp.Expr, **values) -> float | sp.Expr:
 
 
 def theorem45_terms(**values) -> dict[str, float]:
-    """Theorem 4.5's three terms, Φ, the denominator and the total, at the given values."""
+    """Theorem 4.5's three terms, Φ, the denominator and the total, at the given values.
+
+    Keys: ``optimization``; ``alpha``, the paper's α (the book's Ψ); ``phi``; ``beta_term``, the paper's β
+    (the book's Ω); ``topology`` = Φ·Ω; ``denominator``; ``bound``.
+    """
     first = 2 * Delta / (T * D_DENOM)
     out = {
         "denominator": evaluate(D_DENOM, **{k: v for k, v in values.items() if k in ("eta", "K", "L")}),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate the fast-scale tables that chapter 08 reads (about 20 minutes on one CPU core).
+# Regenerate the fast-scale tables that chapter 11 reads (about 20 minutes on one CPU core).
 # Each CSV's header records the exact command that wrote it; this script runs them all.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

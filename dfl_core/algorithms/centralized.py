@@ -81,9 +81,9 @@ def fedavgm_round(s: ServerMomentum, r: RoundTools) -> ServerMomentum:
 
     1. :math:`S_t`, and K local SGD steps from :math:`w^t` on each client, as FedAvg
     2. pseudo-gradient :math:`\Delta^t = \sum_{i \in S_t} p_i\,(w^t - y_i^K)`
-    3. :math:`v^{t+1} = \beta\, v^t + \Delta^t` (:math:`v^0 = 0`), :math:`w^{t+1} = w^t - \eta_g\, v^{t+1}`
+    3. :math:`v^{t+1} = \theta_g\, v^t + \Delta^t` (:math:`v^0 = 0`), :math:`w^{t+1} = w^t - \eta_g\, v^{t+1}`
 
-    β is ``server_momentum``; with β = 0 this is FedAvg.
+    θ_g is ``server_momentum`` (the paper's β); with θ_g = 0 this is FedAvg.
     """
     delta = -client_update(s.w, r)                                  # Δ^t
     v = r.config.server_momentum * s.velocity + delta
@@ -164,11 +164,11 @@ def mimelite_round(s: ServerStatistics, r: RoundTools) -> ServerStatistics:
     a centralized momentum step with it.
 
     1. each :math:`i \in S`: :math:`c_i = \nabla f_i(w)` over the whole local split;
-       K steps :math:`y_i \leftarrow y_i - \eta\, ((1-\beta)\, \nabla f_i(y_i; \zeta) + \beta\, m)`
-    2. :math:`m \leftarrow (1-\beta) \frac{1}{|S|}\sum_{i \in S} c_i + \beta\, m`,
+       K steps :math:`y_i \leftarrow y_i - \eta\, ((1-\theta_g)\, \nabla f_i(y_i; \xi) + \theta_g\, m)`
+    2. :math:`m \leftarrow (1-\theta_g) \frac{1}{|S|}\sum_{i \in S} c_i + \theta_g\, m`,
        :math:`w \leftarrow \frac{1}{|S|}\sum_{i \in S} y_i`
 
-    β is ``server_momentum`` (0.9 by default). Each client receives (w, m) and sends (y_i, c_i).
+    θ_g is ``server_momentum`` (the paper's β, 0.9 by default). Each client receives (w, m) and sends (y_i, c_i).
     """
     beta = r.config.server_momentum
     clients = r.sample_clients()
@@ -204,21 +204,21 @@ class FedProxParams(CentralizedParams):
 
 @dataclass(frozen=True)
 class FedAvgMParams(CentralizedParams):
-    """FedAvgM: server momentum β = 0.9."""
+    """FedAvgM: server momentum θ_g = 0.9."""
 
     server_momentum: float = 0.9
 
 
 @dataclass(frozen=True)
 class FedCMParams(CentralizedParams):
-    """FedCM: α = 0.1 (the paper's default)."""
+    """FedCM: α_CM = 0.1 (the paper's α and default)."""
 
     fedcm_alpha: float = 0.1
 
 
 @dataclass(frozen=True)
 class MoFedSAMParams(FedSAMParams):
-    """MoFedSAM: ρ = 0.05, α = 0.1, the paper's server step."""
+    """MoFedSAM: ρ = 0.05, α_Mo = 0.1 (the paper's α), the paper's server step."""
 
     mofedsam_alpha: float = 0.1
     mofedsam_variant: str = "paper"
@@ -226,7 +226,7 @@ class MoFedSAMParams(FedSAMParams):
 
 @dataclass(frozen=True)
 class MimeLiteParams(SampledParams):
-    """MimeLite: server momentum β = 0.9; its server takes the plain average (no η_g)."""
+    """MimeLite: server momentum θ_g = 0.9; its server takes the plain average (no η_g)."""
 
     server_momentum: float = 0.9
 
@@ -239,7 +239,7 @@ FEDASAM = Algorithm("fedasam", "FedASAM: FedAvg with local adaptive SAM (Caldaro
                     FedASAMParams, sam_rule, fedavg_round, GlobalModel.init, kind="centralized")
 FEDPROX = Algorithm("fedprox", "FedProx: local steps on F_i + μ/2 ||y - w||² (Li et al. 2020)",
                     FedProxParams, fedprox_rule, fedavg_round, GlobalModel.init, kind="centralized")
-FEDAVGM = Algorithm("fedavgm", "FedAvgM: FedAvg with server momentum β (Hsu et al. 2019)",
+FEDAVGM = Algorithm("fedavgm", "FedAvgM: FedAvg with server momentum θ_g (Hsu et al. 2019)",
                     FedAvgMParams, sgd_rule, fedavgm_round, ServerMomentum.init, kind="centralized")
 FEDCM = Algorithm("fedcm", "FedCM: local steps blend the gradient with the server's last update (Xu et al. 2021)",
                   FedCMParams, fedcm_rule, client_momentum_round, ServerDirection.init, kind="centralized")

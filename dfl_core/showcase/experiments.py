@@ -1,5 +1,10 @@
 """The showcase experiments, one or two per chapter: what each asks, and its arms.
 
+Each is named for what it runs (``dfedsam-regime``), not for its chapter: chapters get renumbered. The
+names they had when chapters numbered them (``ch05-regime``) still work (:data:`FORMER_NAMES`): on the
+command line, in :func:`~.runner.load`, and in the committed results files, which record the command that
+made them under the old name.
+
 Every experiment runs at the ``showcase`` profile's sizes (all of Fashion-MNIST,
 the 2NN, m = 100, Dirichlet α = 0.3, 5 seeds) unless its ``base`` says otherwise;
 at the ``fast`` profile the same experiment runs in seconds (a check of the
@@ -10,15 +15,15 @@ from __future__ import annotations
 
 from .measures import flatness_and_gap, membership
 from .regime import RegimeMap
-from .runner import Experiment
+from .runner import FORMER_NAMES, Experiment, current_name
 
-__all__ = ["EXPERIMENTS", "REGIME_MAPS", "PAPER_PROTOCOL"]
+__all__ = ["EXPERIMENTS", "REGIME_MAPS", "PAPER_PROTOCOL", "FORMER_NAMES", "current_name"]
 
 #: Centralized FL trains 10 of the 100 clients a round, a tenth of a decentralized round's work, so it
 #: gets more rounds (600 against 100: the two horizons differ, and the chapters say so).
 CENTRALIZED_ROUNDS = {"showcase": {"rounds": 600, "eval_every": 30}, "fast": {"rounds": 30}}
 
-#: FedGF's drift threshold T_D, which no source gives (see chapter 06): the midpoint of the mean client
+#: FedGF's drift threshold T_D, which no source gives (see chapter 09): the midpoint of the mean client
 #: drift D^r of FedSAM (FedGF with c = 0) over its first 50 rounds at α = 0.05 (0.580) and at α = 3 (0.329),
 #: seed 0, showcase scale: 0.4547, rounded to 0.45. Derived by
 #: ``dfl_core.showcase.measures.calibrate_fedgf_threshold()`` and written here so that every run uses the same value.
@@ -38,7 +43,7 @@ MAP_RHOS = (0.01, 0.05, 0.2)         # the DFedSAM paper's ρ, then larger ones 
 
 REGIME_MAPS: dict[str, RegimeMap] = {m.name: m for m in [
     RegimeMap(
-        "ch05-regime", "05",
+        "dfedsam-regime", "08",
         "Where does DFedSAM beat DFedAvg: at which local work per round (E local epochs) and which ρ? Ring, "
         "m = 20 clients of 500 Fashion-MNIST images, Dirichlet 0.3, the paper's batch 128 and weight decay, "
         "100 rounds; the paper's protocol is the row E = 5, and DFedSAM-MGS (Q = 4) runs there too.",
@@ -49,7 +54,7 @@ REGIME_MAPS: dict[str, RegimeMap] = {m.name: m for m in [
                                                                local_epochs=PAPER_PROTOCOL["local_epochs"])},
         measure=flatness_and_gap, profile_changes=_MAP_FAST),
     RegimeMap(
-        "ch04-regime", "04",
+        "fedsam-regime", "07",
         "Where does FedSAM beat FedAvg: at which local work per round (E local epochs) and which ρ? 20 clients of "
         "500 Fashion-MNIST images, Dirichlet 0.3, half of them sampled a round, the paper's batch 128 and weight "
         "decay, 100 rounds.",
@@ -60,7 +65,7 @@ REGIME_MAPS: dict[str, RegimeMap] = {m.name: m for m in [
 
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
     Experiment(
-        "ch03-dfedavg", "03",
+        "dfedavg", "04",
         "Do K local steps beat one (DFedAvg vs D-PSGD), does local momentum help (DFedAvgM vs DFedAvg), and "
         "does a denser graph train faster (ring < grid < exponential < complete)?",
         arms={"D-PSGD": dict(algorithm="dpsgd"),
@@ -70,7 +75,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
               "DFedAvg, exponential": dict(algorithm="dfedavg", topology="exponential"),
               "DFedAvg, complete": dict(algorithm="dfedavg", topology="complete")}),
     Experiment(
-        "ch03b-quantization", "03b",
+        "quantization", "05",
         "Does DFedAvgM with 8- or 16-bit messages train as well as with 32-bit floats, and does 4 bits lose? "
         "Does rounding down instead of to the nearest level change that? The quantized arms rebuild their "
         "neighbours' models from the messages (quant_mixing='models', exactly DFedAvgM without quantization), so "
@@ -87,7 +92,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
               "8 bits, difference reading": dict(algorithm="dfedavgm-q", quant_bits=8,
                                                  quant_mixing="difference")}),
     Experiment(
-        "ch03b-privacy", "03b",
+        "privacy", "06",
         "Does the membership-inference attack succeed more where the models generalize worse (more local "
         "steps per round)? Twenty clients of 3000 IID images each, batch 50, lr 0.01, momentum 0.9, as in the "
         "DFedAvgM paper's §6; K = 60 steps is one local epoch.",
@@ -99,7 +104,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
               "K = 60": dict(algorithm="dfedavgm", local_steps=60)},
         measure=membership),
     Experiment(
-        "ch04-sam", "04",
+        "fedsam", "07",
         "Does local SAM (FedSAM) lower the Hessian's top eigenvalue and the generalization gap of the global "
         "model, and does it change test accuracy? Where, in ρ?",
         arms={"FedAvg": dict(algorithm="fedavg"),
@@ -109,7 +114,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
               "FedSAM, ρ = 0.2": dict(algorithm="fedsam", rho=0.2)},
         profile_changes=CENTRALIZED_ROUNDS, measure=flatness_and_gap),
     Experiment(
-        "ch05-dfedsam", "05",
+        "dfedsam", "08",
         "Does DFedSAM beat DFedAvg on the ring at m = 100, for which ρ, and does DFedSAM-MGS gain as Q grows?",
         arms={"DFedAvg": dict(algorithm="dfedavg"),
               "DFedSAM, ρ = 0.01": dict(algorithm="dfedsam", rho=0.01),
@@ -119,14 +124,14 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
               "DFedSAM-MGS, Q = 4": dict(algorithm="dfedsam-mgs", rho=0.01, gossip_steps=4),
               "DFedSAM-MGS, Q = 8": dict(algorithm="dfedsam-mgs", rho=0.01, gossip_steps=8)}),
     Experiment(
-        "ch05-clients", "05",
+        "dfedsam-clients", "08",
         "Does MGS's gain depend on m, i.e. on how slowly the ring mixes (λ = 0.967 at m = 20, 0.9987 at m = 100)?",
         arms={"DFedSAM, m = 20": dict(algorithm="dfedsam", num_clients=20),
               "DFedSAM-MGS Q = 4, m = 20": dict(algorithm="dfedsam-mgs", num_clients=20),
               "DFedSAM, m = 50": dict(algorithm="dfedsam", num_clients=50),
               "DFedSAM-MGS Q = 4, m = 50": dict(algorithm="dfedsam-mgs", num_clients=50)}),
     Experiment(
-        "ch06-fedgf", "06",
+        "fedgf", "09",
         "Does FedGF beat FedSAM as the clients' data grow more heterogeneous (α → 0), in both readings of its "
         "eq. (12)?",
         arms={f"{name}, α = {alpha}": dict(algorithm=algo, alpha=alpha, **extra)
@@ -138,3 +143,4 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
                                                                      fedgf_c_reading="seen")},
         profile_changes=CENTRALIZED_ROUNDS),
 ]} | {m.name: m.experiment() for m in REGIME_MAPS.values()}
+

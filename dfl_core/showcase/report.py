@@ -6,7 +6,7 @@ the committed results file, so that the prose cannot contradict the evidence:
 
 .. code-block:: python
 
-    result = showcase.load("ch05-dfedsam")
+    result = showcase.load("dfedsam")
     claims = [Claim("DFedSAM beats DFedAvg on the ring", "DFedSAM, ρ = 0.01", "DFedAvg")]
     verdicts = judge(result, claims)
     verdict_table(verdicts)          # Markdown: claim | mean Δ | 95% CI | detectable | verdict
@@ -138,7 +138,8 @@ def rerun_matches(name: str, arm: str, seed: int = 0, rounds: int = 10, toleranc
     result = load(name)
     prof = get_profile(result.doc["profile"])
     at, committed = next((r["round"], r["test_acc"]) for r in result.history(arm, seed) if r["round"] >= rounds)
-    cfg = EXPERIMENTS[name].config(arm, seed, prof).replace(rounds=at, eval_every=at)
+    # result.name, not name: a former name (ch05-regime) is resolved to the experiment it became
+    cfg = EXPERIMENTS[result.name].config(arm, seed, prof).replace(rounds=at, eval_every=at)
     rerun = Simulation(cfg, data=prof.data(cfg)).run().final["test_acc"]
     return {"round": at, "committed": committed, "rerun": rerun, "agree": abs(rerun - committed) <= tolerance}
 
