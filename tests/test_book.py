@@ -173,3 +173,14 @@ def test_solutions_are_collapsed_in_jupyter_colab_and_the_site(md: Path):
         if book_tool.SOLUTION_TAG in cell["metadata"].get("tags", []):
             assert cell["metadata"] == book_tool.solution_metadata(cell), \
                 f"run python tools/book.py execute {md.stem} (solution metadata missing)"
+
+
+def test_the_notation_table_is_written_from_the_package():
+    """90_notation's table is dfl_core.notation's: a hand edit of a row is stale, and links restores it."""
+    from dfl_core import notation
+
+    md = ROOT / "book" / "90_notation.md"
+    text = md.read_text()
+    assert book_tool.NOTATION_MARKER + "\n\n" + notation.markdown_table() in text
+    edited = text.replace("| number of clients | $m$", "| number of clients | $N$", 1)
+    assert edited != text and book_tool.expected_text(md, edited) == text

@@ -170,11 +170,13 @@ def test_solutions_are_collapsed_on_the_site(site: dict[str, dict]):
 
 
 def test_broken_references_fail_the_build(tmp_path: Path):
-    """A link to a missing chapter, to a missing anchor and to an unknown citation each fail the build."""
+    """A link to a missing chapter, to a missing anchor, an unknown citation and an anchor id that two
+    chapters define each fail the build."""
     copy = book_copy_in(tmp_path)
     page = book_tool.page_urls()["02_server_to_graph.ipynb"]
     for old, new in [(f"({page})", f"({book_tool.book_url()}/no-such-chapter)"),
-                     ("(#eq-sam-step)", "(#eq-no-such-label)"), ("(#ref-shi2023dfedsam)", "(#ref-nobody2099)")]:
+                     ("(#eq-sam-step)", "(#eq-no-such-label)"), ("(#ref-shi2023dfedsam)", "(#ref-nobody2099)"),
+                     ('<span id=\\"sec-showcase-dfedavg\\">', '<span id=\\"sec-showcase\\">')]:
         changed = [nb for nb in sorted((copy / "book").glob("[0-9]*.ipynb")) if old in nb.read_text()]
         assert changed, f"no chapter contains {old}"
         changed[0].write_text(changed[0].read_text().replace(old, new, 1))
@@ -187,7 +189,8 @@ def test_broken_references_fail_the_build(tmp_path: Path):
     changed[0].write_text(text[:m.start("anchor")] + "sec-no-such-anchor" + text[m.end("anchor"):])
     result = build_site(copy)
     assert result.returncode != 0
-    for reported in ["no-such-chapter", "eq-no-such-label", "nobody2099", "sec-no-such-anchor"]:
+    for reported in ["no-such-chapter", "eq-no-such-label", "nobody2099", "sec-no-such-anchor",
+                     'Duplicate identifier in project "sec-showcase"']:
         assert reported in result.stdout + result.stderr, reported
 
 

@@ -67,6 +67,11 @@ REF_PREFIX = "ref-"
 REFERENCES_MARKER = '+++ {"tags": ["references", "remove-cell"]}'
 REFERENCES_CELL = re.compile(r"^" + re.escape(REFERENCES_MARKER) + r"[ \t]*\n.*?(?=^\+\+\+|^```\{code-cell\}|\Z)",
                              re.M | re.S)
+# A markdown cell whose content is generated from the package: the notation table of 90_notation
+# (dfl_core.notation, which the chapter's assert cell checks against the engine's Config).
+NOTATION_MARKER = '+++ {"tags": ["notation-table"]}'
+NOTATION_CELL = re.compile(r"^(" + re.escape(NOTATION_MARKER) + r"[ \t]*\n).*?(?=^\+\+\+|^```\{code-cell\}|\Z)",
+                           re.M | re.S)
 CHAPTER_LINK = re.compile(r"(?<!!)\[(?P<text>[^\]]*)\]\((?P<file>[\w.-]+\.ipynb)(?:#(?P<anchor>[\w-]+))?\)")
 EQ_DEFINITION = re.compile(
     r'^(?P<indent>[ \t]*)<span id="(?P<label>eq-[\w-]+)"></span>[ \t]*\n[ \t]*\n'
@@ -426,6 +431,7 @@ def expected_text(md: Path, text: str | None = None) -> str:
         return _stored_forms(part, here)
 
     body, had_references = REFERENCES_CELL.subn("", text)
+    body = NOTATION_CELL.sub(lambda m: m.group(1) + "\n" + notation_table() + "\n\n", body)
     body = BADGE.sub(lambda _: colab_badge(here), body)
     body = INSTALL.sub(lambda _: install_line(), body)
     body = _rewrite_markdown(body, derive)
@@ -433,6 +439,13 @@ def expected_text(md: Path, text: str | None = None) -> str:
     if keys:
         return body.rstrip("\n") + "\n\n" + references_cell(keys)
     return body.rstrip("\n") + "\n" if had_references else body
+
+
+def notation_table() -> str:
+    """The notation table, as the package's :func:`dfl_core.notation.markdown_table` writes it."""
+    from dfl_core import notation             # only chapters with a notation cell need the package
+
+    return notation.markdown_table()
 
 
 def leftovers(text: str) -> list[str]:
