@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
                          targets=targets, sections=sections, settings_text=_settings_text(st, only))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
-    print(report._targets_table(targets))
+    print(report.targets_table(targets))
     log(f"\nwrote {out} ({wall:.1f} s)")
     return 0
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .common import GIB, fmt_ratio, fmt_s, markdown_table, median
 
-__all__ = ["Target", "evaluate_targets", "render"]
+__all__ = ["Target", "evaluate_targets", "targets_table", "render"]
 
 
 @dataclass
@@ -181,7 +181,8 @@ def evaluate_targets(rounds=None, e2e=None, gossip=None, memory=None, profiles=N
     return out
 
 
-def _targets_table(targets: list[Target]) -> str:
+def targets_table(targets: list[Target]) -> str:
+    """The targets as a Markdown table (target, measured, status), then what limits each miss."""
     rows = []
     for t in targets:
         measured = "–" if not math.isfinite(t.measured) else (
@@ -212,7 +213,7 @@ def render(*, machine: dict, command: str, wall_s: float, load_end: tuple[float,
                      "harness works; its numbers mean nothing. Regenerate real numbers with `python -m benchmarks`.")
     lines += ["", "## Machine", "", markdown_table(["", ""], [[k, v] for k, v in machine.items()]), "",
               "## Command", "", "```", command, "```", "", f"Wall time of the whole run: {fmt_s(wall_s)}.", "",
-              settings_text, "", "## Targets", "", _targets_table(targets), ""]
+              settings_text, "", "## Targets", "", targets_table(targets), ""]
     titles = {"tried": "What was tried", "round": "Round", "opcount": "Operator calls on the GPU path",
               "strategy": "Engine strategies", "profile": "Engine profile", "e2e": "End to end", "gossip": "Gossip",
               "memory": "Memory"}

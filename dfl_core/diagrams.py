@@ -268,14 +268,14 @@ def topology_gallery(names=("ring", "grid", "torus", "exponential", "star", "com
     square, so the two graphs no longer look alike. The directed exponential
     graph is drawn with arrows. λ is the engine's ``make_topology(name, m).matrix(0).lam``.
     """
-    from .topology import _grid_shape, make_topology
+    from .topology import grid_shape, make_topology
 
     fig, axes = plt.subplots(1, len(names), figsize=(2.75 * len(names), 3.4))
     for ax, name in zip(np.atleast_1d(axes), names):
         M = make_topology(name, m).matrix(0)
         G = _graph(M.W)
         if name in ("grid", "torus"):
-            rows, cols = _grid_shape(m, name)
+            rows, cols = grid_shape(m, name)
             pos = {i: (i % cols, -(i // cols)) for i in G}
             wraps = set(_torus_wrap_edges(rows, cols)) if name == "torus" else set()
         else:

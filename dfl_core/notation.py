@@ -133,7 +133,7 @@ SYMBOLS: tuple[Symbol, ...] = (
     _s("b", "bits per coordinate of a quantized message", "—", "lost", "—", "—", fields=["quant_bits"]),
     _s("h", "quantization step", "—", "lost", "—", "—", fields=["quant_step"]),
     _s("\\mathcal Q", "the quantizer, $\\mathcal Q(v) = h\\,k$ for a level $k$", "—", "lost", "—", "—",
-       code="`dfl_core.instruments.quantize`"),
+       code="`dfl_core.operators.quantize`"),
     # --- comparing methods over seeds
     _s("n_s", "number of seeds of a paired comparison", code="`dfl_core.stats.compare_paired`"),
     _s("s_d", "standard deviation of the paired differences over the seeds", code="`dfl_core.stats.compare_paired`"),

@@ -924,7 +924,7 @@ def no_difference_summary(verdicts, digits: int = 2, unit: str = "points"):
     (UNRESOLVED) reads "no difference detected", with the smallest difference the design could have detected;
     an interval on one side of 0 reads as a detected difference, in its direction.
     """
-    from .showcase.report import _markdown
+    from .showcase.report import as_markdown
 
     fmt = f"{{:+.{digits}f}}"
     lines = []
@@ -938,7 +938,7 @@ def no_difference_summary(verdicts, digits: int = 2, unit: str = "points"):
         else:
             text = f"a difference detected: the variant is ahead ({interval}), so the two do not match"
         lines.append(f"- **{v.label}**: {text}.")
-    return _markdown("\n".join(lines))
+    return as_markdown("\n".join(lines))
 
 
 def curves_own_x(ax, xs_by_name: Mapping[str, Any], runs_by_name: Mapping[str, Any], *, xlabel: str, ylabel: str,

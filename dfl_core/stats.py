@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Sequence
 
-__all__ = ["PairedComparison", "compare_paired", "summarize", "markdown_table", "VERDICTS", "METHODS",
+__all__ = ["PairedComparison", "compare_paired", "summarize", "markdown_table", "signed", "VERDICTS", "METHODS",
            "BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "MIN_SEEDS"]
 
 VERDICTS = ("REPRODUCED", "REVERSED", "EQUIVALENT", "UNRESOLVED")
@@ -101,7 +101,7 @@ class PairedComparison:
 
     def interval(self, digits: int = 2) -> str:
         """The mean and its interval: ``+1.23 [+0.40, +2.06]`` (typographic minus signs)."""
-        return f"{_signed(self.mean, digits)} [{_signed(self.low, digits)}, {_signed(self.high, digits)}]"
+        return f"{signed(self.mean, digits)} [{signed(self.low, digits)}, {signed(self.high, digits)}]"
 
     def verdict_note(self, digits: int = 2) -> str:
         """The verdict with what qualifies it: ``UNRESOLVED (could detect ≥ 0.87)``, ``REVERSED (but within ±0.5)``."""
@@ -121,7 +121,8 @@ class PairedComparison:
         return self.format()
 
 
-def _signed(x: float, digits: int) -> str:
+def signed(x: float, digits: int) -> str:
+    """``x`` with its sign and ``digits`` decimals, a typographic minus: ``signed(-1.234, 2) == "−1.23"``."""
     return f"{x:+.{digits}f}".replace("-", "−")          # a typographic minus, as in the book's text
 
 
@@ -230,7 +231,7 @@ def markdown_table(comparisons: Sequence[PairedComparison], digits: int = 2) -> 
              "|---|---:|---|---:|---|" + ("---:|---|" if context else "")]
     for c in comparisons:
         verdict = c.verdict + (" (within the margin)" if c.within_margin and c.verdict != "EQUIVALENT" else "")
-        row = (f"| {c.label or ''} | {_signed(c.mean, digits)} | [{_signed(c.low, digits)}, "
-               f"{_signed(c.high, digits)}] | {c.detectable:.{digits}f} | {verdict} |")
+        row = (f"| {c.label or ''} | {signed(c.mean, digits)} | [{signed(c.low, digits)}, "
+               f"{signed(c.high, digits)}] | {c.detectable:.{digits}f} | {verdict} |")
         lines.append(row + (f" {c.paper or '—'} | {c.regime or '—'} |" if context else ""))
     return "\n".join(lines)

@@ -52,12 +52,12 @@ from .checkpoint import write_atomic
 from .config import Config, ConfigError
 from .data import DATASETS
 from .presets import PRESETS, Preset, get_preset
-from .stats import MIN_SEEDS, VERDICTS, PairedComparison, _signed, compare_paired, markdown_table, summarize
+from .stats import MIN_SEEDS, VERDICTS, PairedComparison, compare_paired, markdown_table, signed, summarize
 
 __all__ = ["TABLE_PROFILES", "FAST", "FAST_ROUNDS", "fast_config", "SHOWCASE", "showcase_config", "TableResult", "run_table", "write_table", "read_table",
            "paper_value", "DISPLAY_NAMES", "local_work", "forward_flops", "full_scale_cost", "ASSUMED_GPU_TFLOPS",
            "Claim", "CLAIMS", "orderings", "check_claims", "verdicts_markdown", "to_markdown",
-           "read_result"]
+           "read_result", "cpu_name"]
 
 TABLE_PROFILES = ("fast", "showcase", "full")
 
@@ -349,7 +349,7 @@ def _provenance(name: str, profile: str, seeds, seconds: float, command: str | N
         "command": command or f"python -m dfl_core table {name} --profile {profile} --seeds {','.join(map(str, seeds))}",
         "seeds": " ".join(map(str, seeds)),
         "versions": f"dfl_core {__version__}, torch {torch.__version__}, python {platform.python_version()}",
-        "machine": f"{_cpu_name()}, {torch.get_num_threads()} torch thread(s), "
+        "machine": f"{cpu_name()}, {torch.get_num_threads()} torch thread(s), "
                    + (torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         "wall_time_s": f"{seconds:.0f}",
@@ -405,7 +405,8 @@ def full_scale_cost(name: str, seeds: int = 3, tflops: float = ASSUMED_GPU_TFLOP
             "gpu_hours": total / (tflops * 1e12) / 3600, "assumed_tflops": tflops}
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what :mod:`platform` reports: for the provenance of runs."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -542,7 +543,7 @@ def _compare(result: TableResult, pair: _Pair) -> PairedComparison:
     c = compare_paired(result.cells[(pair.better, pair.setting)], result.cells[(pair.worse, pair.setting)],
                        expect="greater", label=pair.label)
     better, worse = (paper_value(result.name, a, pair.setting) for a in (pair.better, pair.worse))
-    paper = None if better is None or worse is None else _signed(better - worse, 2)
+    paper = None if better is None or worse is None else signed(better - worse, 2)
     regimes = [_cell_regime(result, a, pair.setting) for a in (pair.worse, pair.better)]
     regime = regimes[0] if regimes[0] == regimes[1] else \
         f"{DISPLAY_NAMES.get(pair.worse, pair.worse)}: {regimes[0]}; {DISPLAY_NAMES.get(pair.better, pair.better)}: " \

@@ -74,6 +74,7 @@ __all__ = [
     "Topology",
     "metropolis_hastings",
     "make_topology",
+    "grid_shape",
     "TOPOLOGIES",
     "TopologySpec",
     "TopologyOption",
@@ -496,7 +497,7 @@ def _grid(m: int, name: str) -> StaticTopology:
     m = 3, a ring); a prime m > 3 is refused rather than silently becoming a
     path. Corner/edge clients have degree 2/3, interior ones 4.
     """
-    rows, cols = _grid_shape(m, name)
+    rows, cols = grid_shape(m, name)
     return _static(name, _mh_from_adjacency(_grid_adjacency(rows, cols, periodic=name == "torus")))
 
 
@@ -521,7 +522,11 @@ def _star(m: int) -> StaticTopology:
     return _static("star", _mh_from_adjacency(A))
 
 
-def _grid_shape(m: int, name: str) -> tuple[int, int]:
+def grid_shape(m: int, name: str) -> tuple[int, int]:
+    """The (rows, cols) of the m-client grid or torus: rows the largest divisor of m not above √m.
+
+    A prime m > 3 raises :class:`TopologyError`, naming the nearest valid m below and above.
+    """
     rows = max(r for r in range(1, math.isqrt(m) + 1) if m % r == 0)
     if rows == 1 and m > 3:
         def ok(n):

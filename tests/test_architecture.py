@@ -112,6 +112,82 @@ def test_algorithms_use_only_public_tools():
                 assert node.attr != "server", f"{path.name}: r.server (state belongs in the algorithm's state)"
 
 
+SCANNED = ("dfl_core", "theory", "benchmarks", "tools")
+
+
+def is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_uses(source: str, module: str, modules: set[str], is_package: bool = False) -> list[str]:
+    """Every private name (``_x``, not ``__x__``) of *another* of ``modules`` that ``source`` (module ``module``)
+    uses, anywhere in the file (functions included): ``from m import _x`` (relative or absolute) and
+    ``m._x`` where ``m`` was bound by ``import m``, ``import a.m as m`` or ``from a import m``."""
+    tree = ast.parse(source)
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    bound, found = {}, []                                     # local name -> the module it names
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            for alias in node.names:
+                if target in modules and target != module and is_private(alias.name):
+                    found.append(f"{target}.{alias.name}")
+                if f"{target}.{alias.name}" in modules:
+                    bound[alias.asname or alias.name] = f"{target}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                local = alias.asname or alias.name.split(".")[0]
+                bound[local] = alias.name if alias.asname else local
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and is_private(node.attr):
+            chain, value = [], node.value
+            while isinstance(value, ast.Attribute):
+                chain.insert(0, value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in bound:
+                owner = ".".join([bound[value.id], *chain])
+                if owner in modules and owner != module:
+                    found.append(f"{owner}.{node.attr}")
+    return found
+
+
+def test_no_module_uses_a_private_name_of_another():
+    paths = [p for top in SCANNED for p in (ROOT / top).rglob("*.py")]
+    modules = {module_name(p) for p in paths}
+    assert {"dfl_core.stats", "theory.spectral", "benchmarks.report"} <= modules
+    used = {f"{p.relative_to(ROOT)}: {name}" for p in paths
+            for name in private_uses(p.read_text(), module_name(p), modules, p.name == "__init__.py")}
+    assert used == set(), sorted(used)
+
+
+def test_private_name_scanner_finds_each_form():
+    modules = {"pkg", "pkg.a", "pkg.b", "other", "other.c"}
+    source = '''
+import torch
+import other.c
+import other.c as oc
+from other import c
+from . import b
+from .a import public, _hidden
+from .. import __version__
+
+
+def inner():
+    from pkg.a import _also
+    from .b import _relative
+    return oc._d(), c._e(), other.c._f(), b._g, self._own, torch._foreach_add_, _local, c.__name__
+
+
+_local = 1
+'''
+    assert sorted(private_uses(source, "pkg.m", modules)) == sorted([
+        "pkg.a._hidden", "pkg.a._also", "pkg.b._relative", "other.c._d", "other.c._e", "other.c._f", "pkg.b._g"])
+    assert private_uses("from . import _x\n", "pkg.a", modules) == ["pkg._x"]              # the package's own
+    assert private_uses("from .a import _x\n", "pkg", modules, is_package=True) == ["pkg.a._x"]   # __init__
+    assert private_uses("from .b import _x\nimport pkg.b\npkg.b._y\n", "pkg.b", modules) == []   # its own
+
+
 def test_every_algorithm_declares_its_rule_state_and_defaults_in_config_fields():
     for name, algo in ALGORITHMS.items():
         assert callable(algo.local_rule) and callable(algo.init) and callable(algo.round), name

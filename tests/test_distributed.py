@@ -17,12 +17,15 @@ import sys
 import time
 from pathlib import Path
 
+import dataclasses
+
 import pytest
 import torch
 
-from dfl_core import Config, Simulation, read_results
+from dfl_core import ALGORITHMS, Config, Simulation, read_results
 from dfl_core.config import ConfigError
 from dfl_core.distributed import GossipPlan, block_of, load_final_params, private_data
+from dfl_core.distributed.rank import distributed_algorithms
 from dfl_core.distributed.cli import torchrun_command
 from dfl_core.distributed.launch import free_port, run_configs, spawn
 from dfl_core.engine import federated_data
@@ -88,6 +91,15 @@ def test_ring_plan_sends_only_the_boundary_rows_and_the_complete_graph_gathers()
     assert GossipPlan(make_topology("complete", 8).matrix(0).W, 1, NPROC, "cpu", torch.float64).collective
 
 
+def test_the_algorithms_a_rank_runs_are_those_that_declare_it(monkeypatch):
+    assert distributed_algorithms() == ["dpsgd", "dfedavg", "dfedavgm", "dfedavgm-q", "dfedsam", "dfedsam-mgs"]
+    assert not ALGORITHMS["dispfl"].distributable and not ALGORITHMS["fedavg"].distributable
+    monkeypatch.setitem(ALGORITHMS, "mine", dataclasses.replace(ALGORITHMS["dfedavg"], name="mine"))
+    monkeypatch.setitem(ALGORITHMS, "other", dataclasses.replace(ALGORITHMS["dfedavg"], name="other",
+                                                                 distributable=False))
+    assert distributed_algorithms()[-1] == "mine" and "other" not in distributed_algorithms()
+
+
 # ------------------------------------------------------------ equality
 EQUALITY = {
     **{f"{a}-{g}": tiny(a, g) for a in ("dfedavg", "dfedsam", "dfedsam-mgs") for g in ("ring", "random-as-coded")},
@@ -116,6 +128,17 @@ def test_four_processes_equal_the_simulator(tmp_path):
     assert sent == {"dfedavg-ring": [2 * d * 8] * NPROC, "dfedavgm-q-ring": [2 * (d * 1 + 8)] * NPROC}
     results = read_results(tmp_path / "dfedavg-complete" / "results.json")[0]
     assert results.final["rank_bytes_last_round"] == [(NPROC - 1) * 2 * d * 8] * NPROC    # all_gather
+    # one record builder and one lr schedule: the simulator's keys (plus each rank's bytes) and its lr
+    sim = Simulation(configs["dfedavg-ring"])
+    sim.run()
+    ranks, simulator = read_results(tmp_path / "dfedavg-ring" / "results.json")[0].records, sim.history.records
+    assert [sorted(r) for r in ranks] == [sorted([*s, "rank_bytes_sent", "rank_bytes_last_round"])
+                                          for s in simulator]
+    assert [r["lr"] for r in ranks] == [s["lr"] for s in simulator] == [0.05, 0.05 * 0.998 ** 2]
+    for r, s in zip(ranks, simulator):
+        assert r["round"] == s["round"] and r["gen_error"] == r["train_acc"] - r["test_acc"]
+        assert r["client_train_loss"] == pytest.approx(s["client_train_loss"], abs=1e-10)
+        assert r["bytes_sent"] == sum(r["rank_bytes_sent"]) == r["bits_sent"] // 8
 
 
 def test_torchrun_cli_equals_the_simulator_and_counts_the_ring_bytes(tmp_path):
@@ -185,6 +208,8 @@ def test_a_frozen_rank_times_out_the_others_naming_it(tmp_path):
     (["--num-clients", "6"], "the number of processes (4) must divide num_clients=6"),
     (["--backend", "nccl"], "unknown backend 'nccl'; allowed: gloo"),
     (["--algorithm", "fedavg"], "algorithm 'fedavg' is centralized"),
+    (["--algorithm", "dispfl"], "algorithm 'dispfl' is not run over processes; the distributed backend runs "
+                                "dpsgd, dfedavg, dfedavgm, dfedavgm-q, dfedsam, dfedsam-mgs"),
     (["--timeout-s", "0"], "--timeout-s must be > 0"),
 ])
 def test_bad_input_is_refused_before_any_process_group(options, message):

@@ -8,21 +8,47 @@ eq. (7) as an explicit sum over neighbours with the engine's mixing matrices.
 """
 from __future__ import annotations
 
+import importlib
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from dfl_core import Config, ConfigError, Simulation
-from dfl_core.instruments.quantize import (adaptive_step, decode, encode, message_bits, quantize,
-                                           quantize_levels)
+from dfl_core import Config, ConfigError, Simulation, operators
 from dfl_core.models import build_model
+from dfl_core.operators import adaptive_step, decode, encode, message_bits, quantize, quantize_levels
 
 ROUNDS = 3
 SMALL = dict(dataset="digits", train_size=240, test_size=60, num_clients=6, rounds=ROUNDS,
              full_batch=True, dtype="float64", device="cpu", lr=0.2, lr_decay=0.9,
              weight_decay=1e-3, eval_every=ROUNDS, local_steps=3, momentum=0.5)
+
+
+# ------------------------------------------------------------------ where the operators live
+def test_former_homes_re_export_the_same_operators():
+    """The book imports the quantizer from dfl_core.instruments.quantize; those names are dfl_core.operators'."""
+    from dfl_core import instruments
+    from dfl_core.instruments import robustness
+    former = importlib.import_module("dfl_core.instruments.quantize")   # the package's `quantize` is the function
+
+    assert former.__all__ and set(former.__all__) <= set(operators.__all__)
+    for name in former.__all__:
+        assert getattr(former, name) is getattr(operators, name), name
+    assert instruments.quantize is operators.quantize and instruments.encode is operators.encode
+    assert robustness.shift_inputs is operators.shift_inputs
+
+
+def test_algorithms_load_without_instruments_and_operators_need_nothing_of_dfl_core():
+    """algorithms → operators ← instruments: importing the algorithms loads no instrument (no cycle left)."""
+    code = ("import sys, dfl_core.operators; before = {m for m in sys.modules if m.startswith('dfl_core.')}; "
+            "import dfl_core.algorithms; "
+            "print(sorted(before)); print(sorted(m for m in sys.modules if m.startswith('dfl_core.instruments')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "['dfl_core.operators']", out[0]
+    assert out[1] == "[]", out[1]
 
 
 # ------------------------------------------------------------------ the quantizer

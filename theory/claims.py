@@ -67,10 +67,6 @@ class Claim:
             raise ValueError(f"{self.id}: NOT CHECKABLE needs a reason")
 
 
-def _g(x, n: int = 4) -> str:
-    return f"{x:.{n}g}" if isinstance(x, (float, np.floating)) else str(x)
-
-
 def at_rounding(x: float, spec: str = ".3e", floor: float = ROUNDING_FLOOR) -> str:
     """``= 2.349e-01``, or ``< 1e-12`` when |x| < ``floor``: a value at rounding level prints the same on every machine.
 
@@ -176,7 +172,7 @@ def _clique_reading(m: int = M, k: int = 10, draws: int = 50) -> dict:
         W[np.ix_(S, S)] = 1.0 / k
         B = W - 1.0 / m  # (I - P)W = W - P for doubly stochastic W
         tr.append(float((B * B).sum()) / (m - 1))
-    return {"lam": spc._slem(W), "rank": int(np.linalg.matrix_rank(np.eye(m) - W)), "rho_ms": float(np.mean(tr)),
+    return {"lam": spc.slem(W), "rank": int(np.linalg.matrix_rank(np.eye(m) - W)), "rho_ms": float(np.mean(tr)),
             "definition_4_1": spc.definition_4_1(W)}
 
 
@@ -466,7 +462,7 @@ def check_lemma_d6() -> list[Claim]:
     """Two steps in the proof of Lemma D.6 (where Φ's first term comes from)."""
     loc = f"proof of Lemma D.6 [{D3}]"
     W = spc.make_topology("ring", M).matrix(0).W
-    lam100 = spc._slem(W)
+    lam100 = spc.slem(W)
     lhs = float(np.linalg.norm(np.linalg.matrix_power(W, 1), 2) ** 3)  # ‖W^n‖^(Q-1) at n=1, Q=4
     rhs = lam100**3 + M ** -3.0
     q = 2

@@ -40,7 +40,6 @@ __all__ = ["eps", "Monomial", "monomials", "covers", "RateTerm", "DISPLAYS", "Te
            "check_display", "check_terms"]
 
 eps = sp.Symbol("epsilon", positive=True)  # T^(-1/2)
-_ATOMS = (Delta, sigma_l**2, sigma_g**2, rho**4, rho**2)  # ρ⁴ before ρ²: a monomial's atom is read off once
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from dfl_core.topology import TOPOLOGIES, TopologyError, make_topology
 
 __all__ = [
     "m_sym",
+    "slem",
     "StaticSpectrum",
     "static_spectrum",
     "spectral_table",
@@ -68,7 +69,7 @@ def _P(m: int) -> np.ndarray:
     return np.full((m, m), 1.0 / m)
 
 
-def _slem(W: np.ndarray) -> float:
+def slem(W: np.ndarray) -> float:
     """Second-largest eigenvalue modulus, computed here (independently of the engine's ``lam``)."""
     ev = np.linalg.eigvalsh(W) if np.allclose(W, W.T, atol=1e-14) else np.linalg.eigvals(W)
     mod = np.sort(np.abs(ev))[::-1]
@@ -265,7 +266,7 @@ def check_closed_forms(ms=(4, 5, 6, 9, 16, 25, 36, 49, 64, 100, 128, 144, 256)) 
     """Every applicable closed form against the engine's numerically computed λ.
 
     Returns one row per (topology, m) with ``numeric``, ``closed`` and ``abs_err``;
-    also checks independently with :func:`_slem` (numpy on the raw W).
+    also checks independently with :func:`slem` (numpy on the raw W).
     """
     rows = []
     for name in ("ring", "torus", "complete", "star", "exponential", "exponential-mh"):
@@ -279,7 +280,7 @@ def check_closed_forms(ms=(4, 5, 6, 9, 16, 25, 36, 49, 64, 100, 128, 144, 256)) 
                 continue
             closed = float(cf)
             rows.append(
-                dict(name=name, m=m, numeric=M.lam, independent=_slem(M.W), closed=closed, abs_err=abs(M.lam - closed))
+                dict(name=name, m=m, numeric=M.lam, independent=slem(M.W), closed=closed, abs_err=abs(M.lam - closed))
             )
     return rows
 
@@ -381,7 +382,7 @@ def mean_square_contraction(name: str, m: int = 100, draws: int = 200, seed: int
         B = IP @ W  # (I-P)W: the disagreement after one step
         acc += B.T @ B
         traces.append(np.sum(B * B) / (m - 1))
-        slems.append(_slem(W))
+        slems.append(slem(W))
         v = (W.sum(0) - 1) / m  # x̄⁺ − x̄ = vᵀx
         drifts.append(float(v @ v) / (m - 1))
         colsum += W.sum(0)
@@ -446,7 +447,7 @@ def lemma_d1_static(W: np.ndarray, t_max: int = 50) -> dict:
     """
     m = W.shape[0]
     P = _P(m)
-    lam = _slem(W)
+    lam = slem(W)
     lam = 0.0 if lam < 1e-12 else lam  # the complete graph: 0 up to rounding
     Wt = np.eye(m)
     worst, first_fail, norms = 0.0, None, []
@@ -476,7 +477,7 @@ def lemma_d1_product(name: str, m: int = 100, t_max: int = 30, seed: int = 0, **
     for t in range(1, t_max + 1):
         W = topo.matrix(t, 0).W
         prod = W @ prod
-        bound *= _slem(W)
+        bound *= slem(W)
         nrm = float(np.linalg.norm(prod - P, 2))
         worst = max(worst, nrm / bound if bound > 1e-300 else math.inf)
         if first_fail is None and nrm > bound * (1 + 1e-9) + 1e-12:

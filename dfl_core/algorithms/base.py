@@ -89,7 +89,10 @@ class Algorithm:
     ``kind`` is ``"decentralized"`` (the state holds every client's model,
     ``state.x`` of shape ``(m, d)``) or ``"centralized"`` (a server's global
     model, ``state.w`` of shape ``(d,)``). ``fixed`` lists config fields that
-    must take one value (D-PSGD's single local step).
+    must take one value (D-PSGD's single local step). ``distributable``: its
+    state is only ``x`` and its round uses only local training and gossip, so
+    a rank of the distributed backend (:mod:`dfl_core.distributed`) can run it
+    on its block of rows.
     """
 
     name: str
@@ -100,6 +103,7 @@ class Algorithm:
     init: Callable[[Tensor, RoundTools], Any]       # (x0 (m, d), tools) -> state before round 0
     kind: str = "decentralized"
     fixed: Mapping[str, object] = field(default_factory=dict)
+    distributable: bool = False
 
     @property
     def defaults(self) -> dict[str, object]:

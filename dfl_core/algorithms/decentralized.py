@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..instruments.quantize import message_bits, quantize
+from ..operators import message_bits, quantize
 from .base import (Algorithm, ClientModels, DecentralizedParams, SAMParams, sam_rule, sgd_rule)
 
 if TYPE_CHECKING:
@@ -64,10 +64,10 @@ def quantized_dfedavgm_round(s: ClientModels, r: RoundTools) -> ClientModels:
 
     1. :math:`z^t(i) = y^{t,K}(i)`: K heavy-ball steps from :math:`x^t(i)` (eq. (4), as DFedAvgM)
     2. client i sends :math:`Q(z^t(i) - x^t(i))` to its neighbours: b-bit integers
-       and one 32-bit step s, :math:`d \cdot b + 32` bits (:func:`~dfl_core.instruments.quantize.message_bits`)
+       and one 32-bit step s, :math:`d \cdot b + 32` bits (:func:`~dfl_core.operators.message_bits`)
     3. :math:`x^{t+1}(i) = x^t(i) + \sum_l w_{il}\, Q(z^t(l) - x^t(l))`   (eq. (7))
 
-    Q is :func:`~dfl_core.instruments.quantize.quantize` with ``quant_bits``,
+    Q is :func:`~dfl_core.operators.quantize` with ``quant_bits``,
     ``quant_step`` (``None``: s = max|v|/(2^{b-1}-1) per message, our choice),
     ``quant_rounding`` (to the nearest level or down to it: the seed lost the bracket that says which)
     and ``quant_stochastic``; stochastic rounding draws from
@@ -118,7 +118,7 @@ class QuantizedDFedAvgMParams(DFedAvgMParams):
 
     quant_bits: int = 16
     quant_step: float | None = None
-    quant_rounding: str = "nearest"                 # the seed lost the bracket; see dfl_core.instruments.quantize
+    quant_rounding: str = "nearest"                 # the seed lost the bracket; see dfl_core.operators
     quant_stochastic: bool = False
     quant_mixing: str = "difference"
 
@@ -136,15 +136,17 @@ class DFedSAMMGSParams(DFedSAMParams):
 
 
 DPSGD = Algorithm("dpsgd", "D-PSGD: one local SGD step, then gossip (Lian et al. 2017)",
-                  DPSGDParams, sgd_rule, dpsgd_round, ClientModels.init, fixed={"local_steps": 1})
+                  DPSGDParams, sgd_rule, dpsgd_round, ClientModels.init, fixed={"local_steps": 1},
+                  distributable=True)
 DFEDAVG = Algorithm("dfedavg", "DFedAvg: K local SGD steps, then gossip (Sun et al. 2022)",
-                    DecentralizedParams, sgd_rule, local_steps_then_gossip, ClientModels.init)
+                    DecentralizedParams, sgd_rule, local_steps_then_gossip, ClientModels.init, distributable=True)
 DFEDAVGM = Algorithm("dfedavgm", "DFedAvgM: K local heavy-ball SGD steps, then gossip (Sun et al. 2022)",
-                     DFedAvgMParams, sgd_rule, local_steps_then_gossip, ClientModels.init)
+                     DFedAvgMParams, sgd_rule, local_steps_then_gossip, ClientModels.init, distributable=True)
 DFEDAVGM_Q = Algorithm("dfedavgm-q", "Quantized DFedAvgM: K heavy-ball steps, b-bit model differences gossiped "
                        "(Sun et al. 2022, §3.2; reconstructed)", QuantizedDFedAvgMParams, sgd_rule,
-                       quantized_dfedavgm_round, ClientModels.init, fixed={"gossip_steps": 1})
+                       quantized_dfedavgm_round, ClientModels.init, fixed={"gossip_steps": 1}, distributable=True)
 DFEDSAM = Algorithm("dfedsam", "DFedSAM: K local SAM steps, then one gossip step (Shi et al. 2023)",
-                    DFedSAMParams, sam_rule, local_steps_then_gossip, ClientModels.init)
+                    DFedSAMParams, sam_rule, local_steps_then_gossip, ClientModels.init, distributable=True)
 DFEDSAM_MGS = Algorithm("dfedsam-mgs", "DFedSAM-MGS: DFedSAM with Q gossip steps per round (Shi et al. 2023)",
-                        DFedSAMMGSParams, sam_rule, local_steps_then_gossip, ClientModels.init)
+                        DFedSAMMGSParams, sam_rule, local_steps_then_gossip, ClientModels.init,
+                        distributable=True)

@@ -45,7 +45,7 @@ import torch
 from torch import Tensor
 
 from ..errors import ConfigError
-from ..instruments.robustness import shift_inputs
+from ..operators import shift_inputs
 from .base import Algorithm, CentralizedParams, sgd_rule
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ import importlib
 _EXPORTS = {
     "block_of": ".data", "private_data": ".data",
     "GossipPlan": ".exchange", "Exchange": ".exchange", "PeerFailure": ".exchange",
-    "RankRound": ".rank", "run_rank": ".rank", "load_final_params": ".rank",
+    "RankTools": ".rank", "run_rank": ".rank", "load_final_params": ".rank",
     "main": ".cli", "torchrun_command": ".cli",
 }
 __all__ = list(_EXPORTS)

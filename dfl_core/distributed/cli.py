@@ -138,11 +138,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = cfg.resolved()
         from ..algorithms import ALGORITHMS
         from .data import block_of
-        from .rank import DISTRIBUTED_ALGORITHMS
-        if cfg.algorithm not in DISTRIBUTED_ALGORITHMS:
+        from .rank import distributed_algorithms
+        if not ALGORITHMS[cfg.algorithm].distributable:
             kind = "centralized" if ALGORITHMS[cfg.algorithm].kind == "centralized" else "not run over processes"
             raise ConfigError(f"algorithm {cfg.algorithm!r} is {kind}; the distributed backend runs "
-                              f"{', '.join(DISTRIBUTED_ALGORITHMS)}")
+                              f"{', '.join(distributed_algorithms())}")
         block_of(rank, world_size, cfg.num_clients)                  # nproc must divide m
     except (ConfigError, ValueError) as err:
         return _error(rank, 2, err)

@@ -14,7 +14,7 @@ rank computes itself: static graphs once, time-varying ones from
 
 Then the rank mixes with its own rows of W (a :class:`~dfl_core.gossip.MixingOperator`
 on the columns it holds). Quantized messages (``dfedavgm-q``) travel as their
-integer levels and one scale per row (:func:`~dfl_core.instruments.quantize.encode`),
+integer levels and one scale per row (:func:`~dfl_core.operators.encode`),
 so their bytes on the wire really shrink.
 
 Every wait has a deadline: a neighbour that dies (connection closed) or stops
@@ -36,6 +36,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from ..gossip import MixingOperator
+from ..operators import encode
 
 __all__ = ["GossipPlan", "Exchange", "PeerFailure", "Watchdog", "EXIT_PEER_FAILURE"]
 
@@ -241,7 +242,6 @@ class Exchange:
 
 
 def _levels_dtype(bits: int) -> torch.dtype:
-    from ..instruments.quantize import encode
     return encode(torch.zeros(1, 1), bits).payload.dtype
 
 
@@ -253,8 +253,6 @@ def _encode(x: Tensor, quantize: tuple[int, float | None] | None, shapes_only: b
     """
     if quantize is None:
         return [x]
-    from ..instruments.quantize import encode
-
     bits, step = quantize
     if shapes_only:                    # a receive buffer: only the dtypes and shapes matter
         payload = torch.empty(x.shape, dtype=_levels_dtype(bits), device=x.device)

@@ -30,25 +30,29 @@ import torch.distributed as dist
 from torch import Tensor
 
 from .. import checkpoint as ckpt
-from ..algorithms import ClientModels
+from ..algorithms import ALGORITHMS, ClientModels
 from ..config import Config, ConfigError
 from ..data import ClientData
-from ..engine import Hooks, ProgressBar, RunState, Simulation, SimulationTools, drive, federated_data
+from ..engine import (Hooks, ProgressBar, RunState, Simulation, SimulationTools, drive, federated_data,
+                      history_record, learning_rate)
 from ..engine.trainer import tree_assign_rows, tree_rows
 from ..metrics import evaluate_clients
 from ..results import History
 from .data import block_of, private_data
 from .exchange import Exchange, GossipPlan
 
-__all__ = ["RankTools", "run_rank", "FORMAT", "FAULT_ENV", "DISTRIBUTED_ALGORITHMS", "checkpoint_rounds",
+__all__ = ["RankTools", "run_rank", "FORMAT", "FAULT_ENV", "distributed_algorithms", "checkpoint_rounds",
            "load_final_params"]
 
 FORMAT = "dfl-book/distributed-checkpoint/v2"
 #: Fault injection for tests and the book: "kill:RANK:ROUND" (SIGKILL) or "stall:RANK:ROUND"
 #: (SIGSTOP, the process stops answering) at the start of that 1-based round.
 FAULT_ENV = "DFL_DISTRIBUTED_FAULT"
-#: The algorithms whose rounds use only local training and gossip, which a rank can do on its block.
-DISTRIBUTED_ALGORITHMS = ("dpsgd", "dfedavg", "dfedavgm", "dfedavgm-q", "dfedsam", "dfedsam-mgs")
+
+
+def distributed_algorithms() -> list[str]:
+    """The registered algorithms a rank can run on its block (``Algorithm.distributable``), in registry order."""
+    return [name for name, algorithm in ALGORITHMS.items() if algorithm.distributable]
 
 
 class RankTools(SimulationTools):
@@ -61,9 +65,8 @@ class RankTools(SimulationTools):
     def __init__(self, sim: Simulation, t: int, state, rule_state, hooks, clients: Tensor, exchange: Exchange,
                  plans: dict):
         super().__init__(sim.config, sim.algorithm, state, t, sim.trainer, sim.matrices(t),
-                         sim.data.dataset.input_shape, rule_state=rule_state, hooks=hooks)
-        self.clients, self.exchange, self._plans = clients, exchange, plans
-        self.time_varying = sim.topology.time_varying
+                         sim.data.dataset.input_shape, rule_state=rule_state, hooks=hooks, operators=plans)
+        self.clients, self.exchange = clients, exchange
 
     def local_train(self, x: Tensor, clients: Tensor | None = None, **kw) -> Tensor:
         return super().local_train(x, self.clients if clients is None else clients, **kw)
@@ -71,12 +74,10 @@ class RankTools(SimulationTools):
     def full_gradient(self, x: Tensor, clients: Tensor | None = None) -> Tensor:
         return super().full_gradient(x, self.clients if clients is None else clients)
 
-    def _plan(self, M) -> GossipPlan:
-        key = id(M)
-        if key not in self._plans or self._plans[key][0] is not M:
-            ex = self.exchange
-            self._plans[key] = (M, GossipPlan(M.W, ex.rank, ex.world_size, self.model.device, self.trainer.dtype))
-        return self._plans[key][1]
+    def _build_operator(self, M) -> GossipPlan:
+        """This rank's plan for W (kept in the tools' one operator cache, :meth:`SimulationTools._operator`)."""
+        ex = self.exchange
+        return GossipPlan(M.W, ex.rank, ex.world_size, self.model.device, self.trainer.dtype)
 
     def gossip(self, x: Tensor, bits_per_message: int | None = None) -> Tensor:
         r"""Q gossip steps :math:`x \leftarrow W_t x` (DFedSAM eq. (5)) on this rank's rows.
@@ -91,12 +92,9 @@ class RankTools(SimulationTools):
         if bits_per_message is not None and cfg.quant_mixing == "difference":
             quantize = (cfg.quant_bits, cfg.quant_step)
         matrices = self.matrices()
-        if self.time_varying:                                       # drop the plans of earlier rounds
-            for key in [k for k, (M, _) in self._plans.items() if not any(M is N for N in matrices)]:
-                del self._plans[key]
         bytes_before, rows_before = ex.bytes_sent, ex.rows_sent
         for q, M in enumerate(matrices):
-            before, x = x, ex.step(x, self._plan(M), quantize, label=f"gossip step {q + 1}/{len(matrices)}")
+            before, x = x, ex.step(x, self._operator(M), quantize, label=f"gossip step {q + 1}/{len(matrices)}")
             if self.hooks is not None:
                 self.hooks.after_gossip(before, x, q)
         self.bits += 8 * (ex.bytes_sent - bytes_before)
@@ -175,9 +173,9 @@ class _RankRun(Hooks):
         # The deterministic split needs the dataset file; only this rank's clients' samples are kept.
         data = private_data(federated_data(cfg), self.clients)
         self.sim = Simulation(cfg, data=data)
-        if cfg.algorithm not in DISTRIBUTED_ALGORITHMS:
+        if not self.sim.algorithm.distributable:
             raise ConfigError(f"algorithm {cfg.algorithm!r} is not run by the distributed backend; allowed: "
-                              f"{', '.join(DISTRIBUTED_ALGORITHMS)}")
+                              f"{', '.join(distributed_algorithms())}")
         own = self.clients.to(self.sim.device)
         self.run = RunState(t=0, state=ClientModels(self.sim.x[own].clone()))
         self.plans: dict = {}
@@ -225,21 +223,14 @@ class _RankRun(Hooks):
         per_client = everyone[:, :11 * n].reshape(self.world_size, 11, n).permute(1, 0, 2).reshape(11, -1)
         (c_tr_acc, c_tr_loss, c_te_acc, c_te_loss, cd, tr_c, tr_l, n_tr, te_c, te_l, n_te) = per_client
         bytes_sent, bytes_last, rows = everyone[:, 11 * n:].T.to(torch.int64).tolist()
-        rec = {
-            "round": run.t, "lr": self.cfg.lr * self.cfg.lr_decay ** max(run.t - 1, 0),
-            "test_acc": float(te_c.sum() / n_te.sum()), "test_loss": float(te_l.sum() / n_te.sum()),
-            "train_acc": float(tr_c.sum() / n_tr.sum()), "train_loss": float(tr_l.sum() / n_tr.sum()),
-            "client_test_acc": c_te_acc.tolist(), "client_test_loss": c_te_loss.tolist(),
-            "client_train_acc": c_tr_acc.tolist(), "client_train_loss": c_tr_loss.tolist(),
-            "client_test_acc_mean": float(c_te_acc.mean()), "client_train_acc_mean": float(c_tr_acc.mean()),
-            "consensus_distance": float(cd.mean()),
-            "transmissions": sum(rows), "bytes_sent": sum(bytes_sent), "bits_sent": 8 * sum(bytes_sent),
-            "bits_last_round": 8 * sum(bytes_last),
-            "rank_bytes_sent": bytes_sent, "rank_bytes_last_round": bytes_last,
-            "wall_time_s": time.perf_counter() - self._start,
-        }
-        rec["gen_error"] = rec["train_acc"] - rec["test_acc"]
-        return rec
+        return history_record(
+            t=run.t, lr=learning_rate(self.cfg, max(run.t - 1, 0)),
+            test=(float(te_c.sum() / n_te.sum()), float(te_l.sum() / n_te.sum())),
+            train=(float(tr_c.sum() / n_tr.sum()), float(tr_l.sum() / n_tr.sum())),
+            client_test=(c_te_acc, c_te_loss), client_train=(c_tr_acc, c_tr_loss),
+            consensus_distance=float(cd.mean()), transmissions=sum(rows), bits_sent=8 * sum(bytes_sent),
+            bits_last_round=8 * sum(bytes_last), wall_time_s=time.perf_counter() - self._start,
+            extra={"rank_bytes_sent": bytes_sent, "rank_bytes_last_round": bytes_last})
 
     # ------------------------------------------------------------ checkpoints
     def after_round(self, run: RunState) -> None:

@@ -17,7 +17,7 @@ threshold at 128 MiB, once per process (``mallopt``): the step's temporaries
 come from the heap, and up to 128 MiB of freed memory stays with the process
 for the next step. Larger tensors, such as a round's ``(m, d)`` output, are
 still mapped; the trainer and gossip reuse those themselves
-(:class:`dfl_core.gossip.OutputBuffers`). With both, that round takes no page
+(:class:`dfl_core.engine.buffers.OutputBuffers`). With both, that round takes no page
 faults. Only glibc is touched; musl, macOS and preloaded allocators (jemalloc,
 tcmalloc) are left as they are. Set ``DFL_RETAIN_FREED_MEMORY=0`` to leave
 malloc alone. The settings change no result, only where memory comes from.

@@ -27,17 +27,17 @@ from ..algorithms import ALGORITHMS
 from ..config import Config, ConfigError, check_int
 from ..data import FederatedData
 from ..errors import DivergenceError
-from ..gossip import OutputBuffers
 from ..models import build_model
 from ..results import History
 from ..rng import purpose_seed
 from ..stacked import StackedModel
 from ..topology import MixingMatrix, make_topology
 from .allocator import retain_freed_memory
+from .buffers import OutputBuffers
 from .data import federated_data
 from .evaluation import Evaluator
 from .loop import HookList, Hooks, RunState, drive, evaluated, play_round
-from .tools import SimulationTools
+from .tools import SimulationTools, learning_rate
 from .trainer import LocalTrainer, RoundStreams, default_client_chunk
 
 __all__ = ["Simulation", "run", "ProgressBar", "Checkpointing"]
@@ -184,7 +184,7 @@ class Simulation:
     def _measure(self, run: RunState) -> dict:
         cfg = self.config
         return self.evaluator(self.algorithm.client_models(run.state, cfg.num_clients), t=run.t,
-                              lr=cfg.lr * cfg.lr_decay ** max(run.t - 1, 0), transmissions=run.transmissions,
+                              lr=learning_rate(cfg, max(run.t - 1, 0)), transmissions=run.transmissions,
                               bits_sent=run.bits_sent, bits_last_round=run.bits_last_round,
                               wall_time_s=time.perf_counter() - self._start, extra=run.round_record)
 

@@ -13,11 +13,17 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..gossip import MixingOperator, OutputBuffers
+from ..gossip import MixingOperator
 from ..local import LocalRule
+from .buffers import OutputBuffers
 from .trainer import Gradient, LocalTrainer, RoundStreams
 
-__all__ = ["SimulationTools"]
+__all__ = ["SimulationTools", "learning_rate"]
+
+
+def learning_rate(config, t: int) -> float:
+    """The learning rate of round ``t`` (0-based: ``t`` rounds completed before it): η_t = η · lr_decay^t."""
+    return config.lr * config.lr_decay ** t
 
 
 class SimulationTools:
@@ -41,7 +47,7 @@ class SimulationTools:
         self.config, self.algorithm, self.state, self.t = config, algorithm, state, t
         self.trainer, self.model = trainer, trainer.model
         self.num_clients, self.input_shape = config.num_clients, input_shape
-        self.lr = config.lr * config.lr_decay ** t                        # η_t
+        self.lr = learning_rate(config, t)                                 # η_t
         self.streams = RoundStreams(config.seed, t)
         self._matrices = matrices
         self._operators = {} if operators is None else operators          # shared across rounds by the caller
@@ -98,13 +104,22 @@ class SimulationTools:
                 self.hooks.after_gossip(before, x, q)
         return x
 
-    def _operator(self, M) -> MixingOperator:
-        """The operator of W on the device, built once per matrix object (a static W is built once per run)."""
+    def _operator(self, M):
+        """What :meth:`_build_operator` makes of W, built once per matrix object (a static W once per run).
+
+        The cache is the ``operators`` dict the caller shares across rounds; the
+        entries of matrices this round does not use (a time-varying W of an
+        earlier round) are dropped when the round's tools are made.
+        """
         key = id(M)
         if key not in self._operators or self._operators[key][0] is not M:
-            mode = None if self.config.gossip_mode == "auto" else self.config.gossip_mode
-            self._operators[key] = (M, MixingOperator(M.W, self.model.device, self.trainer.dtype, mode=mode))
+            self._operators[key] = (M, self._build_operator(M))
         return self._operators[key][1]
+
+    def _build_operator(self, M) -> MixingOperator:
+        """W on the device, ready to multiply the clients' rows (the distributed backend builds a rank's plan)."""
+        mode = None if self.config.gossip_mode == "auto" else self.config.gossip_mode
+        return MixingOperator(M.W, self.model.device, self.trainer.dtype, mode=mode)
 
     # --------------------------------------------------------- centralized FL
     def sample_clients(self) -> Tensor:

@@ -22,10 +22,10 @@ from torch import Tensor
 
 from ..data import FederatedData
 from ..errors import DivergenceError
-from ..gossip import OutputBuffers
 from ..local import LocalRule, StepContext
 from ..rng import round_generator
 from ..stacked import StackedModel
+from .buffers import OutputBuffers
 
 __all__ = ["LocalTrainer", "RoundStreams", "Gradient", "default_client_chunk", "tree_rows", "tree_assign_rows"]
 

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..algorithms.centralized import fedavg_round
 from ..local import SAM_EPS
 from ..stacked import StackedModel
 
@@ -277,7 +278,6 @@ def from_simulation(sim, rho: float | None = None, steps: int = 10, *, local_par
     if sim.centralized:
         w = sim.x[0]
         if local_params is None:
-            from ..algorithms.centralized import fedavg_round
             if sim.algorithm.round is not fedavg_round:
                 raise ValueError(f"{cfg.algorithm}: pass the local models (local_params) and their clients; "
                                  "they can only be recomputed for FedAvg's round (FedAvg, FedSAM, FedASAM, FedProx)")

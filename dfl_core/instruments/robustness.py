@@ -4,8 +4,8 @@ Reisizadeh, Farnia, Pedarsani and Jadbabaie, "Robust Federated Learning: The Cas
 Distribution Shifts" (NeurIPS 2020) report robustness as test accuracy under a worst-case affine
 shift :math:`x \mapsto \Lambda x + \delta` with :math:`\lVert \Lambda - I \rVert_F \le 0.4` and
 :math:`\lVert \delta \rVert_2 \le 1` (CIFAR-10, Figure 1). :func:`adversarial_affine_accuracy`
-finds such a shift by projected gradient ascent; :func:`shift_inputs` applies per-client shifts
-(the training side is :mod:`dfl_core.algorithms.fedrobust`).
+finds such a shift by projected gradient ascent. The training side is :mod:`dfl_core.algorithms.fedrobust`,
+whose per-client shifts :func:`~dfl_core.operators.shift_inputs` applies (re-exported here, its former home).
 """
 from __future__ import annotations
 
@@ -15,22 +15,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..operators import shift_inputs
+
 __all__ = ["shift_inputs", "adversarial_affine_accuracy", "PAPER_LAMBDA_RADIUS", "PAPER_DELTA_RADIUS"]
 
 #: The adversary's radii of the paper's Figure 1 (CIFAR-10): ‖Λ − I‖_F ≤ 0.4 with ‖δ‖₂ ≤ 1.
 PAPER_LAMBDA_RADIUS = 0.4
 PAPER_DELTA_RADIUS = 1.0
-
-
-def shift_inputs(inputs: Tensor, shift_matrix: Tensor, shift_offset: Tensor) -> Tensor:
-    r"""Client i's inputs seen through its shift: :math:`\Lambda_i x + \delta_i` for every sample.
-
-    ``inputs`` (n, B, *input_shape), ``shift_matrix`` (n, D, D), ``shift_offset`` (n, D); returns
-    the shifted inputs in ``inputs``' shape (x is flattened for the product, then reshaped back).
-    """
-    flat = inputs.flatten(2)                                                   # (n, B, D)
-    shifted = torch.baddbmm(shift_offset.unsqueeze(1), flat, shift_matrix.transpose(1, 2))
-    return shifted.view_as(inputs)
 
 
 def _project(point: Tensor, center: Tensor, radius: float) -> Tensor:

@@ -20,7 +20,6 @@ runs, resumes and is stored like every other showcase experiment.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 

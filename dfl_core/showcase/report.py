@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from .runner import ShowcaseResult, load
 
-__all__ = ["Claim", "judge", "verdict_table", "summary", "rerun_matches", "provenance_line", "regeneration_hours",
+__all__ = ["Claim", "judge", "verdict_table", "summary", "as_markdown", "rerun_matches", "provenance_line", "regeneration_hours",
            "paper_difference", "regime"]
 
 
@@ -72,7 +72,7 @@ def judge(result: ShowcaseResult, claims: list[Claim], margin: float | None = No
     ``margin`` turns on the equivalence test (EQUIVALENT within ±margin)."""
     import dataclasses
 
-    from ..stats import _signed, compare_paired
+    from ..stats import compare_paired, signed
 
     out = []
     for c in claims:
@@ -82,12 +82,13 @@ def judge(result: ShowcaseResult, claims: list[Claim], margin: float | None = No
         else:
             a, b = result.per_seed(c.better, c.metric, scale=c.scale), result.per_seed(c.worse, c.metric, scale=c.scale)
         comparison = compare_paired(a, b, expect=c.expect, label=c.text, margin=margin)
-        paper = f"{_signed(c.paper[0], 2)} ({c.paper[1]})" if c.paper else None
+        paper = f"{signed(c.paper[0], 2)} ({c.paper[1]})" if c.paper else None
         out.append(dataclasses.replace(comparison, paper=paper, regime=regime(result, c.worse)))
     return out
 
 
-def _markdown(text: str):
+def as_markdown(text: str):
+    """``text`` as an IPython ``Markdown`` object, which Jupyter renders; the text itself where IPython is missing."""
     try:
         from IPython.display import Markdown
         return Markdown(text)
@@ -100,7 +101,7 @@ def verdict_table(verdicts, digits: int = 2, unit: str = "points"):
     from ..stats import markdown_table
     margin = next((v.margin for v in verdicts if v.margin), None)
     equivalence = f" EQUIVALENT: within ±{margin:g} {unit} (two one-sided tests)." if margin else ""
-    return _markdown(markdown_table(verdicts, digits=digits) + f"\n\nDifferences in {unit}; 95% t-intervals over "
+    return as_markdown(markdown_table(verdicts, digits=digits) + f"\n\nDifferences in {unit}; 95% t-intervals over "
                      f"{verdicts[0].n} seeds, paired by seed.{equivalence}")
 
 
@@ -120,7 +121,7 @@ def _sentence(v, digits: int) -> str:
 
 def summary(verdicts, digits: int = 2):
     """One Markdown bullet per verdict, worded from the verdict itself."""
-    return _markdown("\n".join(f"- {_sentence(v, digits)}" for v in verdicts))
+    return as_markdown("\n".join(f"- {_sentence(v, digits)}" for v in verdicts))
 
 
 def rerun_matches(name: str, arm: str, seed: int = 0, rounds: int = 10, tolerance: float = 0.005) -> dict:

@@ -290,12 +290,12 @@ def _provenance(name: str, profile: str, seeds, command: str | None, seconds: fl
     import torch
 
     from .. import __version__
-    from ..tables import _cpu_name
+    from ..tables import cpu_name
     return {
         "command": command or f"python -m dfl_core showcase {name} --profile {profile}",
         "seeds": list(seeds),
         "versions": f"dfl_core {__version__}, torch {torch.__version__}, python {platform.python_version()}",
-        "machine": f"{_cpu_name()}, {os.cpu_count()} cores",
+        "machine": f"{cpu_name()}, {os.cpu_count()} cores",
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         "wall_time_s": round(sum(r["wall_time_s"] for r in runs), 1),
         "cpu_time_s": round(sum(r.get("cpu_time_s", 0.0) for r in runs), 1),
