@@ -201,6 +201,14 @@ KATEX_CDN = re.compile(r"https://cdn\.jsdelivr\.net/npm/katex@([\d.]+)/dist/(?P<
 MATHJAX_CDN = re.compile(r"https://cdnjs\.cloudflare\.com/ajax/libs/mathjax/2\.[\d.]+/(?P<file>[^?#]+)")
 RAW_TEX = re.compile(r"\$\$|\\(?:tag|frac|mathbb|mathrm|sum|lVert|begin|left|right|nabla|eta|lambda)\b")
 
+# True once the page's text, outside code and typeset math, holds no raw TeX (RAW_TEX, as the checks read it).
+RAW_TEX_LEFT = """(pattern) => {
+  const copy = (document.querySelector('article') || document.body).cloneNode(true);
+  copy.querySelectorAll('pre, code, script, style, .katex, .MathJax, .MathJax_CHTML, .MathJax_Display, '
+                        + '.MathJax_Preview, mjx-container, .myst-bibliography').forEach(e => e.remove());
+  return !new RegExp(pattern).test(copy.textContent);
+}"""
+
 # What the page is asked once it has loaded: everything the checks below need.
 INSPECT = """() => {
   const visible = e => { const r = e.getBoundingClientRect(); return r.width > 1 && r.height > 1; };
@@ -306,6 +314,12 @@ def visit(browser, base: str, slug: str, screenshot: Path | None = None, katex: 
     page.goto(f"{base}/" if slug == "index" else f"{base}/{slug}", wait_until="networkidle")
     page.wait_for_function("!window.MathJax || !MathJax.Hub || (MathJax.Hub.queue.pending === 0"
                            " && MathJax.Hub.queue.running === 0)", timeout=60_000)   # notebook outputs' math
+    # The theme loads MathJax for the outputs' TeX (sympy) only after the page is live, so the queue above
+    # may not exist yet: wait until no raw TeX is left in the text; if some stays, the checks report it.
+    try:
+        page.wait_for_function(RAW_TEX_LEFT, arg=RAW_TEX.pattern, timeout=60_000)
+    except Exception:          # noqa: BLE001  (raw TeX that never gets typeset is reported by the checks)
+        pass
     if screenshot is not None:     # a full-page screenshot lays out the whole page, so lazy images load
         screenshot.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(screenshot), full_page=True)
