@@ -25,13 +25,10 @@ them these tests skip, except when ``DFL_REQUIRE_ALL=1`` (as in CI).
 from __future__ import annotations
 
 import functools
-import http.server
 import json
-import os
 import re
 import shutil
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -39,9 +36,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import book as book_tool  # noqa: E402  (tools/book.py)
+from headless import CHROMIUM, chromium, need, serve  # noqa: E402  (tests/headless.py)
 
 LOCAL_BADGE = ROOT / "book" / "_static" / "colab-badge.svg"
-CHROMIUM = Path("/usr/bin/chromium")
 MATHJAX = Path("/usr/share/javascript/mathjax/MathJax.js")
 SCREENSHOTS = ROOT / "build" / "screenshots"
 NOTEBOOKS = sorted((ROOT / "book").glob("[0-9][0-9]*_*.ipynb"))
@@ -81,14 +78,6 @@ DIRECTIVE = re.compile(r"^\s*(```+|:::+)\{", re.M)
 TARGET = re.compile(r"^\s*\([\w-]+\)=\s*$", re.M)
 
 
-def need(condition: bool, what: str) -> None:
-    if condition:
-        return
-    if os.environ.get("DFL_REQUIRE_ALL") == "1":
-        pytest.fail(f"{what} is missing (DFL_REQUIRE_ALL=1); run scripts/setup.sh")
-    pytest.skip(f"{what} is missing; run scripts/setup.sh")
-
-
 @pytest.fixture(scope="module")
 def served_html(tmp_path_factory):
     """Every chapter exported to HTML by nbconvert (in this process), served on 127.0.0.1."""
@@ -104,26 +93,15 @@ def served_html(tmp_path_factory):
         body, _ = exporter.from_filename(str(nb))
         (out / f"{nb.stem}.html").write_text(body)
 
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(out)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server, base = serve(out)
+    yield base
     server.shutdown()
 
 
 @pytest.fixture(scope="module")
 def browser(served_html):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
-        yield chromium
-        chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 @functools.lru_cache(maxsize=None)

@@ -29,7 +29,6 @@ where they fail.
 from __future__ import annotations
 
 import functools
-import http.server
 import importlib.util
 import json
 import os
@@ -38,7 +37,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -48,12 +46,12 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 MYST = Path(sys.executable).with_name("myst")
-CHROMIUM = Path("/usr/bin/chromium")
 MATHJAX = Path("/usr/share/javascript/mathjax")        # Debian's libjs-mathjax (2.7)
 KATEX = ROOT / "build" / "node_modules" / "katex"     # npm's katex, for the CDN stylesheet the pages load
 SCREENSHOTS = ROOT / "build" / "screenshots" / "site"
 sys.path.insert(0, str(ROOT / "tools"))
 import book as book_tool  # noqa: E402  (tools/book.py)
+from headless import chromium, need, serve  # noqa: E402  (tests/headless.py)
 
 _spec = importlib.util.spec_from_file_location("dfl_site_tool", ROOT / "tools" / "site.py")
 site_tool = importlib.util.module_from_spec(_spec)   # tools/site.py ("site" is also a standard module)
@@ -68,18 +66,9 @@ def toc_files(entries: list[dict]) -> list[str]:
 
 
 TOC = toc_files(MYST_CONFIG["project"]["toc"])
-# mystmd names the first page "index" and each other page by its file name without the leading digits
-# and their separator, "_" becoming "-" ("07_flat_minima" is "flat-minima")
-PAGES = {"index" if i == 0 else re.sub(r"^\d+[_-]?", "", Path(f).stem).replace("_", "-"): f
-         for i, f in enumerate(TOC)}
-
-
-def need(condition: bool, what: str, remedy: str = "run scripts/setup.sh") -> None:
-    if condition:
-        return
-    if os.environ.get("DFL_REQUIRE_ALL") == "1":
-        pytest.fail(f"{what} is missing (DFL_REQUIRE_ALL=1); {remedy}")
-    pytest.skip(f"{what} is missing; {remedy}")
+# mystmd names the first page "index" and each other page by its slug ("07_flat_minima" is "flat-minima"),
+# the rule tools/book.py writes the chapters' links with: the build's pages checking it checks that rule
+PAGES = {"index" if i == 0 else book_tool.page_slug(Path(f).stem): f for i, f in enumerate(TOC)}
 
 
 def build_site(tmp: Path) -> subprocess.CompletedProcess:
@@ -257,37 +246,12 @@ def html_site(tmp_path_factory) -> Path:
     return copy / "_build" / "html"
 
 
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-class QuietServer(http.server.ThreadingHTTPServer):
-    def handle_error(self, request, client_address):
-        if not isinstance(sys.exc_info()[1], ConnectionError):     # the browser dropped a request it no
-            super().handle_error(request, client_address)          # longer needed (a page being closed)
-
-
-def serve(folder: Path):
-    """A static server of ``folder`` on 127.0.0.1: ``(server, base URL)``."""
-    server = QuietServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(folder)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}"
-
-
 @pytest.fixture(scope="module")
 def site_browser(html_site: Path):
-    need(CHROMIUM.exists(), "Debian's chromium (/usr/bin/chromium)")
     need(MATHJAX.is_dir(), "Debian's libjs-mathjax")
     need((KATEX / "dist" / "katex.min.css").exists(), "npm's katex package in build/node_modules")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
-        yield chromium
-        chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 def visit(browser, base: str, slug: str, screenshot: Path | None = None, katex: bool = True) -> dict:

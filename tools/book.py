@@ -205,14 +205,12 @@ def markdown_text(text: str) -> str:
 
 @lru_cache(maxsize=1)
 def bibliography() -> dict[str, tuple[tuple[str, ...], str]]:
-    """``{key: (family names of the authors, year)}`` from book/references.bib."""
+    """``{key: (family names of the authors, year)}`` from book/references.bib (read by :func:`bib_entries`)."""
     entries = {}
-    for match in re.finditer(r"@\w+\{([^,\s]+),(.*?)\n\}", BIBLIOGRAPHY.read_text(), re.S):
-        key, body = match.groups()
-        field = lambda name: re.search(rf"\b{name}\s*=\s*\{{(.*?)\}}\s*(?:,|$)", body, re.S | re.M)
-        authors = [a.strip() for a in re.split(r"\s+and\s+", field("author").group(1))]
+    for key, fields in bib_entries().items():
+        authors = [a.strip() for a in re.split(r"\s+and\s+", fields["author"])]
         family = tuple(re.sub(r"[{}]", "", a.split(",")[0] if "," in a else a.split()[-1]).strip() for a in authors)
-        entries[key] = (family, field("year").group(1).strip())
+        entries[key] = (family, fields["year"].strip())
     return entries
 
 
