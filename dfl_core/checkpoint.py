@@ -12,7 +12,8 @@ everything a run carries from one round to the next (format ``dfl-book/checkpoin
      "rule_state": None or (tensors...),  # momentum buffers kept across rounds
      "counters": {"transmissions", "bits_sent", "bits_last_round"},
      "round_record": {...},               # the algorithm's quantities of the last round
-     "history": [records...], "elapsed_s": 3.2}
+     "history": [records...], "elapsed_s": 3.2,
+     "public_copies": None or tensor (m, d)}  # compressed gossip's x̂ (absent in files written before it)
 
 Randomness needs no state: every round draws from generators derived from
 ``(seed, purpose, round)``, so a resumed run draws the same numbers as an
@@ -155,7 +156,8 @@ def pack(config: dict[str, Any], run, elapsed_s: float) -> dict[str, Any]:
             "state": to_cpu(run.state._asdict()), "rule_state": to_cpu(run.rule_state),
             "counters": {"transmissions": run.transmissions, "bits_sent": run.bits_sent,
                          "bits_last_round": run.bits_last_round},
-            "round_record": dict(run.round_record), "history": list(run.history), "elapsed_s": elapsed_s}
+            "round_record": dict(run.round_record), "history": list(run.history), "elapsed_s": elapsed_s,
+            "public_copies": to_cpu(run.public_copies)}
 
 
 def unpack(saved: dict[str, Any], like_state, device) -> dict[str, Any]:
@@ -164,4 +166,5 @@ def unpack(saved: dict[str, Any], like_state, device) -> dict[str, Any]:
     return dict(t=saved["t"], state=type(like_state)(**to_device(saved["state"], device)),
                 rule_state=to_device(saved["rule_state"], device), transmissions=counters["transmissions"],
                 bits_sent=counters["bits_sent"], bits_last_round=counters["bits_last_round"],
-                round_record=dict(saved["round_record"]), history=tuple(saved["history"]))
+                round_record=dict(saved["round_record"]), history=tuple(saved["history"]),
+                public_copies=to_device(saved.get("public_copies"), device))     # absent before compressed gossip

@@ -19,7 +19,8 @@ from typing import Any, Mapping
 import torch
 
 from .algorithms import (ALGORITHMS, DISPFL_MASK_INIT, DISPFL_REGROW, FEDGF_C_READINGS, FEDSMOO_VARIANTS,
-                         MOFEDSAM_VARIANTS, QUANT_MIXINGS, QUANT_ROUNDINGS, REQUIRED, SCAFFOLD_OPTIONS)
+                         MOFEDSAM_VARIANTS, QUANT_MIXINGS, QUANT_ROUNDINGS, REQUIRED, SCAFFOLD_OPTIONS,
+                         UNTRANSMITTABLE_MIXINGS)
 from .data import DATASETS, DIRICHLET_METHODS, PARTITIONS
 from .errors import ConfigError
 from .local import FEDGF_READINGS, SAM_VARIANTS
@@ -173,14 +174,19 @@ class Config:
     fedgf_c_reading: str | None = _algo("FedGF eq. (16) in the first W_c rounds: 'window' (sum of the indicators "
                                         "over W_c, missing rounds count 0) or 'seen' (mean of the rounds seen, as "
                                         "the official code)", OneOf(FEDGF_C_READINGS))
-    quant_bits: int | None = _algo("b, bits per coordinate of a quantized message (dfedavgm-q)", Integer(2, 32))
-    quant_step: float | None = _algo("h, quantization step (dfedavgm-q; none: max|v|/(2^(b-1)-1) per message)",
+    quant_bits: int | None = _algo("b, bits per coordinate of a gossip message (decentralized; none: 32-bit floats). "
+                                   "dfedsam, dfedavg, …: compressed gossip with public copies (CHOCO)", Integer(2, 32))
+    quant_step: float | None = _algo("h, quantization step (none: max|v|/(2^(b-1)-1) per message)",
                                      Number(0.0, low_open=True))
-    quant_rounding: str | None = _algo("dfedavgm-q's rounding to a level: 'nearest' or 'floor' (round down; the "
-                                       "seed lost the bracket that says which)", OneOf(QUANT_ROUNDINGS))
-    quant_stochastic: bool | None = _algo("unbiased stochastic rounding instead (dfedavgm-q)", Flag())
-    quant_mixing: str | None = _algo("dfedavgm-q: 'difference' x + W·𝒬(z − x) (eq. (7) as read here) or "
-                                     "'models' W·(x + 𝒬(z − x)) (equals DFedAvgM without quantization)",
+    quant_rounding: str | None = _algo("rounding to a level: 'nearest' or 'floor' (round down; the DFedAvgM "
+                                       "seed's text copy lost the bracket that says which)", OneOf(QUANT_ROUNDINGS))
+    quant_stochastic: bool | None = _algo("unbiased stochastic rounding instead", Flag())
+    consensus_step: float | None = _algo("γ, compressed gossip's step toward the neighbours' public copies: "
+                                         "x + γ(W − I)x̂ (CHOCO-Gossip)", Number(0.0, 1.0, low_open=True))
+    quant_mixing: str | None = _algo("dfedavgm-q's gossip: 'public-copies' (CHOCO: sends 𝒬(z − x̂)), "
+                                     "'differences-only' x + W·𝒬(z − x) (eq. (7) as read here; the clients' "
+                                     "disagreement is never averaged), or 'exact-neighbour-models' "
+                                     "W·(x + 𝒬(z − x)) (needs the neighbours' exact x: cannot be sent as counted)",
                                      OneOf(QUANT_MIXINGS))
     robust_lambda: float | None = _algo("γ_R, fedrobust's penalty γ_R·(‖Λ_i − I‖_F² + ‖δ_i‖²) on the clients' "
                                         "affine shifts", Number(0.0))
@@ -222,7 +228,34 @@ class Config:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Config":
+        """A config from :meth:`to_dict`'s form; values an earlier version wrote under another name are renamed."""
+        d = dict(d)
+        if d.get("quant_mixing") in FORMER_QUANT_MIXINGS:
+            d["quant_mixing"] = FORMER_QUANT_MIXINGS[d["quant_mixing"]]
         return cls().replace(**d)
+
+    @classmethod
+    def upgraded(cls, d: Mapping[str, Any]) -> dict[str, Any]:
+        """A resolved config as an earlier version wrote it, as this version resolves it: the fields and
+        defaults added since filled in (a checkpoint or results file of then still matches a run of now)."""
+        return cls.from_dict(d).resolved().to_dict()
+
+    @property
+    def transmission_notes(self) -> tuple[str, ...]:
+        """What about this run's messages could not be sent as counted (empty when everything can); a run
+        prints these on stderr and keeps them with its results."""
+        if self.quant_mixing not in UNTRANSMITTABLE_MIXINGS:
+            return ()
+        return (f"quant_mixing={self.quant_mixing!r} cannot be sent as counted: client i mixes its neighbours' "
+                f"x^t(l) + Q(z^t(l) - x^t(l)), which needs their exact x^t(l), but only the {self.quant_bits}-bit "
+                f"Q(z^t(l) - x^t(l)) is counted. For compressed gossip that sends what it counts use "
+                f"quant_mixing='public-copies' (the default)",)
+
+    @property
+    def uses_public_copies(self) -> bool:
+        """Whether gossip sends compressed messages against public copies x̂ (a resolved config's quant_bits,
+        in every reading but dfedavgm-q's other two)."""
+        return self.quant_bits is not None and self.quant_mixing in (None, "public-copies")
 
     def topology_options(self) -> dict[str, Any]:
         """The options of this config's topology, by the topology's own option names."""
@@ -266,6 +299,12 @@ class Config:
                               f"default (the papers give none); set it explicitly")
         cfg = dataclasses.replace(self, **filled)
         cfg = dataclasses.replace(cfg, momentum=cfg.momentum or 0.0, rho=cfg.rho or 0.0)
+        if cfg.quant_bits is None:
+            idle = [f"{k}={getattr(self, k)!r}" for k in QUANTIZER_FIELDS
+                    if getattr(self, k) is not None and getattr(self, k) != defaults.get(k)]
+            if idle:
+                raise ConfigError(f"{', '.join(idle)} set, but quant_bits is not: messages are exact 32-bit floats; "
+                                  f"give quant_bits (2..32) to compress them")
         for name, value in algo.fixed.items():
             if getattr(cfg, name) != value:
                 raise ConfigError(f"{name}={getattr(cfg, name)} is not allowed for algorithm "
@@ -317,9 +356,19 @@ class Config:
         if self.quant_stochastic and self.quant_rounding == "floor":
             raise ConfigError("quant_stochastic=True rounds at random (up or down, unbiased); it cannot be combined "
                               "with quant_rounding='floor'")
+        if self.uses_public_copies and self.topology in TOPOLOGIES and TOPOLOGIES[self.topology].time_varying:
+            raise ConfigError(f"quant_bits={self.quant_bits} with the time-varying topology {self.topology!r}: "
+                              f"compressed gossip keeps public copies of the neighbours' models, which a client "
+                              f"meeting a new neighbour does not hold; use a static topology "
+                              f"({', '.join(k for k, v in TOPOLOGIES.items() if not v.time_varying)})")
         if self.clients_per_round is not None and self.clients_per_round > self.num_clients:
             raise ConfigError(f"clients_per_round={self.clients_per_round} exceeds num_clients={self.num_clients}")
 
+
+#: The quantizer's settings, which mean nothing without quant_bits.
+QUANTIZER_FIELDS = ("quant_step", "quant_rounding", "quant_stochastic", "consensus_step")
+#: quant_mixing's former names (results files and checkpoints written before the readings were renamed).
+FORMER_QUANT_MIXINGS = {"difference": "differences-only", "models": "exact-neighbour-models"}
 
 #: The per-algorithm fields (``None`` by default, the algorithm's own default when resolved).
 ALGORITHM_FIELDS = tuple(f.name for f in fields(Config) if f.metadata["per_algorithm"])

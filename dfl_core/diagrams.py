@@ -19,7 +19,7 @@ chapter                   diagram
 02 server to graph        :func:`fl_vs_dfl_round`, :func:`gossip_step`, :func:`topology_gallery`
 03 distributed            :func:`rank_layout`
 04 decentralized FedAvg   :func:`round_timelines`
-05 compression            :func:`quantizer_levels`
+05 compression            :func:`quantizer_levels`, :func:`public_copies`
 06 privacy                :func:`membership_inference`
 07 flat minima            :func:`sam_geometry`
 08 DFedSAM(-MGS)          :func:`mgs_contraction`
@@ -43,7 +43,7 @@ from matplotlib.path import Path as MplPath
 from .plots import COLORS
 
 __all__ = ["CHAPTERS", "CHAPTER_DEPENDENCIES", "BY_CHAPTER", "chapter_map", "fl_vs_dfl_round", "dirichlet_split",
-           "gossip_step", "topology_gallery", "rank_layout", "round_timelines", "quantizer_levels",
+           "gossip_step", "topology_gallery", "rank_layout", "round_timelines", "quantizer_levels", "public_copies",
            "membership_inference", "sam_geometry", "mgs_contraction", "flatness_discrepancy",
            "lambda_ruler", "reproduction_pipeline", "engine_loop", "round_notation"]
 
@@ -62,7 +62,7 @@ CHAPTER_DEPENDENCIES = {"01": ["00"], "02": ["01"], "03": ["02"], "04": ["02"], 
 #: chapter -> the diagrams drawn for it (the table above).
 BY_CHAPTER = {"00": ["chapter_map"], "01": ["dirichlet_split", "fl_vs_dfl_round"],
               "02": ["fl_vs_dfl_round", "gossip_step", "topology_gallery"], "03": ["rank_layout"],
-              "04": ["round_timelines"], "05": ["quantizer_levels"], "06": ["membership_inference"],
+              "04": ["round_timelines"], "05": ["quantizer_levels", "public_copies"], "06": ["membership_inference"],
               "07": ["sam_geometry"], "08": ["mgs_contraction"], "09": ["flatness_discrepancy"],
               "10": ["lambda_ruler"], "11": ["reproduction_pipeline"], "12": ["engine_loop"],
               "90": ["round_notation"]}
@@ -425,6 +425,38 @@ def quantizer_levels(bits: int = 2, value: float = 0.7, step: float = 1.0):
     ax.set(ylim=(-0.7, 2.6), yticks=[], xlim=(levels[0] - 2.0 * step, levels[-1] + 0.6 * step))
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
+def public_copies(bits: int = 8):
+    r"""Chapter 05: what each client holds and sends in compressed gossip with public copies (CHOCO-Gossip).
+
+    Three clients on a path, j — i — l. Client i holds its model :math:`x_i`, its own public copy
+    :math:`\hat x_i` and the copies of its neighbours :math:`\hat x_j, \hat x_l`; every copy of
+    :math:`\hat x_j` is built from j's messages alone, so all holders agree. A message carries
+    :math:`q_j = \mathcal Q(x_j - \hat x_j)`: b-bit integers and one 32-bit step, d·b + 32 bits.
+    """
+    fig, ax = plt.subplots(figsize=(10, 3.6))
+    centres = {"j": 1.6, "i": 5.0, "l": 8.4}
+    holds = {"j": ["x_j", "\\hat x_j", "\\hat x_i"], "i": ["x_i", "\\hat x_i", "\\hat x_j,\\ \\hat x_l"],
+             "l": ["x_l", "\\hat x_l", "\\hat x_i"]}
+    for name, x in centres.items():
+        own, public, copies = holds[name]
+        _box(ax, (x, 1.1), f"client {name}\nmodel ${own}$ (private)\nown copy ${public}$\nneighbours' ${copies}$",
+             width=2.5, height=1.5, color=BLUE if name == "i" else SKY, gid="client")
+    for a, b in (("j", "i"), ("i", "l")):
+        xa, xb = centres[a] + 1.3, centres[b] - 1.3
+        _arrow(ax, (xa, 1.45), (xb, 1.45), color=ORANGE, gid="message", text=f"$q_{a}$", rad=-0.25,
+               text_offset=(0, 0.45))
+        _arrow(ax, (xb, 0.75), (xa, 0.75), color=ORANGE, gid="message", text=f"$q_{b}$", rad=-0.25,
+               text_offset=(0, -0.45))
+    ax.text(5.0, 2.75, f"each gossip step, each client sends $q = \\mathcal{{Q}}(x - \\hat x)$: {bits}-bit "
+            f"integers and one 32-bit step (d·{bits} + 32 bits)", ha="center", fontsize=10)
+    ax.text(5.0, -0.45, "everyone who holds $\\hat x_j$ adds $q_j$ to it;  then "
+            "$x_i \\leftarrow x_i + \\gamma\\sum_j w_{ij}(\\hat x_j - \\hat x_i)$", ha="center", fontsize=10)
+    ax.set(xlim=(0, 10), ylim=(-0.8, 3.1))
+    ax.axis("off")
     fig.tight_layout()
     return fig
 

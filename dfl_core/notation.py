@@ -132,6 +132,10 @@ SYMBOLS: tuple[Symbol, ...] = (
     # --- quantized messages
     _s("b", "bits per coordinate of a quantized message", "—", "lost", "—", "—", fields=["quant_bits"]),
     _s("h", "quantization step", "—", "lost", "—", "—", fields=["quant_step"]),
+    _s("\\hat x_i", "client $i$'s public copy in compressed gossip, built from its messages alone "
+       "(CHOCO-Gossip)", "—", "—", "—", "—", code="`RunState.public_copies`"),
+    _s("\\gamma", "consensus step of compressed gossip, $x \\leftarrow x + \\gamma (W - I)\\hat x$", "—", "—",
+       "—", "—", fields=["consensus_step"]),
     _s("\\mathcal Q", "the quantizer, $\\mathcal Q(v) = h\\,k$ for a level $k$", "—", "lost", "—", "—",
        code="`dfl_core.operators.quantize`"),
     # --- comparing methods over seeds

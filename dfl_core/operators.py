@@ -1,8 +1,9 @@
 r"""Operators on messages and inputs that algorithms apply and instruments measure with.
 
 * :func:`quantize` (with :func:`encode`, :func:`decode`, :func:`message_bits`): the b-bit quantizer of
-  quantized DFedAvgM (Sun et al., "Decentralized Federated Averaging", §3.2), applied by ``dfedavgm-q``
-  and by the distributed backend's exchange;
+  quantized DFedAvgM (Sun et al., "Decentralized Federated Averaging", §3.2), applied by ``dfedavgm-q``,
+  by compressed gossip and by the distributed backend's exchange, which sends the levels packed to
+  b bits each (:func:`pack_levels`, :func:`unpack_levels`);
 * :func:`shift_inputs`: per-client affine shifts :math:`\Lambda_i x + \delta_i` of the inputs
   (Reisizadeh et al., FedRobust, NeurIPS 2020), applied by ``fedrobust``'s training.
 
@@ -12,7 +13,8 @@ and ``dfl_core.instruments.robustness`` re-export these names from their former 
 
 The b-bit quantizer
 -------------------
-*Reconstructed.* The seed text of §3.2 lost its symbols; what survives is
+*Reconstructed.* The text copy of §3.2 this project works from (the seed) lost its symbols in
+extraction (the published paper has them); what survives is
 (verbatim, with the gaps where the formulas were): "Given a constant and the
 limited bit number , the representable range is then . For any with , we can
 find an integer such that and we then use to replace . The above quantization
@@ -59,7 +61,7 @@ arbitrarily close to s, and rounding down's error is below s too, so one bound
 fits both tightly; rounding to nearest would meet it with room to spare (its
 own bound is s/2), and no separate bound for it survives. So the surviving words support
 ``"floor"`` at least as well as ``"nearest"``, and slightly better; the symbols
-would settle it, and they are lost. The default stays ``"nearest"`` so that
+would settle it, and the text copy lacks them. The default stays ``"nearest"`` so that
 earlier results do not change; ``dfedavgm-q`` uses it until the config passes
 a reading through (a field such as ``quant_rounding``). A level computed in
 floating point, k·s/s, can come out a hair below k; ``"floor"`` counts a value
@@ -75,13 +77,14 @@ in the working dtype; it is only *counted* as a 32-bit float.)
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 __all__ = ["shift_inputs", "quantize", "encode", "decode", "Encoded", "adaptive_step", "quantize_levels",
-           "message_bits", "SCALE_BITS", "MAX_BITS", "ROUNDINGS"]
+           "message_bits", "pack_levels", "unpack_levels", "packed_bytes", "SCALE_BITS", "MAX_BITS", "ROUNDINGS"]
 
 #: Bits for the scale s sent with every quantized message (one float32).
 SCALE_BITS = 32
@@ -89,6 +92,8 @@ SCALE_BITS = 32
 MAX_BITS = 32
 #: The rounding rules: the two readings of the deterministic rule, and the unbiased stochastic one.
 ROUNDINGS = ("nearest", "floor", "stochastic")
+#: The host's byte order: levels of 8, 16 and 32 bits are packed as their own bytes on little-endian hosts.
+_LITTLE_ENDIAN = sys.byteorder == "little"
 #: Ulps within which ``"floor"`` counts v/s as the integer above it (float division's error is about 1 ulp).
 _LEVEL_ULPS = 4
 
@@ -126,8 +131,12 @@ def _rounding_rule(rounding: str, stochastic: bool) -> str:
 
 
 def _levels(v: Tensor, bits: int, step: float | Tensor | None, rounding: str,
-            generator: torch.Generator | None, dim: int | None) -> tuple[Tensor, Tensor]:
-    """Integer levels k (as floats in v's dtype) and the step s used, before scaling back."""
+            generator: torch.Generator | None, dim: int | None, noise: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Integer levels k (as floats in v's dtype) and the step s used, before scaling back.
+
+    Stochastic rounding compares with ``noise`` when given (uniform on [0, 1), v's shape), else with
+    ``torch.rand(v.shape, generator=generator)`` drawn here.
+    """
     low, high = quantize_levels(bits)
     if not v.is_floating_point():
         raise TypeError(f"quantize needs a floating-point tensor, got {v.dtype}")
@@ -139,7 +148,10 @@ def _levels(v: Tensor, bits: int, step: float | Tensor | None, rounding: str,
             raise ValueError(f"step must be positive, got {step!r}")
     u = v / s
     if rounding == "stochastic":
-        noise = torch.rand(v.shape, generator=generator, dtype=v.dtype).to(v.device)
+        if noise is None:
+            noise = torch.rand(v.shape, generator=generator, dtype=v.dtype).to(v.device)
+        elif noise.shape != v.shape:
+            raise ValueError(f"noise has shape {tuple(noise.shape)}, the values {tuple(v.shape)}")
         k = torch.floor(u)
         k = k + (noise < (u - k)).to(v.dtype)           # up with probability u - floor(u)
     elif rounding == "floor":
@@ -149,11 +161,20 @@ def _levels(v: Tensor, bits: int, step: float | Tensor | None, rounding: str,
         k = torch.where(k + 1 - u <= slack, k + 1, k)
     else:
         k = torch.floor(u + 0.5)                         # nearest level, ties up
-    return k.clamp_(low, high), s
+    return k.clamp_(low, _representable(high, v.dtype)), s
+
+
+def _representable(level: int, dtype: torch.dtype) -> float:
+    """The largest value of ``dtype`` not above ``level`` (float32 holds 2^31 - 1 only as 2^31, a 33-bit level)."""
+    top = torch.tensor(min(level, torch.finfo(dtype).max), dtype=dtype)
+    if top.item() > level:
+        top = torch.nextafter(top, torch.zeros_like(top))
+    return top.item()
 
 
 def quantize(v: Tensor, bits: int, step: float | Tensor | None = None, *, rounding: str = "nearest",
-             stochastic: bool = False, generator: torch.Generator | None = None, dim: int | None = -1) -> Tensor:
+             stochastic: bool = False, generator: torch.Generator | None = None, dim: int | None = -1,
+             noise: Tensor | None = None) -> Tensor:
     r"""Q(v): every coordinate of ``v`` replaced by its b-bit level :math:`k s`, in v's dtype and shape.
 
     Args:
@@ -168,8 +189,10 @@ def quantize(v: Tensor, bits: int, step: float | Tensor | None = None, *, roundi
         stochastic: ``True`` is ``rounding="stochastic"`` (the older spelling).
         generator: the random stream of stochastic rounding (drawn on the CPU).
         dim: the message axis for the adaptive step (``None``: one message).
+        noise: stochastic rounding's uniform draws, v's shape, instead of drawing them from ``generator``
+            (a process holding some rows of an ``(m, d)`` message slices the draw of all m rows).
     """
-    k, s = _levels(v, bits, step, _rounding_rule(rounding, stochastic), generator, dim)
+    k, s = _levels(v, bits, step, _rounding_rule(rounding, stochastic), generator, dim, noise)
     return k * s
 
 
@@ -192,13 +215,14 @@ def _int_dtype(bits: int) -> torch.dtype:
 
 
 def encode(v: Tensor, bits: int, step: float | Tensor | None = None, *, rounding: str = "nearest",
-           stochastic: bool = False, generator: torch.Generator | None = None, dim: int | None = -1) -> Encoded:
+           stochastic: bool = False, generator: torch.Generator | None = None, dim: int | None = -1,
+           noise: Tensor | None = None) -> Encoded:
     """The message for ``v``: the integer levels in the smallest integer type holding b bits, and s.
 
     ``decode(encode(v, ...))`` equals ``quantize(v, ...)`` with the same arguments
-    (and the same generator state, for stochastic rounding).
+    (and the same generator state or ``noise``, for stochastic rounding).
     """
-    k, s = _levels(v, bits, step, _rounding_rule(rounding, stochastic), generator, dim)
+    k, s = _levels(v, bits, step, _rounding_rule(rounding, stochastic), generator, dim, noise)
     return Encoded(payload=k.to(_int_dtype(bits)), scale=s, bits=bits)
 
 
@@ -206,6 +230,80 @@ def decode(message: Encoded, dtype: torch.dtype | None = None) -> Tensor:
     """The receiver's values :math:`k s` (in the scale's dtype unless ``dtype`` is given)."""
     scale = message.scale if dtype is None else message.scale.to(dtype)
     return message.payload.to(scale.dtype) * scale
+
+
+def packed_bytes(d: int, bits: int) -> int:
+    """Bytes of d b-bit levels packed by :func:`pack_levels`: ⌈d·b/8⌉ (under 8 bits of padding)."""
+    quantize_levels(bits)
+    return (int(d) * int(bits) + 7) // 8
+
+
+def pack_levels(levels: Tensor, bits: int) -> Tensor:
+    r"""Integer levels ``(..., d)`` in :math:`[-2^{b-1}, 2^{b-1} - 1]` packed to b bits each: ``uint8 (..., ⌈d·b/8⌉)``.
+
+    Each message (the last axis) is packed on its own: level j of a row takes bits
+    :math:`jb, \dots, jb + b - 1` of the row's bit string, least significant bit first, in b-bit two's
+    complement; byte k holds bits 8k..8k+7 (least significant first), and the last byte of a row is
+    padded with zeros. For b = 8, 16, 32 this is the levels' own little-endian bytes. The inverse is
+    :func:`unpack_levels`.
+    """
+    low, high = quantize_levels(bits)
+    if levels.is_floating_point() or levels.dtype == torch.bool or levels.is_complex():
+        raise TypeError(f"pack_levels needs integer levels, got {levels.dtype}")
+    *lead, d = levels.shape
+    if levels.numel() and (int(levels.min()) < low or int(levels.max()) > high):
+        raise ValueError(f"levels outside [{low}, {high}] cannot be packed to {bits} bits")
+    if bits in (8, 16, 32) and _LITTLE_ENDIAN:
+        return levels.to(_int_dtype(bits)).contiguous().view(torch.uint8).reshape(*lead, packed_bytes(d, bits))
+    unsigned = levels.to(torch.int64) & ((1 << bits) - 1)                        # b-bit two's complement
+    n = packed_bytes(d, bits)
+    if 8 % bits == 0:                                                             # whole levels per byte
+        per = 8 // bits
+        grouped = torch.nn.functional.pad(unsigned.to(torch.uint8), (0, n * per - d)).unflatten(-1, (n, per))
+        packed = grouped[..., 0].clone()
+        for i in range(1, per):
+            packed |= grouped[..., i] << (i * bits)
+        return packed
+    bit_string = levels.new_zeros(*lead, 8 * n, dtype=torch.uint8)             # one byte per bit, zero padded
+    by_level = bit_string[..., :d * bits].unflatten(-1, (d, bits))
+    for i in range(bits):
+        by_level[..., i] = (unsigned >> i) & 1
+    by_byte = bit_string.unflatten(-1, (n, 8))
+    packed = by_byte[..., 0].clone()
+    for i in range(1, 8):
+        packed |= by_byte[..., i] << i
+    return packed
+
+
+def unpack_levels(packed: Tensor, bits: int, d: int) -> Tensor:
+    """The d levels per message that :func:`pack_levels` packed into ``packed`` (``uint8 (..., ⌈d·b/8⌉)``).
+
+    Returns them in the integer type :func:`encode` gives b-bit levels (int8 / int16 / int32).
+    """
+    quantize_levels(bits)
+    if packed.dtype != torch.uint8:
+        raise TypeError(f"unpack_levels needs uint8 bytes, got {packed.dtype}")
+    *lead, n = packed.shape
+    if n != packed_bytes(d, bits):
+        raise ValueError(f"{n} bytes per message, but {d} levels of {bits} bits take {packed_bytes(d, bits)}")
+    if bits in (8, 16, 32) and _LITTLE_ENDIAN:
+        return packed.contiguous().view(_int_dtype(bits)).reshape(*lead, d)
+    if 8 % bits == 0:                                                             # whole levels per byte
+        per = 8 // bits
+        unsigned = packed.new_empty(*lead, n, per)
+        for i in range(per):
+            unsigned[..., i] = (packed >> (i * bits)) & ((1 << bits) - 1)
+        unsigned = unsigned.flatten(-2)[..., :d].to(torch.int64)
+        return (unsigned - ((unsigned >> (bits - 1)) << bits)).to(_int_dtype(bits))
+    bit_string = packed.new_empty(*lead, n, 8)                                    # one byte per bit
+    for i in range(8):
+        bit_string[..., i] = (packed >> i) & 1
+    by_level = bit_string.flatten(-2)[..., :d * bits].unflatten(-1, (d, bits))
+    unsigned = by_level[..., 0].to(torch.int64)
+    for i in range(1, bits):
+        unsigned |= by_level[..., i].to(torch.int64) << i
+    signed = unsigned - ((unsigned >> (bits - 1)) << bits)                         # sign-extend bit b − 1
+    return signed.to(_int_dtype(bits))
 
 
 def message_bits(d: int, bits: int) -> int:

@@ -11,6 +11,7 @@ Results schema ``dfl-book/results/v1`` (one file per CLI invocation)::
         {
           "config": {...},        # the resolved Config (every field, no None left for algorithm defaults)
           "wall_time_s": 1.23,
+          "notes": ["..."],       # only if some messages could not be sent as counted (Config.transmission_notes)
           "history": [            # one record per evaluation, in round order
             {
               "round": 0,                    # rounds completed when measured (0 = initial models)
@@ -24,7 +25,7 @@ Results schema ``dfl-book/results/v1`` (one file per CLI invocation)::
               "consensus_distance": 0.0,     # (1/m) Σ_i ||x_i - x̄||²
               "transmissions": 0,            # models sent so far (one per nonzero off-diagonal w_ij per gossip step)
               "bits_sent": 0,                # bits of all messages so far: d · bits_per_param per model
-                                             # (32 by default), d · b + 32 per b-bit quantized message (dfedavgm-q)
+                                             # (32 by default), d · b + 32 per b-bit quantized message (quant_bits)
               "bits_last_round": 0,          # bits sent in the last round (0 before the first)
               "bytes_sent": 0,               # bits_sent // 8 (= transmissions · d · bits_per_param / 8 unquantized)
               "wall_time_s": 0.0,            # seconds since the run started
@@ -63,6 +64,7 @@ class History:
     config: dict[str, Any]
     records: list[dict[str, Any]] = field(default_factory=list)
     wall_time_s: float = 0.0
+    notes: list[str] = field(default_factory=list)     # what could not be sent as counted (Config.transmission_notes)
 
     @property
     def final(self) -> dict[str, Any]:
@@ -78,11 +80,13 @@ class History:
         return self.series("round")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"config": self.config, "wall_time_s": self.wall_time_s, "history": self.records}
+        return {"config": self.config, "wall_time_s": self.wall_time_s, "history": self.records} | (
+            {"notes": list(self.notes)} if self.notes else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "History":
-        return cls(config=d["config"], records=d["history"], wall_time_s=d.get("wall_time_s", 0.0))
+        return cls(config=d["config"], records=d["history"], wall_time_s=d.get("wall_time_s", 0.0),
+                   notes=list(d.get("notes", [])))
 
 
 def versions() -> dict[str, str]:

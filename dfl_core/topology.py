@@ -655,6 +655,7 @@ class TopologySpec:
     summary: str
     build: Callable[..., Topology]
     options: Mapping[str, TopologyOption] = field(default_factory=dict)
+    time_varying: bool = False          # its builds draw a new W every round (checked equal to the Topology's)
 
 
 TOPOLOGIES: dict[str, TopologySpec] = {
@@ -679,13 +680,13 @@ TOPOLOGIES: dict[str, TopologySpec] = {
         "weights (DFedSAM App. B.4 read as the theory needs)",
         lambda m, seed, max_degree: RandomSymmetric(
             m, seed, _need_int("'random-symmetric' option max_degree", max_degree, 2)),
-        {"max_degree": TopologyOption(10, "max_degree")}),
+        {"max_degree": TopologyOption(10, "max_degree")}, time_varying=True),
     "random-as-coded": TopologySpec(
         "time-varying: every client averages itself with num_neighbors (default 10) random others, "
         "row-stochastic only (DisPFL/DFedSAM public code)",
         lambda m, seed, num_neighbors: RandomAsCoded(
             m, seed, _need_int("'random-as-coded' option num_neighbors", num_neighbors, 1)),
-        {"num_neighbors": TopologyOption(10, "num_neighbors")}),
+        {"num_neighbors": TopologyOption(10, "num_neighbors")}, time_varying=True),
 }
 
 

@@ -22,8 +22,12 @@ from dfl_core.models import build_model
 ROUNDS = 3
 
 
-def reference_run(sim: Simulation, rounds: int) -> list[list[torch.Tensor]]:
-    """Replay ``rounds`` rounds of ``sim.config`` one client at a time; returns per-client parameter lists."""
+def reference_run(sim: Simulation, rounds: int, gossip=None) -> list[list[torch.Tensor]]:
+    """Replay ``rounds`` rounds of ``sim.config`` one client at a time; returns per-client parameter lists.
+
+    ``gossip(t, models, matrices)`` replaces the exact gossip below (a list of per-client parameter lists in and
+    out), e.g. the compressed gossip of tests/test_compressed_gossip.py.
+    """
     cfg = sim.config
     ds = sim.data.dataset
     m = cfg.num_clients
@@ -67,7 +71,9 @@ def reference_run(sim: Simulation, rounds: int) -> list[list[torch.Tensor]]:
                 y = [yj - lr * gj for yj, gj in zip(y, g)]
             z.append(y)
         mixed = params if cfg.algorithm == "dpsgd" else z     # D-PSGD mixes x^t, the others z^t
-        for M in sim.matrices(t):
+        if gossip is not None:
+            mixed = gossip(t, mixed, sim.matrices(t))
+        for M in ([] if gossip is not None else sim.matrices(t)):
             W = M.W
             mixed = [[sum(W[i, j] * mixed[j][k] for j in range(m) if W[i, j] != 0)
                       for k in range(len(mixed[i]))] for i in range(m)]

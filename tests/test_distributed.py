@@ -4,12 +4,16 @@ Equality: same config and seed, ``full_batch=True`` and ``dtype="float64"``:
 the final parameters of every client agree with :class:`Simulation` to 1e-10
 (DFedAvg, DFedSAM, DFedSAM-MGS on a ring and on a time-varying random graph,
 plus the complete graph's all_gather path, quantized DFedAvgM and stochastic
-mini-batches). Faults: a killed or frozen rank stops the others within the
-timeout, naming the rank and the round; the per-rank checkpoints resume to the
-uninterrupted result.
+mini-batches). Compressed gossip (``quant_bits``: public copies, CHOCO) on 2
+processes equals it too, sends only packed levels and scales (its bytes are the
+bits the simulator charges, up to the padding of each message's last byte) and
+resumes from a mid-run checkpoint. Faults: a killed or frozen rank stops the
+others within the timeout, naming the rank and the round; the per-rank
+checkpoints resume to the uninterrupted result.
 """
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -25,10 +29,12 @@ import torch
 from dfl_core import ALGORITHMS, Config, Simulation, read_results
 from dfl_core.config import ConfigError
 from dfl_core.distributed import GossipPlan, block_of, load_final_params, private_data
+from dfl_core.distributed.exchange import decode_pieces, wire_pieces
 from dfl_core.distributed.rank import distributed_algorithms
 from dfl_core.distributed.cli import torchrun_command
 from dfl_core.distributed.launch import free_port, run_configs, spawn
 from dfl_core.engine import federated_data
+from dfl_core.operators import encode, message_bits, quantize
 from dfl_core.topology import make_topology
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,6 +95,28 @@ def test_ring_plan_sends_only_the_boundary_rows_and_the_complete_graph_gathers()
     assert {s: v.tolist() for s, v in plan.sends.items()} == {0: [0], 2: [1]}   # client 2 left, client 3 right
     assert {s: v.tolist() for s, v in plan.receives.items()} == {0: [1], 2: [4]}
     assert GossipPlan(make_topology("complete", 8).matrix(0).W, 1, NPROC, "cpu", torch.float64).collective
+
+
+@pytest.mark.parametrize("mode", ["dense", "rows", "csr"])
+def test_a_plan_mixes_its_own_rows_in_every_mode(mode):
+    W = make_topology("ring", 8).matrix(0).W
+    plan = GossipPlan(W, 0, 2, torch.device("cpu"), torch.float64, mode=mode)   # rows 0..3 and neighbours 4, 7
+    assert plan.columns.tolist() == plan.column_ids.tolist() == [0, 1, 2, 3, 4, 7]
+    x = torch.randn(8, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    mixed = plan.mix(x[plan.column_ids])
+    assert mixed.shape == (4, 5) and torch.allclose(mixed, torch.as_tensor(W[:4]) @ x, atol=1e-15)
+
+
+@pytest.mark.parametrize("dtype, scale_bytes", [(torch.float32, 4), (torch.float64, 8)])
+def test_what_travels_is_packed_levels_and_a_scale_per_row(dtype, scale_bytes):
+    """A row of d coordinates at b bits: ⌈d·b/8⌉ bytes of levels and the scale in the working dtype."""
+    v = torch.randn(3, 101, generator=torch.Generator().manual_seed(1), dtype=dtype)
+    for bits in (3, 8, 13):
+        pieces = wire_pieces(encode(v, bits), dtype)
+        assert [p.dtype for p in pieces] == [torch.uint8, dtype]
+        assert sum(p.numel() * p.element_size() for p in pieces) == 3 * (math.ceil(101 * bits / 8) + scale_bytes)
+        assert 0 <= 8 * math.ceil(101 * bits / 8) - (message_bits(101, bits) - 32) < 8        # padding only
+        assert torch.equal(decode_pieces(pieces, bits, 101, dtype), quantize(v, bits))
 
 
 def test_the_algorithms_a_rank_runs_are_those_that_declare_it(monkeypatch):
@@ -155,6 +183,88 @@ def test_torchrun_cli_equals_the_simulator_and_counts_the_ring_bytes(tmp_path):
     assert "bytes sent per round by rank" in done.stdout
 
 
+# ------------------------------------------------ compressed gossip (public copies)
+COMPRESSED_NPROC = 2
+COMPRESSED = {
+    "dfedavg-4bit": tiny("dfedavg", "ring", quant_bits=4),
+    "dfedsam-mgs-8bit-stochastic": tiny("dfedsam-mgs", "ring", gossip_steps=2, quant_bits=8, quant_stochastic=True),
+    "dfedavg-complete-3bit": tiny("dfedavg", "complete", quant_bits=3, same_init=False,       # all_gather; x̂⁰ = 0
+                                  consensus_step=0.5),
+    "dfedavgm-q-differences-only": tiny("dfedavgm-q", "ring", quant_bits=5, quant_mixing="differences-only"),
+}
+#: float32 (a 4-byte scale, as message_bits counts it); m = 2 puts every message on the wire, m = 8 on a ring
+#: only the rows at the blocks' edges; d·3 is not a multiple of 8 for the 2NN (d = 55210), d·8 is
+BYTES = {f"bytes-m{m}-{b}bit": tiny("dfedavg", "ring", num_clients=m, quant_bits=b, dtype="float32")
+         for m in (2, 8) for b in (3, 8)}
+
+
+def test_compressed_gossip_over_two_processes_equals_the_simulator_and_sends_what_it_charges(tmp_path):
+    """Same messages as the simulator (stochastic rounding slices its draw), so the same parameters; only
+    the encoded messages travel, so the bytes are the simulator's bits charged, up to each message's padding."""
+    run_configs(COMPRESSED_NPROC, {**COMPRESSED, **BYTES}, tmp_path, env=ENV)
+    for name, cfg in {**COMPRESSED, **BYTES}.items():
+        gap = float((load_final_params(tmp_path / name) - simulated(cfg)).abs().max())
+        assert gap < (1e-10 if cfg.dtype == "float64" else 1e-6), (name, gap)
+    exact = tiny("dfedavg", "ring")                                    # the compression changed the run
+    assert float((simulated(COMPRESSED["dfedavg-4bit"]) - simulated(exact)).abs().max()) > 1e-4
+    for name, cfg in BYTES.items():
+        sim = Simulation(cfg)
+        sim.run()
+        charged, d, b = sim.history.records[-1], sim.model.d, cfg.quant_bits
+        # a message is d·b + 32 bits (message_bits); on the wire its levels fill whole bytes, ⌈d·b/8⌉
+        padding = 8 * math.ceil(d * b / 8) - d * b                     # bits per message, 0..7
+        assert (padding == 0) == (b == 8) and padding < 8
+        counters = [torch.load(f, weights_only=True)["counters"]
+                    for f in sorted((tmp_path / name / "checkpoints").glob("rank*/round000003.pt"))]
+        assert len(counters) == COMPRESSED_NPROC
+        for c in counters:                  # every rank: bytes · 8 = rows sent · (message_bits + padding)
+            assert 8 * c["bytes_sent"] == c["rows_sent"] * (message_bits(d, b) + padding), (name, c)
+        final = read_results(tmp_path / name / "results.json")[0].final
+        assert final["bytes_sent"] == sum(c["bytes_sent"] for c in counters)
+        if cfg.num_clients == COMPRESSED_NPROC:    # one client per rank: every message the simulator counts travels
+            assert final["transmissions"] == charged["transmissions"] == 2 * cfg.rounds
+            assert 8 * final["bytes_sent"] == charged["bits_sent"] + charged["transmissions"] * padding
+            if d * b % 8 == 0:
+                assert 8 * final["bytes_sent"] == charged["bits_sent"]
+        else:                                      # ring of 8 on 2 ranks: 2 edge rows per rank and round
+            assert [c["rows_sent"] for c in counters] == [2 * cfg.rounds] * COMPRESSED_NPROC
+
+
+def test_compressed_gossip_resumes_from_a_mid_run_checkpoint(tmp_path):
+    """Each rank checkpoints the rows of x̂ it holds; resumed from round 3, the run ends as it did uninterrupted."""
+    cfg = tiny("dfedsam-mgs", "ring", rounds=4, eval_every=2, gossip_steps=2, quant_bits=4, quant_stochastic=True,
+               same_init=False)
+
+    def launch(*extra: str) -> list[tuple[int, str]]:
+        procs = spawn(COMPRESSED_NPROC, cli_args(cfg, tmp_path, "--checkpoint-every", "1", *extra), env=ENV,
+                      cwd=ROOT, stderr=subprocess.PIPE, text=True)
+        return [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+
+    assert [code for code, _ in launch()] == [0] * COMPRESSED_NPROC
+    uninterrupted = load_final_params(tmp_path)
+    rank0 = torch.load(tmp_path / "checkpoints" / "rank0" / "round000003.pt", weights_only=True)
+    assert rank0["public_copies"]["rows"] == [0, 1, 2, 3, 4, 7]           # its clients and their neighbours
+    assert rank0["public_copies"]["values"].shape == (6, Simulation(cfg).model.d)
+    for f in (tmp_path / "checkpoints").glob("rank*/round000004.pt"):     # as if stopped after round 3
+        f.unlink()
+    (tmp_path / "results.json").unlink()
+    # without its public copies a checkpoint cannot continue compressed gossip: refused, not guessed
+    mid = sorted((tmp_path / "checkpoints").glob("rank*/round000003.pt"))
+    originals = {f: f.read_bytes() for f in mid}
+    for f in mid:
+        saved = torch.load(f, weights_only=True)
+        del saved["public_copies"]
+        torch.save(saved, f)
+    refused = launch("--resume")
+    assert all(code == 2 and "holds no public copies" in err for code, err in refused), refused
+    for f, raw in originals.items():
+        f.write_bytes(raw)
+    assert [code for code, _ in launch("--resume")] == [0] * COMPRESSED_NPROC
+    assert float((load_final_params(tmp_path) - uninterrupted).abs().max()) < 1e-10
+    assert float((uninterrupted - simulated(cfg)).abs().max()) < 1e-10
+    assert read_results(tmp_path / "results.json")[0].rounds == [0, 2, 4]
+
+
 # ---------------------------------------------------------------- faults
 def _survivors(procs, dead: int, limit_s: float) -> tuple[dict[int, tuple[int, str]], float]:
     """The exit code and stderr of every rank but ``dead``, and how long they took to exit."""
@@ -182,7 +292,12 @@ def test_a_killed_rank_stops_the_others_and_the_checkpoints_resume(tmp_path):
         assert f"error: rank {r}: round" in messages, messages
     assert "round 3" in messages and "lost rank 2" in messages, messages
     assert not (tmp_path / "results.json").exists()
-    # resume: every rank has round 2 (barrier before each checkpoint), and the result is the uninterrupted one
+    # resume: every rank has round 2 (barrier before each checkpoint), and the result is the uninterrupted one,
+    # also from files written before checkpoints had the public copies key
+    for f in (tmp_path / "checkpoints").glob("rank*/round*.pt"):
+        saved = torch.load(f, weights_only=True)
+        assert saved.pop("public_copies") is None
+        torch.save(saved, f)
     procs = spawn(NPROC, [*args, "--resume"], env=ENV, cwd=ROOT, stderr=subprocess.PIPE, text=True)
     assert [p.wait(timeout=300) for p in procs] == [0] * NPROC, [p.stderr.read() for p in procs]
     assert float((load_final_params(tmp_path) - simulated(cfg)).abs().max()) < 1e-10

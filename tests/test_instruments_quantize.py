@@ -223,12 +223,18 @@ def test_bad_rounding_is_refused_naming_the_choices():
 
 
 # --------------------------------------------------------------- the config fields
-def test_config_fields_belong_to_dfedavgm_q():
+def test_config_fields_belong_to_the_gossiping_algorithms():
     cfg = Config(algorithm="dfedavgm-q").resolved()
-    resolved = (cfg.quant_bits, cfg.quant_step, cfg.quant_stochastic, cfg.momentum, cfg.gossip_steps)
-    assert resolved == (16, None, False, 0.9, 1)
-    with pytest.raises(ConfigError, match="dfedavgm-q"):
-        Config(algorithm="dfedavgm", quant_bits=8).resolved()
+    resolved = (cfg.quant_bits, cfg.quant_step, cfg.quant_stochastic, cfg.momentum, cfg.gossip_steps,
+                cfg.quant_mixing, cfg.consensus_step)
+    assert resolved == (16, None, False, 0.9, 1, "public-copies", 1.0)
+    assert Config(algorithm="dfedavgm", quant_bits=8).resolved().uses_public_copies       # compressed gossip
+    assert Config(algorithm="dfedsam").resolved().quant_bits is None                      # exact by default
+    for algorithm in ("dispfl", "fedavg"):                   # no r.gossip: the field would be ignored
+        with pytest.raises(ConfigError, match="quant_bits=8 is not used by algorithm"):
+            Config(algorithm=algorithm, quant_bits=8).resolved()
+    with pytest.raises(ConfigError, match="quant_mixing=differences-only is not used"):
+        Config(algorithm="dfedsam", quant_bits=8, quant_mixing="differences-only").resolved()
     for bad in (dict(quant_bits=1), dict(quant_bits=33), dict(quant_step=0.0), dict(quant_stochastic=1),
                 dict(gossip_steps=2)):
         with pytest.raises(ConfigError):
@@ -286,7 +292,8 @@ def reference_run(sim: Simulation, rounds: int) -> torch.Tensor:
                          ids=["8-bit-adaptive", "4-bit-fixed-step"])
 @pytest.mark.parametrize("topology", ["ring", "random-symmetric"])
 def test_engine_equals_per_client_reference(topology, quant):
-    cfg = Config(algorithm="dfedavgm-q", topology=topology, max_degree=4, **SMALL, **quant)
+    cfg = Config(algorithm="dfedavgm-q", topology=topology, max_degree=4, quant_mixing="differences-only",
+                 **SMALL, **quant)
     sim = Simulation(cfg)
     sim.run()
     err = float((sim.x - reference_run(sim, ROUNDS)).abs().max())
@@ -298,7 +305,8 @@ def test_engine_equals_per_client_reference(topology, quant):
 
 def _pair(rounds: int, topology: str, **quant):
     base = dict(SMALL, rounds=rounds, eval_every=rounds)
-    q = Simulation(Config(algorithm="dfedavgm-q", topology=topology, quant_bits=32, **quant, **base))
+    q = Simulation(Config(algorithm="dfedavgm-q", topology=topology, quant_bits=32, quant_mixing="differences-only",
+                          **quant, **base))
     p = Simulation(Config(algorithm="dfedavgm", topology=topology, **base))
     q.run(), p.run()
     return float((q.x - p.x).abs().max())
@@ -353,15 +361,80 @@ def test_bits_of_centralized_and_of_bits_per_param():
 
 
 def test_models_mixing_without_quantization_is_dfedavgm_on_a_ring():
-    """quant_mixing='models' averages rebuilt neighbour models: with b = 32 and a tiny step it is DFedAvgM."""
+    """'exact-neighbour-models' averages rebuilt neighbour models: with b = 32 and a tiny step it is DFedAvgM."""
     from dfl_core import Config, Simulation
 
     base = dict(dataset="digits", train_size=240, test_size=60, num_clients=6, rounds=3, full_batch=True,
                 dtype="float64", device="cpu", topology="ring", local_steps=2, eval_every=3)
     plain = Simulation(Config(algorithm="dfedavgm", **base))
-    quant = Simulation(Config(algorithm="dfedavgm-q", quant_bits=32, quant_step=1e-9, quant_mixing="models", **base))
+    quant = Simulation(Config(algorithm="dfedavgm-q", quant_bits=32, quant_step=1e-9,
+                              quant_mixing="exact-neighbour-models", **base))
     plain.run(), quant.run()
     assert float((plain.x - quant.x).abs().max()) < 1e-7
-    diff = Simulation(Config(algorithm="dfedavgm-q", quant_bits=32, quant_step=1e-9, **base))
+    diff = Simulation(Config(algorithm="dfedavgm-q", quant_bits=32, quant_step=1e-9, quant_mixing="differences-only",
+                             **base))
     diff.run()
-    assert float((plain.x - diff.x).abs().max()) > 1e-4      # the 'difference' reading is not DFedAvgM here
+    assert float((plain.x - diff.x).abs().max()) > 1e-4      # the 'differences-only' reading is not DFedAvgM here
+
+
+# ------------------------------------------------------------------ bit packing and sliced noise
+@pytest.mark.parametrize("bits", [2, 3, 4, 5, 7, 8, 12, 16, 31, 32])
+def test_packed_levels_take_b_bits_each_and_unpack_to_themselves(bits):
+    """pack_levels: ⌈d·b/8⌉ bytes per message (under 8 bits of padding), the levels back exactly."""
+    low, high = quantize_levels(bits)
+    gen = torch.Generator().manual_seed(bits)
+    for d in (1, 3, 8, 101):
+        levels = torch.randint(low, high + 1, (3, d), generator=gen, dtype=torch.int64)
+        levels[0, 0], levels[1, -1] = low, high                                # both ends of the range
+        packed = operators.pack_levels(levels, bits)
+        assert packed.dtype == torch.uint8 and packed.shape == (3, math.ceil(d * bits / 8))
+        assert 0 <= 8 * packed.shape[1] - d * bits < 8
+        back = operators.unpack_levels(packed, bits, d)
+        assert back.dtype == encode(torch.zeros(1, 1), bits).payload.dtype and torch.equal(back.long(), levels)
+
+
+def test_packing_is_least_significant_bit_first_in_twos_complement():
+    # b = 2: 1 → 01, -1 → 11, 0 → 00, -2 → 10, first level in the lowest bits: 0b10_00_11_01 = 141
+    assert operators.pack_levels(torch.tensor([[1, -1, 0, -2]]), 2).tolist() == [[141]]
+    assert operators.pack_levels(torch.tensor([[1, -1, 0]]), 2).tolist() == [[13]]       # zero padding
+    # b = 3: levels 3 (011), -4 (100), -1 (111): bits 011 001 111 → bytes 0b11_100_011, 0b0000000_1
+    assert operators.pack_levels(torch.tensor([[3, -4, -1]]), 3).tolist() == [[0b11100011, 1]]
+    # 8, 16 and 32 bits: the levels' own little-endian bytes, as the generic packing gives them
+    levels = torch.tensor([[-2, 300, -32768]], dtype=torch.int16)
+    assert operators.pack_levels(levels, 16).tolist() == [[254, 255, 44, 1, 0, 128]]
+
+
+def test_packing_refuses_what_does_not_fit():
+    with pytest.raises(ValueError, match=r"levels outside \[-4, 3\] cannot be packed to 3 bits"):
+        operators.pack_levels(torch.tensor([[4]]), 3)
+    with pytest.raises(TypeError, match="integer levels"):
+        operators.pack_levels(torch.tensor([[1.0]]), 3)
+    with pytest.raises(ValueError, match="2 bytes per message, but 6 levels of 3 bits take 3"):
+        operators.unpack_levels(torch.zeros(1, 2, dtype=torch.uint8), 3, 6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("bits", [3, 8, 32])
+def test_encoded_and_packed_messages_decode_to_the_quantized_values(dtype, bits):
+    """decode(encode(v)) == quantize(v) bit for bit, through the packed bytes too; b = 32 included in
+    float32 (whose 2^31 - 1 rounds up to 2^31: the top level is the largest float32 below it)."""
+    v = torch.randn(4, 37, generator=torch.Generator().manual_seed(bits), dtype=dtype)
+    for rounding in ("nearest", "floor"):
+        q = quantize(v, bits, rounding=rounding)
+        message = encode(v, bits, rounding=rounding)
+        assert torch.equal(decode(message), q)
+        levels = operators.unpack_levels(operators.pack_levels(message.payload, bits), bits, v.shape[1])
+        assert torch.equal(levels.to(dtype) * message.scale, q)
+        assert int(message.payload.max()) <= quantize_levels(bits)[1]
+
+
+def test_stochastic_rounding_with_a_sliced_draw_equals_the_whole_draw():
+    """A process holding rows 2..3 of an (m, d) message slices the (m, d) draw: its rows equal the whole's."""
+    v = torch.randn(6, 50, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    whole = quantize(v, 4, stochastic=True, generator=torch.Generator().manual_seed(7))
+    noise = torch.rand(v.shape, generator=torch.Generator().manual_seed(7), dtype=v.dtype)
+    rows = quantize(v[2:4], 4, stochastic=True, noise=noise[2:4])
+    assert torch.equal(rows, whole[2:4])
+    assert torch.equal(decode(encode(v[2:4], 4, stochastic=True, noise=noise[2:4])), rows)
+    with pytest.raises(ValueError, match=r"noise has shape \(6, 50\), the values \(2, 50\)"):
+        quantize(v[2:4], 4, stochastic=True, noise=noise)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..topology import MixingMatrix
 
 __all__ = ["Algorithm", "RoundTools", "REQUIRED", "ClientModels", "GlobalModel",
-           "DecentralizedParams", "SampledParams", "CentralizedParams", "SAMParams", "sgd_rule", "sam_rule"]
+           "DecentralizedParams", "GossipParams", "SampledParams", "CentralizedParams", "SAMParams", "sgd_rule", "sam_rule"]
 
 #: Marks a hyperparameter an algorithm needs but has no default for (the papers give none).
 REQUIRED = "<required>"
@@ -144,6 +144,21 @@ class DecentralizedParams:
     topology: str = "ring"
     gossip_steps: int = 1                           # Q
     local_steps: int = 5                            # K
+
+
+@dataclass(frozen=True)
+class GossipParams(DecentralizedParams):
+    r"""… whose rounds gossip with ``r.gossip``, which can send compressed messages (public copies, CHOCO-Gossip).
+
+    ``quant_bits`` None (the default) gossips exact floats; b bits make every gossip step send
+    :math:`Q(x_i - \hat x_i)` instead, b-bit integers and one scale (:mod:`dfl_core.gossip`, Koloskova et al. 2019).
+    """
+
+    quant_bits: int | None = None                   # b; None: exact (32-bit float) messages
+    quant_step: float | None = None                 # s; None: max|v|/(2^(b-1)-1) per message
+    quant_rounding: str = "nearest"                 # or "floor" (the two readings of DFedAvgM §3.2)
+    quant_stochastic: bool = False                  # unbiased stochastic rounding instead
+    consensus_step: float = 1.0                     # γ, the step toward the neighbours' public copies
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,10 @@ Every client keeps its own model; the state is :class:`~.base.ClientModels`,
 ``x`` of shape ``(m, d)``. DFedAvg, DFedAvgM, DFedSAM and DFedSAM-MGS share one
 round, :func:`local_steps_then_gossip`; they differ only in their declared
 local rule (SGD, heavy-ball SGD, SAM) and in their defaults (Q = 4 for MGS).
+Each of them (and D-PSGD) sends compressed messages when ``quant_bits`` is set:
+``r.gossip`` then gossips against public copies (CHOCO-Gossip,
+:meth:`dfl_core.engine.SimulationTools.compressed_gossip`), so the round's code
+does not change.
 """
 from __future__ import annotations
 
@@ -11,13 +15,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..operators import message_bits, quantize
-from .base import (Algorithm, ClientModels, DecentralizedParams, SAMParams, sam_rule, sgd_rule)
+from .base import Algorithm, ClientModels, GossipParams, SAMParams, sam_rule, sgd_rule
 
 if TYPE_CHECKING:
     from .base import RoundTools
 
 __all__ = ["QUANT_ROUNDINGS", "dpsgd_round", "local_steps_then_gossip", "quantized_dfedavgm_round", "DPSGD", "DFEDAVG", "DFEDAVGM",
-           "DFEDAVGM_Q", "DFEDSAM", "DFEDSAM_MGS", "QUANT_MIXINGS"]
+           "DFEDAVGM_Q", "DFEDSAM", "DFEDSAM_MGS", "QUANT_MIXINGS", "UNTRANSMITTABLE_MIXINGS"]
 
 
 def dpsgd_round(s: ClientModels, r: RoundTools) -> ClientModels:
@@ -45,7 +49,7 @@ def local_steps_then_gossip(s: ClientModels, r: RoundTools) -> ClientModels:
     5. :math:`x^{t+1}(i) = z^{t,Q}(i)` (l.9)
 
     Q = 1 is DFedSAM (eq. (4)) or DFedAvg (Sun et al. eq. (5)); Q > 1 is DFedSAM-MGS.
-    DFedAvgM's eq. (4) lost its symbols in the seed text; the heavy-ball form
+    DFedAvgM's eq. (4) lost its symbols in the seed's text copy (not in the paper); the heavy-ball form
     is *reconstructed* from the paper's wording ("SGD with heavy-ball") and
     DFedSAM's Algorithm 1 l.3 (:math:`y^{t,-1} = y^{t,0}`), see :func:`dfl_core.local.trace`.
     """
@@ -53,60 +57,61 @@ def local_steps_then_gossip(s: ClientModels, r: RoundTools) -> ClientModels:
     return ClientModels(r.gossip(z))          # l.6–9: Q gossip steps
 
 
-#: dfedavgm-q's deterministic roundings (``quant_stochastic`` selects unbiased stochastic rounding instead).
+#: The deterministic roundings (``quant_stochastic`` selects unbiased stochastic rounding instead).
 QUANT_ROUNDINGS = ("nearest", "floor")
-#: dfedavgm-q's two readings of its mixing, eq. (7).
-QUANT_MIXINGS = ("difference", "models")
+#: dfedavgm-q's three readings of its gossip: the default sends what it counts; see quantized_dfedavgm_round.
+QUANT_MIXINGS = ("public-copies", "differences-only", "exact-neighbour-models")
+#: The readings whose messages cannot be sent as counted (a run says so on stderr and in its results).
+UNTRANSMITTABLE_MIXINGS = ("exact-neighbour-models",)
 
 
 def quantized_dfedavgm_round(s: ClientModels, r: RoundTools) -> ClientModels:
-    r"""Quantized DFedAvgM (Sun et al., "Decentralized Federated Averaging", §3.2, eqs. (6)–(7)); *reconstructed*.
+    r"""Quantized DFedAvgM (Sun et al., "Decentralized Federated Averaging", §3.2, eqs. (6)–(7)), three readings.
 
-    1. :math:`z^t(i) = y^{t,K}(i)`: K heavy-ball steps from :math:`x^t(i)` (eq. (4), as DFedAvgM)
-    2. client i sends :math:`Q(z^t(i) - x^t(i))` to its neighbours: b-bit integers
-       and one 32-bit step s, :math:`d \cdot b + 32` bits (:func:`~dfl_core.operators.message_bits`)
-    3. :math:`x^{t+1}(i) = x^t(i) + \sum_l w_{il}\, Q(z^t(l) - x^t(l))`   (eq. (7))
+    1. :math:`z^t(i) = y^{t,K}(i)`: K heavy-ball steps from :math:`x^t(i)` (eq. (4), as DFedAvgM);
+    2. then, by ``quant_mixing``:
 
-    Q is :func:`~dfl_core.operators.quantize` with ``quant_bits``,
-    ``quant_step`` (``None``: s = max|v|/(2^{b-1}-1) per message, our choice),
-    ``quant_rounding`` (to the nearest level or down to it: the seed lost the bracket that says which)
-    and ``quant_stochastic``; stochastic rounding draws from
-    the round's ``"quantize"`` stream. The seed text lost every symbol of §3.2;
-    the update above is rebuilt from its words ("quantizes the difference of
-    parameters", "after receiving ... updates its local parameters"). With Q the
-    identity it is :math:`x^{t+1} = W z^t + (I - W) x^t`: DFedAvgM's average
-    :math:`\bar x^{t+1} = \bar z^t`, and exactly DFedAvgM whenever the
-    clients agree (:math:`W x^t = x^t`: round 0 from a common initialisation;
-    every round on the complete graph), but otherwise the disagreement of the
-    :math:`x^t(i)` is carried over rather than averaged away.
-    ``quant_mixing="models"`` is the other reading: every client rebuilds its
-    neighbours' models from the messages, :math:`x^t(l) + Q(z^t(l) - x^t(l))`,
-    and averages those, :math:`x^{t+1} = W(x^t + Q(z^t - x^t))`, which is
-    exactly DFedAvgM when Q is the identity (it assumes a client knows its
-    neighbours' :math:`x^t(l)`, as it does after a round of exact gossip).
-    One gossip step per round (``gossip_steps = 1``).
+       * ``"public-copies"`` (the default): compressed gossip (:meth:`~dfl_core.engine.SimulationTools.compressed_gossip`,
+         CHOCO-Gossip): client i sends :math:`q = \mathcal Q(z^t(i) - \hat x_i)` and everyone mixes the public
+         copies :math:`\hat x`, which the messages alone build. It sends exactly what it counts, and with exact
+         messages it is DFedAvgM.
+       * ``"differences-only"``: client i sends :math:`\mathcal Q(z^t(i) - x^t(i))` and
+         :math:`x^{t+1}(i) = x^t(i) + \sum_l w_{il}\, \mathcal Q(z^t(l) - x^t(l))`: eq. (7) as read from the
+         words of the text copy ("quantizes the difference of parameters"). Sendable, but with exact
+         messages it is :math:`x^{t+1} = W z^t + (I - W) x^t`: the clients' disagreement is carried over,
+         never averaged away (DFedAvgM only where the clients agree: round 0, the complete graph).
+       * ``"exact-neighbour-models"``: :math:`x^{t+1} = W(x^t + \mathcal Q(z^t - x^t))`, DFedAvgM when
+         :math:`\mathcal Q` is the identity; but client i needs every neighbour's exact :math:`x^t(l)`,
+         which no message carried. The bits it counts are not what it would have to send.
+
+    *Reconstructed.* §3.2's formulas are missing from the seed's text copy (the symbols did not survive
+    the extraction; the published paper has them); the last two readings are rebuilt from its words,
+    and :func:`~dfl_core.operators.quantize` says how the quantizer is. Stochastic rounding
+    (``quant_stochastic``) draws from the round's ``"quantize"`` stream. One gossip step a round.
     """
     cfg, x = r.config, s.x
     z = r.local_train(x)                                             # (4): K heavy-ball steps
+    if cfg.quant_mixing == "public-copies":
+        return ClientModels(r.gossip(z))                            # compressed gossip of z
     gen = r.generator("quantize") if cfg.quant_stochastic else None
     q = quantize(z - x, cfg.quant_bits, cfg.quant_step, rounding=cfg.quant_rounding,   # (6): a message per row
                  stochastic=cfg.quant_stochastic, generator=gen)
     bits = message_bits(x.shape[1], cfg.quant_bits)
-    if cfg.quant_mixing == "models":                                 # W (x + Q(z − x)): DFedAvgM when Q = id
+    if cfg.quant_mixing == "exact-neighbour-models":                 # W (x + Q(z − x)): DFedAvgM when Q = id
         return ClientModels(r.gossip(x + q, bits_per_message=bits))
     return ClientModels(x + r.gossip(q, bits_per_message=bits))      # (7)
 
 
 # --------------------------------------------------------------- hyperparameters
 @dataclass(frozen=True)
-class DPSGDParams(DecentralizedParams):
+class DPSGDParams(GossipParams):
     """D-PSGD: one SGD step per round."""
 
     local_steps: int = 1
 
 
 @dataclass(frozen=True)
-class DFedAvgMParams(DecentralizedParams):
+class DFedAvgMParams(GossipParams):
     """DFedAvgM: heavy-ball momentum θ = 0.9 (DFedSAM App. B.3)."""
 
     momentum: float = 0.9
@@ -114,17 +119,14 @@ class DFedAvgMParams(DecentralizedParams):
 
 @dataclass(frozen=True)
 class QuantizedDFedAvgMParams(DFedAvgMParams):
-    """Quantized DFedAvgM: b = 16 bits; the step s chosen per message (``quant_step`` None)."""
+    """Quantized DFedAvgM: b = 16 bits, the step s chosen per message, gossip that sends what it counts."""
 
     quant_bits: int = 16
-    quant_step: float | None = None
-    quant_rounding: str = "nearest"                 # the seed lost the bracket; see dfl_core.operators
-    quant_stochastic: bool = False
-    quant_mixing: str = "difference"
+    quant_mixing: str = "public-copies"
 
 
 @dataclass(frozen=True)
-class DFedSAMParams(SAMParams, DecentralizedParams):
+class DFedSAMParams(SAMParams, GossipParams):
     """DFedSAM (Shi et al. 2023, App. B.3): ρ = 0.01, ring, Q = 1, K = 5."""
 
 
@@ -139,10 +141,10 @@ DPSGD = Algorithm("dpsgd", "D-PSGD: one local SGD step, then gossip (Lian et al.
                   DPSGDParams, sgd_rule, dpsgd_round, ClientModels.init, fixed={"local_steps": 1},
                   distributable=True)
 DFEDAVG = Algorithm("dfedavg", "DFedAvg: K local SGD steps, then gossip (Sun et al. 2022)",
-                    DecentralizedParams, sgd_rule, local_steps_then_gossip, ClientModels.init, distributable=True)
+                    GossipParams, sgd_rule, local_steps_then_gossip, ClientModels.init, distributable=True)
 DFEDAVGM = Algorithm("dfedavgm", "DFedAvgM: K local heavy-ball SGD steps, then gossip (Sun et al. 2022)",
                      DFedAvgMParams, sgd_rule, local_steps_then_gossip, ClientModels.init, distributable=True)
-DFEDAVGM_Q = Algorithm("dfedavgm-q", "Quantized DFedAvgM: K heavy-ball steps, b-bit model differences gossiped "
+DFEDAVGM_Q = Algorithm("dfedavgm-q", "Quantized DFedAvgM: K heavy-ball steps, then gossip of b-bit messages "
                        "(Sun et al. 2022, §3.2; reconstructed)", QuantizedDFedAvgMParams, sgd_rule,
                        quantized_dfedavgm_round, ClientModels.init, fixed={"gossip_steps": 1}, distributable=True)
 DFEDSAM = Algorithm("dfedsam", "DFedSAM: K local SAM steps, then one gossip step (Shi et al. 2023)",

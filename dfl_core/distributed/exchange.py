@@ -13,9 +13,24 @@ rank computes itself: static graphs once, time-varying ones from
   one ``all_gather`` of the blocks.
 
 Then the rank mixes with its own rows of W (a :class:`~dfl_core.gossip.MixingOperator`
-on the columns it holds). Quantized messages (``dfedavgm-q``) travel as their
-integer levels and one scale per row (:func:`~dfl_core.operators.encode`),
-so their bytes on the wire really shrink.
+on the columns it holds).
+
+What travels, per row a neighbour needs (:meth:`Exchange.share`):
+
+* exact gossip (no ``quant_bits``): the row's floats in the working dtype, d · 4
+  bytes in float32 (:meth:`Exchange.step`);
+* compressed gossip (``quant_bits`` b, public copies: :meth:`Exchange.share_messages`,
+  driven by :meth:`~.rank.RankTools.compressed_gossip`): only the encoded message
+  :math:`\mathcal Q(x_i - \hat x_i)`, its d integer levels packed to b bits each
+  (:func:`~dfl_core.operators.pack_levels`, ⌈d·b/8⌉ bytes) and its scale in the
+  working dtype (:func:`wire_pieces`). In float32 that is the d·b + 32 bits the
+  simulator charges (:func:`~dfl_core.operators.message_bits`) plus the padding of
+  the last byte, under 8 bits; in float64 the scale takes 4 bytes more;
+* dfedavgm-q's ``"differences-only"`` reading: its :math:`\mathcal Q(z - x)` rows,
+  encoded and packed the same way (:meth:`Exchange.step` with ``quantize``);
+* dfedavgm-q's ``"exact-neighbour-models"`` reading: the floats of :math:`x + \mathcal Q(z - x)`,
+  which is what its mixing needs: its bytes exceed the bits it charges, because that
+  reading cannot be sent as counted.
 
 Every wait has a deadline: a neighbour that dies (connection closed) or stops
 answering (deadline passed) ends the rank with :class:`PeerFailure`, naming the
@@ -36,9 +51,9 @@ import torch.distributed as dist
 from torch import Tensor
 
 from ..gossip import MixingOperator
-from ..operators import encode
+from ..operators import Encoded, decode, encode, pack_levels, unpack_levels
 
-__all__ = ["GossipPlan", "Exchange", "PeerFailure", "Watchdog", "EXIT_PEER_FAILURE"]
+__all__ = ["GossipPlan", "Exchange", "PeerFailure", "Watchdog", "EXIT_PEER_FAILURE", "wire_pieces", "decode_pieces"]
 
 #: Exit code of a rank that lost a neighbour (config errors exit 2, divergence 3, as the CLI).
 EXIT_PEER_FAILURE = 4
@@ -89,7 +104,8 @@ class Watchdog:
 class GossipPlan:
     """Who sends which rows to whom for one mixing matrix, and this rank's rows of W on what it holds."""
 
-    def __init__(self, W: np.ndarray, rank: int, world_size: int, device: torch.device, dtype: torch.dtype):
+    def __init__(self, W: np.ndarray, rank: int, world_size: int, device: torch.device, dtype: torch.dtype,
+                 mode: str | None = None):
         m = W.shape[0]
         size = m // world_size
         owner = np.arange(m) // size
@@ -109,10 +125,16 @@ class GossipPlan:
             self.sends = {s: torch.as_tensor(v) for s, v in self.sends.items() if len(v)}
             self.receives = {s: needed[rank][owner[needed[rank]] == s] for s in range(world_size) if s != rank}
             self.receives = {s: v for s, v in self.receives.items() if len(v)}
-        self.columns = columns
+        self.columns = columns                                       # the clients whose rows this rank mixes
+        self.column_ids = torch.as_tensor(columns, device=device)
         self.own_positions = torch.as_tensor(np.searchsorted(columns, np.arange(lo, lo + size)))
         self.receive_positions = {s: torch.as_tensor(np.searchsorted(columns, v)) for s, v in self.receives.items()}
-        self.operator = MixingOperator(W[lo:lo + size][:, columns], device, dtype)
+        self.operator = MixingOperator(W[lo:lo + size][:, columns], device, dtype, mode=mode)
+
+    def mix(self, held: Tensor) -> Tensor:
+        """This rank's rows of :math:`W x` from the rows it holds (``(len(columns), d)`` → ``(n, d)``)."""
+        out = None if self.operator.mode == "csr" else held.new_empty(len(self.own_positions), *held.shape[1:])
+        return self.operator(held, out=out)
 
     @property
     def peers(self) -> list[int]:
@@ -195,45 +217,76 @@ class Exchange:
         self.bytes_sent += sum(t.numel() * t.element_size() for t in tensors)
         self.rows_sent += rows
 
+    def share(self, pieces: list[Tensor], plan: GossipPlan, label: str = "gossip") -> list[tuple[Tensor, list[Tensor]]]:
+        """Send this rank's rows of ``pieces`` to the ranks that need them, and receive theirs.
+
+        ``pieces`` are the parts of one message per row (the floats; or packed levels and the scale),
+        each with this rank's n rows first: row i of every piece travels whenever row i is needed.
+        Returns, per source, the positions in ``plan.columns`` of the rows received and their pieces (for
+        ``all_gather``: every block, this rank's included, at positions ``0..m-1``). Counts the bytes
+        and rows sent (:class:`Exchange`).
+        """
+        n = pieces[0].shape[0]
+        if plan.collective:
+            outs = [[torch.empty_like(p) for _ in range(self.world_size)] for p in pieces]
+            works = [(dist.all_gather(out, p.contiguous(), async_op=True), None) for out, p in zip(outs, pieces)]
+            self._count(pieces * (self.world_size - 1), n * (self.world_size - 1))
+            self.wait_all(works, f"{label} (all_gather)")
+            return [(torch.arange(len(plan.columns)), [torch.cat(o) for o in outs])]
+        ops, peers_of_ops, incoming = [], [], {}
+        for s, rows in plan.sends.items():
+            out = [p[rows].contiguous() for p in pieces]
+            self._count(out, len(rows))
+            for p in out:
+                ops.append(dist.P2POp(dist.isend, p, s))
+                peers_of_ops.append(s)
+        for s, ids in plan.receives.items():
+            incoming[s] = [p.new_empty(len(ids), *p.shape[1:]) for p in pieces]
+            for p in incoming[s]:
+                ops.append(dist.P2POp(dist.irecv, p, s))
+                peers_of_ops.append(s)
+        if ops:
+            works = dist.batch_isend_irecv(ops)
+            self.wait_all(list(zip(works, peers_of_ops)), f"{label} with ranks {plan.peers}")
+        return [(plan.receive_positions[s], got) for s, got in incoming.items()]
+
     def step(self, x: Tensor, plan: GossipPlan, quantize: tuple[int, float | None] | None = None,
              label: str = "gossip") -> Tensor:
         """One gossip step on this rank's block ``x`` (n, d): send, receive, mix with this rank's rows of W.
 
-        ``quantize = (bits, step)`` sends each row as b-bit integer levels and
-        its scale instead of the floats (the rows must already be quantized,
-        as dfedavgm-q's Q(z − x) is, so decoding returns them to rounding).
+        The rows travel as floats; with ``quantize = (bits, step)`` (dfedavgm-q's ``"differences-only"``)
+        each row travels as its b-bit levels, packed (:func:`wire_pieces`), and its scale instead. Those
+        rows must already be quantized, as dfedavgm-q's Q(z − x) is, so decoding returns them to rounding.
+        The rank mixes its own rows as it holds them, never a decoded copy.
         """
-        gathered = x.new_empty(len(plan.columns), x.shape[1])
-        gathered[plan.own_positions] = x
-        if plan.collective:
-            pieces = _encode(x, quantize)
-            outs = [[torch.empty_like(p) for _ in range(self.world_size)] for p in pieces]
-            works = [(dist.all_gather(out, p, async_op=True), None) for out, p in zip(outs, pieces)]
-            self._count(pieces * (self.world_size - 1), x.shape[0] * (self.world_size - 1))
-            self.wait_all(works, f"{label} (all_gather)")
-            blocks = _decode([torch.cat(o) for o in outs], quantize, x.dtype)
-            gathered.copy_(blocks)
-            gathered[plan.own_positions] = x              # own rows exactly as held, never a decoded copy
+        if quantize is None:
+            pieces = [x]
         else:
-            ops, peers_of_ops, incoming = [], [], {}
-            for s, rows in plan.sends.items():
-                pieces = _encode(x[rows].contiguous(), quantize)
-                self._count(pieces, len(rows))
-                for p in pieces:
-                    ops.append(dist.P2POp(dist.isend, p, s))
-                    peers_of_ops.append(s)
-            for s, ids in plan.receives.items():
-                like = x.new_empty(len(ids), x.shape[1])
-                incoming[s] = [torch.empty_like(p) for p in _encode(like, quantize, shapes_only=True)]
-                for p in incoming[s]:
-                    ops.append(dist.P2POp(dist.irecv, p, s))
-                    peers_of_ops.append(s)
-            if ops:
-                works = dist.batch_isend_irecv(ops)
-                self.wait_all(list(zip(works, peers_of_ops)), f"{label} with ranks {plan.peers}")
-            for s, pieces in incoming.items():
-                gathered[plan.receive_positions[s]] = _decode(pieces, quantize, x.dtype)
-        return plan.operator(gathered)
+            bits, step = quantize
+            pieces = wire_pieces(encode(x, bits, step), x.dtype)
+        gathered = x.new_empty(len(plan.columns), x.shape[1])
+        for positions, received in self.share(pieces, plan, label):
+            gathered[positions] = received[0] if quantize is None else \
+                decode_pieces(received, quantize[0], x.shape[1], x.dtype)
+        gathered[plan.own_positions] = x
+        return plan.mix(gathered)
+
+    def share_messages(self, message: Encoded, plan: GossipPlan, dtype: torch.dtype,
+                       label: str = "gossip") -> Tensor:
+        r"""Compressed gossip's messages: send this rank's (n rows, encoded once), receive the neighbours'.
+
+        Only :func:`wire_pieces` travel (levels packed to b bits per coordinate, one scale per row in
+        ``dtype``). Returns the decoded message of every column of ``plan`` (``(len(plan.columns), d)``):
+        the received rows decoded here, this rank's own rows decoded from the same pieces, so they equal
+        what the neighbours decode (:func:`~dfl_core.operators.decode`, which equals ``quantize``).
+        """
+        n, d = message.payload.shape
+        pieces = wire_pieces(message, dtype)
+        decoded = torch.empty(len(plan.columns), d, dtype=dtype, device=message.payload.device)
+        for positions, received in self.share(pieces, plan, label):
+            decoded[positions] = decode_pieces(received, message.bits, d, dtype)
+        decoded[plan.own_positions] = decode_pieces(pieces, message.bits, d, dtype)
+        return decoded
 
     def barrier(self, what: str) -> None:
         """All ranks reached this point (before a checkpoint is written), under the same deadline."""
@@ -241,31 +294,21 @@ class Exchange:
         self.wait_all([(dist.all_reduce(flag, async_op=True), None)], what)
 
 
-def _levels_dtype(bits: int) -> torch.dtype:
-    return encode(torch.zeros(1, 1), bits).payload.dtype
+def wire_pieces(message: Encoded, dtype: torch.dtype) -> list[Tensor]:
+    """What travels for the n rows of an encoded ``(n, d)`` message: ``[levels, scale]``.
 
-
-def _encode(x: Tensor, quantize: tuple[int, float | None] | None, shapes_only: bool = False) -> list[Tensor]:
-    """What goes on the wire for rows ``x``: the floats, or (integer levels as raw bytes, one scale per row).
-
-    The levels travel as bytes (``uint8`` views) because gloo's collectives
-    have no int16 type; the bytes are the same.
+    ``levels``: ``uint8 (n, ⌈d·b/8⌉)``, the b-bit levels of each row packed
+    (:func:`~dfl_core.operators.pack_levels`; as bytes also for b = 16, 32 because gloo's collectives
+    have no int16 type); ``scale``: ``(n, 1)`` in ``dtype``, the working dtype. A row costs
+    ⌈d·b/8⌉ bytes and the scale's 4 (float32) or 8 (float64): the d·b + 32 bits that
+    :func:`~dfl_core.operators.message_bits` charges, plus under 8 bits of padding (float32).
     """
-    if quantize is None:
-        return [x]
-    bits, step = quantize
-    if shapes_only:                    # a receive buffer: only the dtypes and shapes matter
-        payload = torch.empty(x.shape, dtype=_levels_dtype(bits), device=x.device)
-        scale = x.new_empty(x.shape[0], 1)
-    else:
-        message = encode(x, bits, step)
-        payload, scale = message.payload, message.scale
-        scale = scale.expand(x.shape[0], 1) if scale.dim() < 2 else scale
-    return [payload.contiguous().view(torch.uint8), scale.to(x.dtype).contiguous()]
+    n, d = message.payload.shape
+    scale = torch.as_tensor(message.scale).to(dtype).expand(n, 1).contiguous()
+    return [pack_levels(message.payload, message.bits), scale]
 
 
-def _decode(pieces: list[Tensor], quantize: tuple[int, float | None] | None, dtype: torch.dtype) -> Tensor:
-    if quantize is None:
-        return pieces[0]
-    raw, scale = pieces
-    return raw.view(_levels_dtype(quantize[0])).to(dtype) * scale
+def decode_pieces(pieces: list[Tensor], bits: int, d: int, dtype: torch.dtype) -> Tensor:
+    """The rows of :func:`wire_pieces` decoded: levels times scale, as :func:`~dfl_core.operators.decode`."""
+    packed, scale = pieces
+    return decode(Encoded(unpack_levels(packed, bits, d), scale, bits), dtype)

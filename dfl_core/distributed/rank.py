@@ -13,7 +13,9 @@ follows the simulator's run (same batches: every random draw is a function of
 (seed, purpose, round), :mod:`dfl_core.rng`).
 
 Checkpoints are per rank: ``OUT/checkpoints/rank<r>/round<t>.pt`` holds that
-rank's block (parameters, momentum rows, its byte counters, the history). All
+rank's block (parameters, momentum rows, its byte counters, the history, and
+with compressed gossip the rows of the public copies x̂ it holds: its own and
+its neighbours'; files written before that key existed still load). All
 ranks pass a barrier before writing round t, and each keeps its two newest
 files, so after any crash there is a round every rank has saved; ``--resume``
 continues from the newest such round.
@@ -23,8 +25,10 @@ from __future__ import annotations
 import os
 import signal
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import Tensor
@@ -37,6 +41,7 @@ from ..engine import (Hooks, ProgressBar, RunState, Simulation, SimulationTools,
                       history_record, learning_rate)
 from ..engine.trainer import tree_assign_rows, tree_rows
 from ..metrics import evaluate_clients
+from ..operators import encode
 from ..results import History
 from .data import block_of, private_data
 from .exchange import Exchange, GossipPlan
@@ -63,9 +68,10 @@ class RankTools(SimulationTools):
     """
 
     def __init__(self, sim: Simulation, t: int, state, rule_state, hooks, clients: Tensor, exchange: Exchange,
-                 plans: dict):
+                 plans: dict, public_copies: Tensor | None = None):
         super().__init__(sim.config, sim.algorithm, state, t, sim.trainer, sim.matrices(t),
-                         sim.data.dataset.input_shape, rule_state=rule_state, hooks=hooks, operators=plans)
+                         sim.data.dataset.input_shape, rule_state=rule_state, hooks=hooks, operators=plans,
+                         public_copies=public_copies)
         self.clients, self.exchange = clients, exchange
 
     def local_train(self, x: Tensor, clients: Tensor | None = None, **kw) -> Tensor:
@@ -76,30 +82,86 @@ class RankTools(SimulationTools):
 
     def _build_operator(self, M) -> GossipPlan:
         """This rank's plan for W (kept in the tools' one operator cache, :meth:`SimulationTools._operator`)."""
-        ex = self.exchange
-        return GossipPlan(M.W, ex.rank, ex.world_size, self.model.device, self.trainer.dtype)
+        ex, mode = self.exchange, self.config.gossip_mode
+        return GossipPlan(M.W, ex.rank, ex.world_size, self.model.device, self.trainer.dtype,
+                          mode=None if mode == "auto" else mode)
 
     def gossip(self, x: Tensor, bits_per_message: int | None = None) -> Tensor:
-        r"""Q gossip steps :math:`x \leftarrow W_t x` (DFedSAM eq. (5)) on this rank's rows.
+        r"""Q gossip steps :math:`x \leftarrow W_t x` (DFedSAM eq. (5)) on this rank's rows, as the simulator's.
 
-        ``bits_per_message`` marks dfedavgm-q's quantized messages; with
-        ``quant_mixing="difference"`` (eq. (7)) they travel as integer levels
-        and scales. ``"models"`` mixes x + Q(z − x), which a rank can only send
-        as floats (it does not hold its neighbours' x), so those go unquantized.
+        What travels to the ranks that need a row (:mod:`.exchange`):
+
+        * without ``quant_bits``: the row's floats;
+        * with ``quant_bits`` (public copies, :meth:`compressed_gossip`): only the encoded message,
+          levels packed to b bits per coordinate and one scale;
+        * ``bits_per_message`` (dfedavgm-q's other readings, which quantize what they mix themselves):
+          ``"differences-only"`` sends its Q(z − x) rows as packed levels and scales;
+          ``"exact-neighbour-models"`` mixes x + Q(z − x), which a rank can only send as floats (it does
+          not hold its neighbours' x), so its bytes exceed the bits the simulator charges for it.
+
+        The rank's ``bits`` are its bytes on the wire (×8), not the simulator's charge.
         """
-        cfg, ex = self.config, self.exchange
+        cfg = self.config
+        if cfg.quant_bits is not None and bits_per_message is None:
+            return self.compressed_gossip(x)
         quantize = None
-        if bits_per_message is not None and cfg.quant_mixing == "difference":
+        if bits_per_message is not None and cfg.quant_mixing == "differences-only":
             quantize = (cfg.quant_bits, cfg.quant_step)
         matrices = self.matrices()
-        bytes_before, rows_before = ex.bytes_sent, ex.rows_sent
-        for q, M in enumerate(matrices):
-            before, x = x, ex.step(x, self._operator(M), quantize, label=f"gossip step {q + 1}/{len(matrices)}")
-            if self.hooks is not None:
-                self.hooks.after_gossip(before, x, q)
-        self.bits += 8 * (ex.bytes_sent - bytes_before)
-        self.transmissions += ex.rows_sent - rows_before
+        with self._counting():
+            for q, M in enumerate(matrices):
+                before, x = x, self.exchange.step(x, self._operator(M), quantize,
+                                                  label=f"gossip step {q + 1}/{len(matrices)}")
+                if self.hooks is not None:
+                    self.hooks.after_gossip(before, x, q)
         return x
+
+    def compressed_gossip(self, x: Tensor) -> Tensor:
+        r"""The simulator's compressed gossip (:meth:`SimulationTools.compressed_gossip`, CHOCO-Gossip) on this rank.
+
+        The rank holds :math:`\hat x` as an ``(m, d)`` tensor of which it only ever updates its own rows
+        and its neighbours' (those its rows of W mix). Per step: :math:`q = \mathcal Q(x - \hat x)` on its
+        own rows, encoded once (stochastic rounding slices its rows of the simulator's ``(m, d)`` draw from
+        the round's ``"quantize"`` stream, so the messages equal the simulator's); only the encoded
+        message travels (:meth:`Exchange.share_messages`); every held row of :math:`\hat x` adds the
+        decoded message (own rows decoded from the bytes sent, as the neighbours decode them); then
+        :math:`x \leftarrow x + \gamma\,(W \hat x - \hat x)` on the rank's rows.
+        """
+        cfg, ex = self.config, self.exchange
+        gen = self.generator("quantize") if cfg.quant_stochastic else None
+        own = self.clients.to(x.device)
+        public = self.public_copies.clone()          # this round's copy; the driver keeps it if the round completes
+        matrices = self.matrices()
+        with self._counting():
+            for q, M in enumerate(matrices):
+                plan = self._operator(M)
+                noise = None
+                if gen is not None:                  # the simulator's draw for all m rows; this rank's rows
+                    noise = torch.rand((cfg.num_clients, x.shape[1]), generator=gen, dtype=x.dtype)
+                    noise = noise[self.clients].to(x.device)
+                message = encode(x - public[own], cfg.quant_bits, cfg.quant_step, rounding=cfg.quant_rounding,
+                                 stochastic=cfg.quant_stochastic, noise=noise)                          # 1.
+                decoded = ex.share_messages(message, plan, x.dtype,
+                                            label=f"gossip step {q + 1}/{len(matrices)}")
+                held = plan.column_ids
+                public[held] = public[held] + decoded                                                   # 2.
+                mixed = public[held]
+                before, x = x, x + cfg.consensus_step * (plan.mix(mixed) - mixed[plan.own_positions])  # 3.
+                if self.hooks is not None:
+                    self.hooks.after_gossip(before, x, q)
+        self.public_copies = public
+        return x
+
+    @contextmanager
+    def _counting(self):
+        """Add what the exchange sent meanwhile to this round's bits (its bytes × 8) and transmissions (rows)."""
+        ex = self.exchange
+        bytes_before, rows_before = ex.bytes_sent, ex.rows_sent
+        try:
+            yield
+        finally:
+            self.bits += 8 * (ex.bytes_sent - bytes_before)
+            self.transmissions += ex.rows_sent - rows_before
 
     def count_transmissions(self, models: int, bits_per_message: int | None = None) -> None:
         """Nothing to add: what a rank sends is counted on the wire, by its :class:`Exchange`."""
@@ -177,7 +239,8 @@ class _RankRun(Hooks):
             raise ConfigError(f"algorithm {cfg.algorithm!r} is not run by the distributed backend; allowed: "
                               f"{', '.join(distributed_algorithms())}")
         own = self.clients.to(self.sim.device)
-        self.run = RunState(t=0, state=ClientModels(self.sim.x[own].clone()))
+        self.run = RunState(t=0, state=ClientModels(self.sim.x[own].clone()),
+                            public_copies=self.sim.initial_public_copies())       # x̂⁰ as the simulator's
         self.plans: dict = {}
         self.folder = out / "checkpoints" / f"rank{rank}"
         self._start = time.perf_counter()
@@ -188,7 +251,8 @@ class _RankRun(Hooks):
     def tools(self, run: RunState, hooks) -> RankTools:
         """The tools of round ``run.t``, after marking the round started (for messages naming the ranks behind)."""
         self.exchange.start_round(run.t + 1)
-        return RankTools(self.sim, run.t, run.state, run.rule_state, hooks, self.clients, self.exchange, self.plans)
+        return RankTools(self.sim, run.t, run.state, run.rule_state, hooks, self.clients, self.exchange, self.plans,
+                         public_copies=run.public_copies)
 
     # ------------------------------------------------------------ measurements
     def _gather(self, values: Tensor) -> Tensor:
@@ -246,10 +310,23 @@ class _RankRun(Hooks):
                  "x": run.state.x.detach().cpu().clone(), "rule_state": ckpt.to_cpu(rule_state),
                  "counters": {"bytes_sent": run.bits_sent // 8, "rows_sent": run.transmissions,
                               "bytes_last_round": run.bits_last_round // 8},
-                 "history": list(run.history), "elapsed_s": time.perf_counter() - self._start}
+                 "history": list(run.history), "elapsed_s": time.perf_counter() - self._start,
+                 "public_copies": self._held_public_copies(run)}
         ckpt.save_atomic(state, self.folder / f"round{run.t:06d}.pt")
         for old in checkpoint_rounds(self.folder)[:-2]:                 # keep the two newest
             (self.folder / f"round{old:06d}.pt").unlink(missing_ok=True)
+
+    def _held_public_copies(self, run: RunState) -> dict | None:
+        """The rows of x̂ this rank holds (its own and those its rows of W mix; a static W), for its checkpoint."""
+        if run.public_copies is None:
+            return None
+        own = self.clients.numpy()
+        rows = set(own.tolist())
+        for M in self.sim.matrices(run.t):
+            rows.update(np.flatnonzero((np.asarray(M.W)[own] != 0).any(0)).tolist())
+        rows = sorted(rows)
+        return {"rows": rows, "values": run.public_copies[torch.as_tensor(rows, device=run.public_copies.device)]
+                .detach().cpu().clone()}
 
     def resume(self) -> bool:
         """Continue from the newest round every rank has saved; False if no rank has a checkpoint."""
@@ -264,7 +341,7 @@ class _RankRun(Hooks):
                                        f"{dict(enumerate(everyone))}); start again without --resume")
         path = self.folder / f"round{max(common):06d}.pt"
         saved = _load(path)
-        ckpt.check_compatible(saved["config"], self.cfg.to_dict(), saved["t"], path)
+        ckpt.check_compatible(Config.upgraded(saved["config"]), self.cfg.to_dict(), saved["t"], path)
         if saved["world_size"] != self.world_size or saved["clients"] != self.clients.tolist():
             raise ckpt.CheckpointError(f"{str(path)!r} was written by rank {saved['rank']} of "
                                        f"{saved['world_size']}; now rank {self.rank} of {self.world_size}")
@@ -272,12 +349,20 @@ class _RankRun(Hooks):
         if saved["rule_state"] is not None:                 # every client's rows, this rank's filled in
             rule_state = _tree_zeros(ckpt.to_device(saved["rule_state"], self.sim.device), self.cfg.num_clients)
             tree_assign_rows(rule_state, self.clients, ckpt.to_device(saved["rule_state"], self.sim.device))
+        public = self.sim.initial_public_copies()
+        held = saved.get("public_copies")                    # absent in checkpoints written before compressed gossip
+        if public is not None:
+            if held is None:
+                raise ckpt.CheckpointError(f"{str(path)!r} holds no public copies, which compressed gossip "
+                                           f"(quant_bits={self.cfg.quant_bits}) needs; start again without --resume")
+            public[torch.as_tensor(held["rows"], device=public.device)] = held["values"].to(public.device,
+                                                                                          public.dtype)
         counters = saved["counters"]
         self.exchange.bytes_sent, self.exchange.rows_sent = counters["bytes_sent"], counters["rows_sent"]
         self.run = RunState(t=saved["t"], state=ClientModels(saved["x"].to(self.sim.device, self.sim.dtype)),
                             rule_state=rule_state, transmissions=counters["rows_sent"],
                             bits_sent=8 * counters["bytes_sent"], bits_last_round=8 * counters["bytes_last_round"],
-                            history=tuple(saved["history"]))
+                            history=tuple(saved["history"]), public_copies=public)
         self._start = time.perf_counter() - saved["elapsed_s"]
         return True
 

@@ -15,6 +15,7 @@ so nothing of a round outlives it except what the algorithm returns.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from functools import partial
 from pathlib import Path
@@ -40,6 +41,10 @@ from .loop import HookList, Hooks, RunState, drive, evaluated, play_round
 from .tools import SimulationTools, learning_rate
 from .trainer import LocalTrainer, RoundStreams, default_client_chunk
 
+#: The notes on messages that could not be sent as counted (:attr:`Config.transmission_notes`) this process
+#: has printed on stderr; each is printed once, and every run keeps its own in its history.
+announced_notes: set[str] = set()
+
 __all__ = ["Simulation", "run", "ProgressBar", "Checkpointing"]
 
 
@@ -61,6 +66,10 @@ class Simulation:
     def __init__(self, config: Config, data: FederatedData | None = None):
         cfg = config.resolved()
         self.config, self.algorithm = cfg, ALGORITHMS[cfg.algorithm]
+        for note in cfg.transmission_notes:               # said before anything runs, and kept in the history
+            if note not in announced_notes:               # once per process: a sweep of runs says it once
+                announced_notes.add(note)
+                print(f"dfl_core: {note}", file=sys.stderr)
         self.device, self.dtype = cfg.torch_device, cfg.torch_dtype
         if self.device.type == "cpu":
             retain_freed_memory()                       # the round's temporaries reuse freed memory (allocator.py)
@@ -98,9 +107,17 @@ class Simulation:
 
     def restart(self) -> None:
         """Back to round 0: the algorithm's initial state from x⁰, no history, counters at 0."""
-        self.run_state = RunState(t=0, state=self.algorithm.init(self.x0.clone(), self.tools(0, state=None)))
+        self.run_state = RunState(t=0, state=self.algorithm.init(self.x0.clone(), self.tools(0, state=None)),
+                                  public_copies=self.initial_public_copies())
         self.wall_time_s = 0.0
         self._start = time.perf_counter()
+
+    def initial_public_copies(self) -> Tensor | None:
+        r"""Compressed gossip's :math:`\hat x^0` (``None`` without it): x⁰ when every client starts from the same
+        model, which each can compute from the seed at no cost, else 0 (CHOCO-Gossip's start)."""
+        if not self.config.uses_public_copies:
+            return None
+        return self.x0.clone() if self.config.same_init else torch.zeros_like(self.x0)
 
     # ---------------------------------------------------------------- the run's parts
     @property
@@ -136,7 +153,7 @@ class Simulation:
     @property
     def history(self) -> History:
         return History(config=self.config.to_dict(), records=list(self.run_state.history),
-                       wall_time_s=self.wall_time_s)
+                       wall_time_s=self.wall_time_s, notes=list(self.config.transmission_notes))
 
     def matrices(self, t: int) -> list[MixingMatrix]:
         """The mixing matrices of round t, one per gossip step (the same W repeated by default)."""
@@ -157,7 +174,8 @@ class Simulation:
         return SimulationTools(self.config, self.algorithm, self.state if state is ... else state, t,
                                self.trainer, self.matrices(t), self.data.dataset.input_shape,
                                rule_state=None if state is None else self.run_state.rule_state,
-                               hooks=hooks, operators=self._operators, outputs=self._gossip_outputs)
+                               hooks=hooks, operators=self._operators, outputs=self._gossip_outputs,
+                               public_copies=None if state is None else self.run_state.public_copies)
 
     def batches(self, clients: Tensor | None = None, steps: int | None = None, t: int | None = None) -> list:
         """The mini-batches ``clients`` (default all) draw in round ``t`` (default the next): ``(inputs, labels, weights)``."""
@@ -232,7 +250,7 @@ class Simulation:
 
     def load_state_dict(self, saved: dict, path: str | os.PathLike = "") -> None:
         """Continue from ``saved`` (from :meth:`state_dict`); the config must match (see :mod:`dfl_core.checkpoint`)."""
-        ckpt.check_compatible(saved["config"], self.config.to_dict(), saved["t"], path)
+        ckpt.check_compatible(Config.upgraded(saved["config"]), self.config.to_dict(), saved["t"], path)
         self.run_state = RunState(**ckpt.unpack(saved, self.run_state.state, self.device))
         self._start = time.perf_counter() - saved["elapsed_s"]
 

@@ -15,6 +15,7 @@ from torch import Tensor
 
 from ..gossip import MixingOperator
 from ..local import LocalRule
+from ..operators import message_bits, quantize
 from .buffers import OutputBuffers
 from .trainer import Gradient, LocalTrainer, RoundStreams
 
@@ -27,7 +28,7 @@ def learning_rate(config, t: int) -> float:
 
 
 class SimulationTools:
-    """The tools of round ``t`` of one simulated run, for an algorithm whose state at the round's start is ``state``.
+    r"""The tools of round ``t`` of one simulated run, for an algorithm whose state at the round's start is ``state``.
 
     Args:
         config: the resolved config.
@@ -39,11 +40,12 @@ class SimulationTools:
         input_shape: the shape of one input sample.
         rule_state: local-rule buffers kept across rounds (``reset_momentum=False``), or ``None``.
         hooks: observers of local training and gossip (:class:`~.loop.Hooks`).
+        public_copies: :math:`\hat x`, the public copies of compressed gossip (``quant_bits``), or ``None``.
     """
 
     def __init__(self, config, algorithm, state, t: int, trainer: LocalTrainer, matrices: list,
                  input_shape: tuple, rule_state: Any = None, hooks=None, operators: dict | None = None,
-                 outputs: OutputBuffers | None = None):
+                 outputs: OutputBuffers | None = None, public_copies: Tensor | None = None):
         self.config, self.algorithm, self.state, self.t = config, algorithm, state, t
         self.trainer, self.model = trainer, trainer.model
         self.num_clients, self.input_shape = config.num_clients, input_shape
@@ -56,6 +58,7 @@ class SimulationTools:
             del self._operators[key]                                        # a time-varying W of an earlier round
         self._rule: LocalRule | None = None
         self.rule_state = _clone(rule_state)      # this round's copy; the driver keeps it if the round completes
+        self.public_copies = public_copies        # replaced, never written in place: the driver keeps the new one
         self.hooks = hooks
         self.transmissions, self.bits = 0, 0      # messages sent this round, and their bits
         self.records: dict[str, float] = {}       # the algorithm's own per-round quantities
@@ -96,12 +99,51 @@ class SimulationTools:
         return self._matrices
 
     def gossip(self, x: Tensor, bits_per_message: int | None = None) -> Tensor:
-        """Q gossip steps :math:`x \\leftarrow W_q x` with this round's matrices; counts the messages and their bits."""
+        """Q gossip steps :math:`x \\leftarrow W_q x` with this round's matrices; counts the messages and their bits.
+
+        With ``quant_bits`` set, each step sends compressed messages instead (:meth:`compressed_gossip`),
+        unless ``bits_per_message`` says the caller quantized what it mixes itself (dfedavgm-q's
+        other readings): then ``x`` is mixed exactly and each message is charged ``bits_per_message``.
+        """
+        if self.config.quant_bits is not None and bits_per_message is None:
+            return self.compressed_gossip(x)
         for q, M in enumerate(self._matrices):
             self.count_transmissions(M.num_messages, bits_per_message)
             before, x = x, self._operator(M)(x, out=self._outputs.take(x))
             if self.hooks is not None:
                 self.hooks.after_gossip(before, x, q)
+        return x
+
+    def compressed_gossip(self, x: Tensor) -> Tensor:
+        r"""Q steps of CHOCO-Gossip (Koloskova, Stich & Jaggi, ICML 2019, Algorithm 1) with b-bit messages.
+
+        Every client i keeps a public copy :math:`\hat x_i`, which it and each of its neighbours hold
+        alike, because it changes only by what i sends. Per step, with :math:`\mathcal Q` the b-bit
+        quantizer (:func:`~dfl_core.operators.quantize`: ``quant_bits``, ``quant_step``, ``quant_rounding``,
+        ``quant_stochastic``) and γ = ``consensus_step``:
+
+        1. :math:`q_i = \mathcal Q(x_i - \hat x_i)`: client i sends :math:`q_i`, d·b + 32 bits, to each neighbour;
+        2. :math:`\hat x_j \leftarrow \hat x_j + q_j` for i and every neighbour j (on every holder of the copy);
+        3. :math:`x_i \leftarrow x_i + \gamma \sum_j w_{ij} (\hat x_j - \hat x_i)`, i.e. :math:`x + \gamma (W - I)\hat x`.
+
+        What a client needs, :math:`\hat x_j` of its neighbours, it has built from their messages alone,
+        so the bits counted are the bits sent. With exact messages and γ = 1, :math:`\hat x = x` after
+        step 2 and step 3 is exact gossip, :math:`x \leftarrow W x`. The copies persist across rounds
+        (checkpointed with the run): the error of one message is sent again in the next (error feedback).
+        Stochastic rounding draws from the round's ``"quantize"`` stream, one ``(m, d)`` draw per step.
+        """
+        cfg = self.config
+        public, gen = self.public_copies, (self.generator("quantize") if cfg.quant_stochastic else None)
+        bits = message_bits(x.shape[1], cfg.quant_bits)
+        for q, M in enumerate(self._matrices):
+            self.count_transmissions(M.num_messages, bits)
+            message = quantize(x - public, cfg.quant_bits, cfg.quant_step, rounding=cfg.quant_rounding,   # 1.
+                               stochastic=cfg.quant_stochastic, generator=gen)
+            public = public + message                                                                  # 2.
+            before, x = x, x + cfg.consensus_step * (self._operator(M)(public) - public)               # 3.
+            if self.hooks is not None:
+                self.hooks.after_gossip(before, x, q)
+        self.public_copies = public
         return x
 
     def _operator(self, M):

@@ -149,7 +149,8 @@ def provenance_line(result: ShowcaseResult) -> str:
     """Where the numbers come from, in one line: command, seeds, machine, date and CPU hours of training."""
     p = result.provenance
     return (f"{result.name}: `{p['command']}`, seeds {', '.join(map(str, p['seeds']))}, {p['machine']}, "
-            f"{p['date']}, {result.cpu_time_s() / 3600:.2f} CPU hours of training")
+            f"{p['date']}, {result.cpu_time_s() / 3600:.2f} CPU hours of training"
+            + (f". {p['note']}" if p.get("note") else ""))
 
 
 def regeneration_hours(names: list[str]) -> float:

@@ -54,9 +54,9 @@ class Experiment:
 
 
 def stored_config(record: dict) -> dict:
-    """A run record's config with the fields added since it was written at their defaults (a file written
-    before ``local_epochs`` existed still matches the configs planned now)."""
-    return Config.from_dict(record["config"]).to_dict()
+    """A run record's config as this version resolves it (:meth:`Config.upgraded`): a file written before
+    ``local_epochs`` or compressed gossip existed still matches the configs planned now."""
+    return Config.upgraded(record["config"])
 
 
 def final_value(history: list[dict], metric: str = "test_acc", last: int = 5) -> float:
@@ -70,7 +70,6 @@ def final_value(history: list[dict], metric: str = "test_acc", last: int = 5) ->
 #: recording the old name and the command that made them; :func:`current_name` reads either.
 FORMER_NAMES: dict[str, str] = {
     "ch03-dfedavg": "dfedavg",
-    "ch03b-quantization": "quantization",
     "ch03b-privacy": "privacy",
     "ch04-sam": "fedsam",
     "ch04-regime": "fedsam-regime",
@@ -199,7 +198,7 @@ def _run_one(experiment: Experiment, arm: str, seed: int, profile_name: str, che
     record = {"arm": arm, "seed": seed, "config": cfg.to_dict(), "wall_time_s": time.perf_counter() - start,
               "cpu_time_s": time.process_time() - cpu_start,
               "history": [{k: r[k] for k in KEPT_METRICS if k in r} | _extras(r) for r in sim.history.records],
-              "measures": measures}
+              "measures": measures} | ({"notes": sim.history.notes} if sim.history.notes else {})
     return record | ({"diverged": diverged} if diverged else {})
 
 
