@@ -13,9 +13,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
+from dataclasses import dataclass
 import shlex
 import statistics
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -30,8 +32,32 @@ from .results import History, read_results, write_results
 from .topology import TOPOLOGIES
 
 __all__ = ["main", "DEFAULT_ALGORITHMS", "DEFAULT_SEEDS", "compare", "summary_table", "paired_table",
-           "add_config_arguments",
-           "config_overrides"]
+           "add_config_arguments", "config_overrides", "parse_value", "parse_names", "parse_seeds",
+           "CliExtension", "cli_extensions", "EXTENSION_GROUP"]
+
+#: The entry-point group through which installed packages add commands (and the ``run`` figure) to this CLI.
+EXTENSION_GROUP = "dfl_core.cli"
+
+
+@dataclass(frozen=True)
+class CliExtension:
+    """Commands another package adds to ``python -m dfl_core`` (the book's ``showcase`` and ``table``).
+
+    ``add_commands(subparsers)`` adds their parsers; ``run(name, parser, args, command)`` runs one and
+    returns the exit code; ``plot_comparison(results, path)`` (optional) draws ``run``'s figure. The engine
+    finds extensions by entry point (group :data:`EXTENSION_GROUP`), so it imports no package above it.
+    """
+
+    commands: tuple[str, ...]
+    add_commands: Callable[[Any], None]
+    run: Callable[..., int]
+    plot_comparison: Callable[[dict, Path], Path] | None = None
+
+
+def cli_extensions() -> list[CliExtension]:
+    """The installed extensions of this CLI, in entry-point name order (``dfl_book``'s when the book is installed)."""
+    return [ep.load() for ep in sorted(entry_points(group=EXTENSION_GROUP), key=lambda ep: ep.name)]
+
 
 DEFAULT_ALGORITHMS = ("dpsgd", "dfedavg", "dfedavgm", "dfedsam", "dfedsam-mgs")
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)          # the book's rule: a verdict needs 5 seeds (dfl_core.stats.MIN_SEEDS)
@@ -51,7 +77,7 @@ def _catalogue() -> str:
     ])
 
 
-def _parse_value(text: str, annotation: str) -> Any:
+def parse_value(text: str, annotation: str) -> Any:
     """Parse a command-line string by the dataclass field's annotation."""
     if "None" in annotation and text.lower() in ("none", "null", ""):
         return None
@@ -108,49 +134,8 @@ def _build_parser() -> argparse.ArgumentParser:
                           "from OUT/results.json, unfinished ones continue from OUT/checkpoints")
     add_config_arguments(run)
     sub.add_parser("list", help="list algorithms, topologies, datasets, models and partitions")
-    from .tables import FAST                            # the fast scale, as the code runs it
-    showcase = sub.add_parser(
-        "showcase", help="run a chapter's showcase experiment (every arm x seed) into its results file",
-        description="Run every arm x seed of a showcase experiment (dfl_core.showcase) and write "
-                    "OUT/NAME.json after every finished run; rerunning the command continues an interrupted "
-                    "regeneration (finished runs are kept, unfinished ones resume from their checkpoints).")
-    showcase.add_argument("name", nargs="?", help="an experiment (omit with --list)")
-    showcase.add_argument("--list", action="store_true", help="list the experiments and their arms")
-    showcase.add_argument("--profile", default="showcase", help="showcase (default) or fast (a quick check)")
-    showcase.add_argument("--jobs", type=int, default=1, help="trainings at once, one process each (default: 1)")
-    showcase.add_argument("--seeds", default=None, help="comma-separated seeds (default: the experiment's)")
-    showcase.add_argument("--out", default=None, help="folder of the results file (default: the committed "
-                                                      "dfl_core/showcase/results)")
-    showcase.add_argument("--checkpoints", default=None, metavar="DIR",
-                          help="where unfinished runs checkpoint (default: $DFL_CHECKPOINTS/showcase/NAME)")
-    showcase.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    table = sub.add_parser(
-        "table", help="rerun a paper's table (a preset) over seeds; write it as CSV and Markdown",
-        description="Rerun every cell (algorithm x setting) of a paper preset for every seed and write "
-                    "OUT/NAME-PROFILE.csv and .md: mean ± std of the final test accuracy, the paper's number "
-                    "beside it, and the command, seeds, versions and machine. 'fast' is a CPU-sized copy of "
-                    f"the table ({FAST['dataset']}, {FAST['model']}, {FAST['num_clients']} clients, "
-                    f"{FAST['rounds']} rounds; see dfl_core.tables); 'showcase' runs every cell at the book's "
-                    "showcase scale (all of Fashion-MNIST, 2NN, 100 clients, 100 rounds, 600 for centralized FL); "
-                    "'full' is the paper's scale, for a GPU. With 'showcase' and 'full' every run checkpoints, and "
-                    "rerunning the command continues an interrupted table.")
-    table.add_argument("name", help="a preset: " + ", ".join(PRESETS))
-    table.add_argument("--profile", default="fast", help="fast, showcase or full (default: %(default)s)")
-    table.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default: %(default)s)")
-    table.add_argument("--algorithms", default=None, help="only these rows (comma-separated)")
-    table.add_argument("--settings", default=None, help="only these columns (comma-separated)")
-    table.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                       help="change a config field of every cell, e.g. --set rounds=5 (repeatable)")
-    table.add_argument("--tag", default=None,
-                       help="append -TAG to the output names, e.g. for a rerun with --set (a code variant)")
-    table.add_argument("--out", default="dfl_tables", help="output folder (default: %(default)s)")
-    table.add_argument("--checkpoints", default=None, metavar="DIR",
-                       help="keep each run's checkpoint and the finished runs here, so that rerunning the "
-                            "command continues an interrupted table (default: none for fast; for full "
-                            "$DFL_CHECKPOINTS/tables/NAME)")
-    table.add_argument("--jobs", type=int, default=1,
-                       help="trainings at once, one process each; the numbers do not depend on it (default: 1)")
-    table.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    for extension in cli_extensions():                  # e.g. the book's showcase and table commands
+        extension.add_commands(sub)
     return parser
 
 
@@ -165,7 +150,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, skip: Sequence[str] = 
         if f.name in skip:
             continue
         parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, metavar=f.type.split()[0].upper(),
-                            type=lambda s, a=f.type: _parse_value(s, a), default=argparse.SUPPRESS,
+                            type=lambda s, a=f.type: parse_value(s, a), default=argparse.SUPPRESS,
                             help=_help_with_default(f, getattr(defaults, f.name)))
 
 
@@ -311,14 +296,11 @@ def paired_table(results: dict[str, list[History]], reference: str | None = None
     return "\n".join(lines)
 
 
-from .plots import plot_comparison  # noqa: E402  (the CLI's figure lives with the book's figures)
-
-
-def _names(text: str | None) -> list[str]:
+def parse_names(text: str | None) -> list[str]:
     return [a.strip() for a in (text or "").split(",") if a.strip()]
 
 
-def _seeds(parser: argparse.ArgumentParser, text: str) -> tuple[int, ...]:
+def parse_seeds(parser: argparse.ArgumentParser, text: str) -> tuple[int, ...]:
     try:
         return tuple(int(s) for s in text.split(",") if s.strip())
     except ValueError:
@@ -335,66 +317,6 @@ def _in_flags(message: str) -> str:
     fields = "|".join(f.name for f in dataclasses.fields(Config))
     return re.sub(rf"\b({fields})=(\S?)",
                   lambda m: "--" + m.group(1).replace("_", "-") + (" " + m.group(2) if m.group(2) else ""), message)
-
-
-def _table(parser: argparse.ArgumentParser, args: argparse.Namespace, command: str) -> int:
-    from .tables import run_table, write_table
-    types = {f.name: f.type for f in dataclasses.fields(Config)}
-    if args.tag is not None and not args.tag.replace("-", "").isalnum():
-        parser.error(f"--tag must be letters, digits and '-', got {args.tag!r}")
-    changes = {}
-    for item in args.set:
-        key, eq, value = item.partition("=")
-        key = key.strip().replace("-", "_")
-        if not eq or key not in types:
-            parser.error(f"--set expects FIELD=VALUE with a config field, got {item!r}; fields: {', '.join(types)}")
-        try:
-            changes[key] = _parse_value(value, types[key])
-        except argparse.ArgumentTypeError as err:
-            parser.error(f"--set {item}: {err}")
-    seeds = _seeds(parser, args.seeds)
-    if args.jobs < 1:
-        parser.error(f"--jobs must be >= 1, got {args.jobs}")
-    try:
-        result = run_table(args.name, args.profile, seeds, algorithms=tuple(_names(args.algorithms) or ()),
-                           settings=tuple(_names(args.settings) or ()), changes=changes,
-                           progress=not args.no_progress, command=command, checkpoints=args.checkpoints,
-                           jobs=args.jobs)
-    except (ConfigError, CheckpointError, ValueError) as err:   # (data errors say data_dir=, as --set does)
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except DivergenceError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 3
-    csv_path, md_path = write_table(result, args.out, tag=args.tag)
-    print(md_path.read_text())
-    print(f"table: {csv_path}\n       {md_path}")
-    return 0
-
-
-def _showcase(parser: argparse.ArgumentParser, args: argparse.Namespace, command: str) -> int:
-    from .showcase import run_experiment
-    from .showcase.experiments import EXPERIMENTS, FORMER_NAMES
-    if args.list or not args.name:
-        for exp in EXPERIMENTS.values():
-            former = [old for old, new in FORMER_NAMES.items() if new == exp.name]
-            print(f"{exp.name:<22} (chapter {exp.chapter}) {exp.question}\n{'':<24}arms: {', '.join(exp.arms)}"
-                  + (f"\n{'':<24}formerly: {', '.join(former)}" if former else ""))
-        return 0 if args.list else 2
-    if args.jobs < 1:
-        parser.error(f"--jobs must be >= 1, got {args.jobs}")
-    try:
-        path = run_experiment(args.name, args.profile, jobs=args.jobs, out=args.out, checkpoints=args.checkpoints,
-                              seeds=_seeds(parser, args.seeds) if args.seeds else None,
-                              progress=not args.no_progress, command=command)
-    except (ConfigError, CheckpointError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except DivergenceError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 3
-    print(f"results: {path}")
-    return 0
 
 
 #: Files a run writes into OUT; finding one there means an earlier invocation used the folder.
@@ -427,12 +349,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "list":
         print(_catalogue())
         return 0
-    if args.command == "showcase":
-        return _showcase(parser, args, command)
-    if args.command == "table":
-        return _table(parser, args, command)
+    for extension in cli_extensions():
+        if args.command in extension.commands:
+            return extension.run(args.command, parser, args, command)
     overrides = config_overrides(args)
-    seeds = _seeds(parser, args.seeds)
+    seeds = parse_seeds(parser, args.seeds)
     out = Path(args.out)
     if args.resume and args.overwrite:
         print("error: --resume and --overwrite contradict each other: --resume continues the runs in --out, "
@@ -452,12 +373,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.preset:
             preset = get_preset(args.preset)
-            algorithms = _names(args.algorithms) or list(preset.algorithms)
+            algorithms = parse_names(args.algorithms) or list(preset.algorithms)
             configs = {a: preset.config(a, args.setting, **overrides) for a in algorithms}
         else:
             if args.setting:
                 raise ConfigError("--setting needs --preset")
-            algorithms = _names(args.algorithms) or list(DEFAULT_ALGORITHMS)
+            algorithms = parse_names(args.algorithms) or list(DEFAULT_ALGORITHMS)
             configs = configs_for(Config().replace(**overrides), algorithms)
         if args.checkpoint_every < 1:
             raise ConfigError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
@@ -493,5 +414,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n" + paired)
     print(f"\nresults: {path}")
     if not args.no_plot:
-        print(f"plot:    {plot_comparison(results, out / 'comparison.png')}")
+        figures = [e.plot_comparison for e in cli_extensions() if e.plot_comparison is not None]
+        if figures:
+            print(f"plot:    {figures[0](results, out / 'comparison.png')}")
+        else:
+            print("plot:    none (the figure comes with the book's package, dfl_book, which is not installed)")
     return 0

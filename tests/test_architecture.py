@@ -31,9 +31,16 @@ def module_name(path: Path) -> str:
 
 
 def imports_of(path: Path) -> set[str]:
-    """The dfl_core modules ``path`` imports anywhere (functions included), except under ``if TYPE_CHECKING``."""
-    tree, name = ast.parse(path.read_text()), module_name(path)
-    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    """The modules ``path`` imports anywhere (functions included), except under ``if TYPE_CHECKING``."""
+    return imported_modules(path.read_text(), module_name(path), path.name == "__init__.py")
+
+
+def imported_modules(source: str, name: str, is_package: bool = False) -> set[str]:
+    """What module ``name`` (its ``source``) imports, by absolute name: ``from a.b import c`` gives ``a.b``
+    and ``a.b.c``; relative imports are resolved; imports inside functions count, ``if TYPE_CHECKING`` ones
+    do not (they never run)."""
+    tree = ast.parse(source)
+    package = name.split(".") if is_package else name.split(".")[:-1]
     type_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
                  and getattr(node.test, "id", None) == "TYPE_CHECKING" for n in ast.walk(node)}
     found = set()
@@ -112,7 +119,46 @@ def test_algorithms_use_only_public_tools():
                 assert node.attr != "server", f"{path.name}: r.server (state belongs in the algorithm's state)"
 
 
-SCANNED = ("dfl_core", "theory", "benchmarks", "tools")
+SCANNED = ("dfl_core", "theory", "dfl_book", "benchmarks", "tools")
+
+#: The layers, lowest first: a module may import its own layer and those below, never one above.
+LAYERS = ("dfl_core", "theory", "dfl_book")
+
+
+def layer_violations(sources: dict[str, tuple[str, bool]]) -> list[str]:
+    """``module -> imported module`` for every import of a higher layer (:data:`LAYERS`), inner imports included.
+
+    ``sources`` maps a module name to its source and whether it is a package's ``__init__``.
+    """
+    rank = {layer: i for i, layer in enumerate(LAYERS)}
+    found = []
+    for name, (source, is_package) in sources.items():
+        own = rank[name.split(".")[0]]
+        for target in imported_modules(source, name, is_package):
+            top = target.split(".")[0]
+            if top in rank and rank[top] > own:
+                found.append(f"{name} -> {target}")
+    return sorted(found)
+
+
+def test_the_layers_import_downwards_only():
+    """dfl_core ← theory ← dfl_book: the engine imports neither the theory nor the book, the theory not the book."""
+    paths = [p for top in LAYERS for p in (ROOT / top).rglob("*.py")]
+    sources = {module_name(p): (p.read_text(), p.name == "__init__.py") for p in paths}
+    assert {"dfl_core.cli", "theory.measured", "dfl_book.plots", "dfl_book.showcase.runner"} <= set(sources)
+    assert layer_violations(sources) == []
+    inner = sum(isinstance(node, (ast.Import, ast.ImportFrom)) and node.col_offset > 0
+                for source, _ in sources.values() for node in ast.walk(ast.parse(source)))
+    assert inner > 0                                   # the scan sees imports inside functions too
+
+
+def test_layer_scanner_finds_an_upward_import_even_inside_a_function():
+    engine = "import torch\n\ndef f():\n    from dfl_book import plots\n    from ..theory import x\n"
+    assert layer_violations({"dfl_core.a": (engine, False),
+                             "theory.b": ("from dfl_core import Config\nimport dfl_book.tables\n", False),
+                             "dfl_book.c": ("from theory import claims\nfrom dfl_core import cli\n", False)}) == [
+        "dfl_core.a -> dfl_book", "dfl_core.a -> dfl_book.plots", "dfl_core.a -> theory", "dfl_core.a -> theory.x",
+        "theory.b -> dfl_book.tables"]
 
 
 def is_private(name: str) -> bool:

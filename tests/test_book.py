@@ -176,8 +176,8 @@ def test_solutions_are_collapsed_in_jupyter_colab_and_the_site(md: Path):
 
 
 def test_the_notation_table_is_written_from_the_package():
-    """90_notation's table is dfl_core.notation's: a hand edit of a row is stale, and links restores it."""
-    from dfl_core import notation
+    """90_notation's table is dfl_book.notation's: a hand edit of a row is stale, and links restores it."""
+    from dfl_book import notation
 
     md = ROOT / "book" / "90_notation.md"
     text = md.read_text()

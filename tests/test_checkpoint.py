@@ -294,7 +294,7 @@ def test_cli_resume_skips_finished_runs(tmp_path, capsys):
 
 
 def test_the_full_profile_checkpoints_and_resumes_every_run(tmp_path, monkeypatch):
-    from dfl_core.profiles import PROFILES
+    from dfl_book.profiles import PROFILES
     monkeypatch.setenv("DFL_CHECKPOINTS", str(tmp_path))
     full, fast = PROFILES["full"], PROFILES["fast"]
     cfg = small("dfedsam", rounds=3)

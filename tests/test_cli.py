@@ -166,7 +166,7 @@ def test_run_help_gives_each_option_one_default():
 
 
 def test_table_help_names_the_fast_profiles_real_scale():
-    from dfl_core.tables import FAST
+    from dfl_book.tables import FAST
     out, _ = _option_lines("table")
     assert f"({FAST['dataset']}, {FAST['model']}, {FAST['num_clients']} clients, {FAST['rounds']} rounds" in out
     fast_sentence = out.split("'fast' is", 1)[1].split("'showcase'", 1)[0]

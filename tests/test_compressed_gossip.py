@@ -18,7 +18,7 @@ from dfl_core import Config, Simulation
 from dfl_core.config import ConfigError
 from dfl_core.operators import message_bits
 from dfl_core.rng import round_generator
-from dfl_core.showcase.runner import stored_config
+from dfl_book.showcase.runner import stored_config
 from test_algorithms import SMALL, flat, reference_run
 
 ROUNDS = SMALL["rounds"]

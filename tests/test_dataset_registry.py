@@ -32,7 +32,7 @@ def test_every_entry_is_a_spec_named_by_its_key_and_consistent():
 
 
 def test_the_registered_sizes_are_the_loaded_sizes_and_tables_use_them():
-    from dfl_core import tables
+    from dfl_book import tables
 
     digits = load_dataset("digits")
     spec = DATASETS["digits"]

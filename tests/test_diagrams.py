@@ -1,4 +1,4 @@
-"""The book's conceptual diagrams (dfl_core.diagrams): each builds, deterministically, with what it promises."""
+"""The book's conceptual diagrams (dfl_book.diagrams): each builds, deterministically, with what it promises."""
 from __future__ import annotations
 
 import io
@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from dfl_core import diagrams  # noqa: E402
+from dfl_book import diagrams  # noqa: E402
 
 DIAGRAMS = [name for name in diagrams.__all__ if callable(getattr(diagrams, name))]
 

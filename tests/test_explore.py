@@ -1,4 +1,4 @@
-"""The interactive explorations (dfl_core.explore): static figures always, widgets when ipywidgets is there."""
+"""The interactive explorations (dfl_book.explore): static figures always, widgets when ipywidgets is there."""
 from __future__ import annotations
 
 import matplotlib
@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from dfl_core import explore  # noqa: E402
+from dfl_book import explore  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -106,7 +106,7 @@ def test_fedavg_drift_figure_shows_iterates_fixed_points_and_the_minimiser():
 # --------------------------------------------------------------------------------------------- chapter 04
 
 def test_dfedavg_run_is_the_engines_and_counts_the_messages():
-    from dfl_core.plots import cumulative_costs
+    from dfl_book.plots import cumulative_costs
 
     for topology in ("ring", "grid"):
         run = explore.dfedavg_run(topology, 2, rounds=3)
@@ -119,7 +119,7 @@ def test_dfedavg_run_is_the_engines_and_counts_the_messages():
 
 
 def test_dfedavg_figure_axes_and_references():
-    from dfl_core.plots import COST_AXES
+    from dfl_book.plots import COST_AXES
 
     for x in COST_AXES:
         fig = explore.dfedavg_figure("ring", 3, x, rounds=3)

@@ -71,7 +71,7 @@ def test_a_failing_writer_leaves_the_old_file_and_no_temporary_file(tmp_path):
 
 def test_table_progress_records_follow_the_umask(tmp_path):
     from dfl_core.config import Config
-    from dfl_core.tables import _Done
+    from dfl_book.tables import _Done
 
     with umask(0o022):
         done = _Done(tmp_path)

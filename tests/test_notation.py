@@ -1,11 +1,12 @@
-"""The book's notation table (dfl_core.notation): one symbol per thing, and the Config help texts agree with it."""
+"""The book's notation table (dfl_book.notation): one symbol per thing, and the Config help texts agree with it."""
 from __future__ import annotations
 
 import dataclasses
 
 import pytest
 
-from dfl_core import Config, notation
+from dfl_core import Config
+from dfl_book import notation
 
 
 def test_the_table_and_the_config_agree():

@@ -1,4 +1,4 @@
-"""The book's figure helpers (dfl_core.plots): labelled axes, distinct styles, legends that hide no data."""
+"""The book's figure helpers (dfl_book.plots): labelled axes, distinct styles, legends that hide no data."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from dfl_core import plots  # noqa: E402
+from dfl_book import plots  # noqa: E402
 from dfl_core.results import History  # noqa: E402
 
 
@@ -140,9 +140,11 @@ def test_plot_comparison_separates_coinciding_methods_and_starts_consensus_at_ro
 
 
 def test_cli_uses_the_plots_module():
-    from dfl_core import cli
+    from dfl_book.cli import EXTENSION
+    from dfl_core.cli import cli_extensions
 
-    assert cli.plot_comparison is plots.plot_comparison
+    assert EXTENSION.plot_comparison is plots.plot_comparison
+    assert EXTENSION in cli_extensions()                   # the engine's CLI finds the book by entry point
 
 
 def test_cumulative_costs_count_messages_and_gradient_steps():
@@ -171,7 +173,7 @@ def test_cumulative_costs_reject_bad_arguments():
         plots.cumulative_costs([1], topology="no-such-graph", num_clients=20, local_steps=1)
 
 
-class FakeShowcase:   # duck-typed like dfl_core.showcase.runner.ShowcaseResult
+class FakeShowcase:   # duck-typed like dfl_book.showcase.runner.ShowcaseResult
     def __init__(self, arms: dict[str, dict], transmissions_off: int = 0):
         self.seeds, self.rounds = (0, 1), [0, 5, 10]
         self.runs = {(arm, s): {"config": cfg} for arm, cfg in arms.items() for s in self.seeds}
@@ -219,7 +221,7 @@ def test_showcase_against_cost_puts_each_arm_at_its_own_cost():
 
 
 def test_the_committed_dfedavg_showcase_sent_what_its_topologies_say():
-    from dfl_core import showcase
+    from dfl_book import showcase
 
     try:
         result = showcase.load("dfedavg")
@@ -233,7 +235,7 @@ def test_the_committed_dfedavg_showcase_sent_what_its_topologies_say():
 
 
 def test_no_difference_summary_words_each_verdict():
-    from dfl_core.plots import no_difference_summary
+    from dfl_book.plots import no_difference_summary
     from dfl_core.stats import compare_paired
 
     reference = [80.0, 81.0, 82.0, 80.5, 81.5]

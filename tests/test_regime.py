@@ -8,11 +8,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from dfl_core import plots  # noqa: E402
-from dfl_core.profiles import get_profile  # noqa: E402
-from dfl_core.showcase import load, run_experiment  # noqa: E402
-from dfl_core.showcase.experiments import EXPERIMENTS, PAPER_PROTOCOL, REGIME_MAPS  # noqa: E402
-from dfl_core.showcase.regime import FLAT_SLOPE, Cell, RegimeMap, cells, curve_slope  # noqa: E402
+from dfl_book import plots  # noqa: E402
+from dfl_book.profiles import get_profile  # noqa: E402
+from dfl_book.showcase import load, run_experiment  # noqa: E402
+from dfl_book.showcase.experiments import EXPERIMENTS, PAPER_PROTOCOL, REGIME_MAPS  # noqa: E402
+from dfl_book.showcase.regime import FLAT_SLOPE, Cell, RegimeMap, cells, curve_slope  # noqa: E402
 from dfl_core.stats import compare_paired  # noqa: E402
 
 

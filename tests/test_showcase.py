@@ -9,9 +9,9 @@ import pytest
 
 from dfl_core import Config
 from dfl_core.cli import main
-from dfl_core.profiles import get_profile
-from dfl_core.showcase import RESULTS_DIR, SCHEMA, Experiment, ShowcaseResult, load, run_experiment
-from dfl_core.showcase.experiments import EXPERIMENTS, FORMER_NAMES, REGIME_MAPS, current_name
+from dfl_book.profiles import get_profile
+from dfl_book.showcase import RESULTS_DIR, SCHEMA, Experiment, ShowcaseResult, load, run_experiment
+from dfl_book.showcase.experiments import EXPERIMENTS, FORMER_NAMES, REGIME_MAPS, current_name
 
 COMMITTED = sorted(RESULTS_DIR.glob("*.json"))
 
@@ -84,7 +84,7 @@ def test_an_experiment_runs_writes_provenance_and_resumes(tmp_path, monkeypatch)
     assert result.seeds == (0, 1) and len(result.curve("DFedSAM")[1]) == 2
     assert not list((tmp_path / "ck").glob("*.pt"))                 # checkpoints of finished runs are removed
 
-    from dfl_core.showcase.report import rerun_matches
+    from dfl_book.showcase.report import rerun_matches
     monkeypatch.setenv("DFL_SHOWCASE_RESULTS", str(tmp_path))
     check = rerun_matches("tiny", "DFedSAM", seed=1, rounds=2)      # reruns at the file's own profile
     assert check["round"] == 2 and check["agree"] and check["rerun"] == pytest.approx(check["committed"], abs=1e-6)
@@ -151,7 +151,7 @@ def test_a_file_stored_under_a_former_name_loads_and_a_mislabelled_file_is_refus
 
 def test_a_former_name_runs_the_experiment_it_became(monkeypatch, tmp_path):
     ran = []
-    monkeypatch.setattr("dfl_core.showcase.run", lambda exp, profile, **kw: ran.append((exp.name, profile)))
+    monkeypatch.setattr("dfl_book.showcase.run", lambda exp, profile, **kw: ran.append((exp.name, profile)))
     assert main(["showcase", "ch05-regime", "--profile", "fast", "--out", str(tmp_path), "--no-progress"]) == 0
     assert ran == [("dfedsam-regime", "fast")]
 
@@ -183,7 +183,7 @@ def test_compare_is_the_per_seed_paired_difference():
 
 def test_a_record_written_before_a_field_existed_still_matches_its_planned_config():
     """Resuming keeps runs whose stored config lacks a field added since (``local_epochs``), at its default."""
-    from dfl_core.showcase.runner import stored_config
+    from dfl_book.showcase.runner import stored_config
 
     planned = TINY.config("DFedAvg", 0, get_profile("fast")).to_dict()
     old = {k: v for k, v in planned.items() if k != "local_epochs"}
@@ -199,6 +199,6 @@ RERUN = [("dfedavg", "D-PSGD"), ("compressed-gossip", "8 bits"), ("compressed-go
 
 @pytest.mark.parametrize("name, arm", RERUN, ids=[f"{n}/{a}" for n, a in RERUN])
 def test_the_start_of_a_committed_run_still_reproduces(name, arm):
-    from dfl_core.showcase.report import rerun_matches
+    from dfl_book.showcase.report import rerun_matches
     check = rerun_matches(name, arm)                   # seed 0, to its first evaluation at round 10 or later
     assert check["round"] >= 10 and check["agree"], check

@@ -13,7 +13,7 @@ import pytest
 from dfl_core.cli import main
 from dfl_core.presets import PRESETS
 from dfl_core.stats import compare_paired
-from dfl_core.tables import (CLAIMS, FAST, FAST_ROUNDS, TableResult, check_claims, fast_config, orderings,
+from dfl_book.tables import (CLAIMS, FAST, FAST_ROUNDS, TableResult, check_claims, fast_config, orderings,
                              paper_value, read_result, read_table, write_table)
 
 ROOT = Path(__file__).resolve().parents[1]

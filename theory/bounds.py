@@ -2,7 +2,7 @@
 
 DFedSAM (Shi et al., ICML 2023; seed 003) is preserved in full by the text
 extraction: Theorem 4.5 with α(K,ρ,η), β(K,ρ,η) (the book writes Ψ and Ω: α and β name
-the Dirichlet parameter and the heterogeneity bound there; see dfl_core.notation), the step-size condition,
+the Dirichlet parameter and the heterogeneity bound there; see dfl_book.notation), the step-size condition,
 Corollaries 4.6 and 4.8, the proofs' constants C₁, C₂, C₃ and Lemmas D.5/D.6.
 FedSAM/MoFedSAM (Qu et al., ICML 2022; seed 002) and DFedAvgM (Sun et al.,
 TPAMI; seed 004) lost (nearly) every formula in extraction: those are listed

@@ -68,7 +68,7 @@ REFERENCES_MARKER = '+++ {"tags": ["references", "remove-cell"]}'
 REFERENCES_CELL = re.compile(r"^" + re.escape(REFERENCES_MARKER) + r"[ \t]*\n.*?(?=^\+\+\+|^```\{code-cell\}|\Z)",
                              re.M | re.S)
 # A markdown cell whose content is generated from the package: the notation table of 90_notation
-# (dfl_core.notation, which the chapter's assert cell checks against the engine's Config).
+# (dfl_book.notation, which the chapter's assert cell checks against the engine's Config).
 NOTATION_MARKER = '+++ {"tags": ["notation-table"]}'
 NOTATION_CELL = re.compile(r"^(" + re.escape(NOTATION_MARKER) + r"[ \t]*\n).*?(?=^\+\+\+|^```\{code-cell\}|\Z)",
                            re.M | re.S)
@@ -440,8 +440,8 @@ def expected_text(md: Path, text: str | None = None) -> str:
 
 
 def notation_table() -> str:
-    """The notation table, as the package's :func:`dfl_core.notation.markdown_table` writes it."""
-    from dfl_core import notation             # only chapters with a notation cell need the package
+    """The notation table, as the package's :func:`dfl_book.notation.markdown_table` writes it."""
+    from dfl_book import notation             # only chapters with a notation cell need the package
 
     return notation.markdown_table()
 

@@ -8,8 +8,8 @@ Fashion-MNIST images (CIFAR-10 with ``DFL_SHOWCASE_DATASET=cifar10`` where its
 files are on disk), 100 clients, 5 seeds, 100 rounds of K = 5 steps of batch 32
 (about a quarter of a local epoch a round, far less than the papers' 5 epochs;
 the test curves still rise slowly at round 100); its experiments are
-precomputed (:mod:`dfl_core.showcase`), and its regime maps
-(:mod:`dfl_core.showcase.regime`) run the papers' local work at a smaller size.
+precomputed (:mod:`dfl_book.showcase`), and its regime maps
+(:mod:`dfl_book.showcase.regime`) run the papers' local work at a smaller size.
 ``DFL_PROFILE=full`` uses the papers' settings (:mod:`dfl_core.presets`) and is
 meant for a GPU. All three run the same code: a chapter reads its sizes from the profile.
 """
@@ -53,7 +53,7 @@ class Profile:
 
     def config(self, **changes):
         """A :class:`dfl_core.Config` with this profile's sizes, then ``changes``."""
-        from .config import Config
+        from dfl_core.config import Config
         base = dict(dataset=self.dataset, train_size=self.train_size, test_size=self.test_size,
                     model=self.model, num_clients=self.num_clients, rounds=self.rounds,
                     eval_every=self.eval_every)
@@ -63,7 +63,7 @@ class Profile:
         """The clients' data of ``cfg``, built once per dataset subset and split (a :class:`DataCache`)."""
         global _DATA
         if _DATA is None:
-            from .engine import DataCache
+            from dfl_core.engine import DataCache
             _DATA = DataCache()
         return _DATA(cfg)
 
@@ -75,7 +75,7 @@ class Profile:
         resumes from there: a chapter rerun after a disconnected Colab session
         continues where it stopped, and finished runs are not recomputed.
         """
-        from .engine import run
+        from dfl_core.engine import run
         checkpoint = None
         if self.name == "full":
             key = json.dumps(cfg.resolved().to_dict(), sort_keys=True)

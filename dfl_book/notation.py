@@ -169,7 +169,7 @@ def help_symbol(help_text: str) -> str | None:
 
 def config_symbols() -> dict[str, str]:
     """``Config`` field -> the symbol its help text starts with, for the fields that have one."""
-    from .config import Config
+    from dfl_core.config import Config
     found = {f.name: help_symbol(f.metadata["help"]) for f in dataclasses.fields(Config)}
     return {name: s for name, s in found.items() if s}
 

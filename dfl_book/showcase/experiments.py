@@ -26,7 +26,7 @@ CENTRALIZED_ROUNDS = {"showcase": {"rounds": 600, "eval_every": 30}, "fast": {"r
 #: FedGF's drift threshold T_D, which no source gives (see chapter 09): the midpoint of the mean client
 #: drift D^r of FedSAM (FedGF with c = 0) over its first 50 rounds at α = 0.05 (0.580) and at α = 3 (0.329),
 #: seed 0, showcase scale: 0.4547, rounded to 0.45. Derived by
-#: ``dfl_core.showcase.measures.calibrate_fedgf_threshold()`` and written here so that every run uses the same value.
+#: ``dfl_book.showcase.measures.calibrate_fedgf_threshold()`` and written here so that every run uses the same value.
 FEDGF_THRESHOLD = 0.45
 _FEDGF = {"fedgf_threshold": FEDGF_THRESHOLD}
 

@@ -48,11 +48,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from .checkpoint import write_atomic
-from .config import Config, ConfigError
-from .data import DATASETS
-from .presets import PRESETS, Preset, get_preset
-from .stats import MIN_SEEDS, VERDICTS, PairedComparison, compare_paired, markdown_table, signed, summarize
+from dfl_core.checkpoint import write_atomic
+from dfl_core.config import Config, ConfigError
+from dfl_core.data import DATASETS
+from dfl_core.presets import PRESETS, Preset, get_preset
+from dfl_core.stats import MIN_SEEDS, VERDICTS, PairedComparison, compare_paired, markdown_table, signed, summarize
 
 __all__ = ["TABLE_PROFILES", "FAST", "FAST_ROUNDS", "fast_config", "SHOWCASE", "showcase_config", "TableResult", "run_table", "write_table", "read_table",
            "paper_value", "DISPLAY_NAMES", "local_work", "forward_flops", "full_scale_cost", "ASSUMED_GPU_TFLOPS",
@@ -61,7 +61,7 @@ __all__ = ["TABLE_PROFILES", "FAST", "FAST_ROUNDS", "fast_config", "SHOWCASE", "
 
 TABLE_PROFILES = ("fast", "showcase", "full")
 
-#: The fast scale: the book's ``fast`` profile (:data:`dfl_core.profiles.PROFILES`) on the digits,
+#: The fast scale: the book's ``fast`` profile (:data:`dfl_book.profiles.PROFILES`) on the digits,
 #: whose 2NN is a quarter of the Fashion-MNIST one, so that every table runs in minutes on a CPU.
 FAST = dict(dataset="digits", train_size=None, test_size=None, model="2nn", num_clients=20, rounds=30,
             batch_size=32)
@@ -105,7 +105,7 @@ def fast_config(preset: Preset, algorithm: str, setting: str, **changes) -> Conf
     return full.replace(**small)
 
 
-#: The showcase scale: the book's ``showcase`` profile (:data:`dfl_core.profiles.PROFILES`). Local steps per
+#: The showcase scale: the book's ``showcase`` profile (:data:`dfl_book.profiles.PROFILES`). Local steps per
 #: round: ``SHOWCASE_K`` for a table's most frequent local epochs, in proportion for its other columns.
 SHOWCASE = dict(dataset="fashion-mnist", train_size=None, test_size=None, model="2nn", num_clients=100,
                 batch_size=32)
@@ -121,7 +121,7 @@ def _epochs(preset: Preset, algorithm: str, setting: str) -> float:
 
 def showcase_config(preset: Preset, algorithm: str, setting: str, **changes) -> Config:
     """The preset's cell at the showcase scale (see the module docstring); D-PSGD keeps its single step."""
-    from .algorithms import ALGORITHMS
+    from dfl_core.algorithms import ALGORITHMS
 
     full = preset.config(algorithm, setting, **changes)
     rounds = SHOWCASE_ROUNDS[ALGORITHMS[algorithm].kind]
@@ -167,7 +167,7 @@ def _calibrate_fedgf(preset: Preset, make: Callable[[str, str], Config], seed: i
     D^r (eq. (15)) of a pilot on the most and on the least heterogeneous setting. The pilot is FedGF
     with a threshold never reached (c stays 0, i.e. FedSAM), which records D^r every round; it runs the
     whole schedule, or its first ``pilot_rounds`` rounds."""
-    from .engine import RoundLog, Simulation
+    from dfl_core.engine import RoundLog, Simulation
 
     by_alpha = sorted(preset.settings, key=lambda s: make("fedgf", s, NEVER).alpha)
     drifts = []
@@ -201,7 +201,7 @@ def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 
     """
     from tqdm import tqdm
 
-    from .engine import DataCache
+    from dfl_core.engine import DataCache
 
     if name not in PRESETS:
         raise ValueError(f"unknown table {name!r}; allowed: {', '.join(PRESETS)}")
@@ -279,7 +279,7 @@ def _train_all(todo: list, jobs: int, cache):
         return
     from concurrent.futures import as_completed
 
-    from .workers import process_pool
+    from dfl_core.workers import process_pool
     with process_pool(jobs) as pool:
         futures = {pool.submit(_train_in_worker, cfg, path): key for key, cfg, path in todo}
         for future in as_completed(futures):
@@ -293,7 +293,7 @@ def _train_in_worker(cfg: Config, path: Path | None) -> tuple[float, float]:
     """One run in a worker process: one thread, the worker's own data cache."""
     import torch
 
-    from .engine import DataCache
+    from dfl_core.engine import DataCache
     global _WORKER_CACHE
     torch.set_num_threads(1)
     _WORKER_CACHE = _WORKER_CACHE or DataCache()
@@ -303,7 +303,7 @@ def _train_in_worker(cfg: Config, path: Path | None) -> tuple[float, float]:
 def _train(cfg: Config, path: Path | None, data) -> tuple[float, float]:
     """Train one table run (resuming from ``path`` if given): its final accuracy in % and the CPU seconds
     it took (this process's, every thread's)."""
-    from .engine import run
+    from dfl_core.engine import run
     start = time.process_time()
     history = run(cfg, data=data, checkpoint=path, resume=path is not None)
     return 100 * final_accuracy(history.records), time.process_time() - start
@@ -344,7 +344,7 @@ class _Done:
 def _provenance(name: str, profile: str, seeds, seconds: float, command: str | None) -> dict[str, str]:
     import torch
 
-    from . import __version__
+    from dfl_core import __version__
     return {
         "command": command or f"python -m dfl_core table {name} --profile {profile} --seeds {','.join(map(str, seeds))}",
         "seeds": " ".join(map(str, seeds)),
@@ -366,8 +366,8 @@ def forward_flops(model: str, dataset: str) -> int:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from .data import dataset_shape
-    from .models import build_model
+    from dfl_core.data import dataset_shape
+    from dfl_core.models import build_model
     shape, classes = dataset_shape(dataset)
     net = build_model(model, shape, classes)
     with FlopCounterMode(display=False) as counter, torch.no_grad():
@@ -383,7 +383,7 @@ def full_scale_cost(name: str, seeds: int = 3, tflops: float = ASSUMED_GPU_TFLOP
     Evaluation, gossip and the extra passes of SCAFFOLD-I, MimeLite and
     DisPFL are left out; ``tflops`` is the assumed sustained throughput.
     """
-    from .algorithms import ALGORITHMS
+    from dfl_core.algorithms import ALGORITHMS
 
     preset = PRESETS[name]
     total = 0.0
@@ -630,7 +630,7 @@ def verdicts_markdown(result: TableResult) -> str:
     else:
         lines.append("No two rows here have different paper numbers in a column, so there are no orderings to check.")
     claims = check_claims(result)
-    lines += [""] + (["The paper's named claims (`CLAIMS` in `dfl_core/tables.py`), per column:", "",
+    lines += [""] + (["The paper's named claims (`CLAIMS` in `dfl_book/tables.py`), per column:", "",
                       markdown_table(claims)] if claims else ["No named claims for these rows."])
     return "\n".join(lines)
 

@@ -380,7 +380,7 @@ def committed_table(name: str, tag: str = "", folder: str | Path | None = None, 
     Looks in ``folder``, else in ``_tables`` (a notebook runs in ``book/``) or
     ``book/_tables``; where neither exists (Colab has the notebook, not the
     folder) it downloads the file from the repository first. The per-seed
-    values are the CSV's, rounded to 0.01 (:func:`dfl_core.tables.read_result`).
+    values are the CSV's, rounded to 0.01 (:func:`dfl_book.tables.read_result`).
     """
     from .tables import read_result
 
@@ -398,10 +398,10 @@ def claim_counts(comparisons: Iterable[Any]) -> dict[str, dict[str, int]]:
     """Chapter 11: verdict counts per claim over the columns of a table.
 
     ``comparisons`` are ``PairedComparison`` objects labelled ``"setting: claim"``
-    (as :func:`dfl_core.tables.check_claims` labels them); the result maps each
+    (as :func:`dfl_book.tables.check_claims` labels them); the result maps each
     claim, in order of first appearance, to ``{"REPRODUCED": k, "REVERSED": k, "UNRESOLVED": k}``.
     """
-    from .stats import VERDICTS
+    from dfl_core.stats import VERDICTS
 
     counts: dict[str, dict[str, int]] = {}
     for c in comparisons:
@@ -493,7 +493,7 @@ def phi_against_q(ax, rows, qs: Sequence[int], m: int, q_mark: int, near_one: fl
 def showcase_curves(ax, result, arms: Sequence[str], metric: str = "test_acc", *, scale: float = 100.0,
                     ylabel: str = "test accuracy of the average model (%)", band: str = "std",
                     log: bool = False, legend: bool | str = "right", labels: Mapping[str, str] | None = None) -> list:
-    """The curves of a showcase result (``dfl_core.showcase.load``): ``metric`` × ``scale`` at each evaluation,
+    """The curves of a showcase result (``dfl_book.showcase.load``): ``metric`` × ``scale`` at each evaluation,
     one mean line per arm with a band over the result's seeds (:func:`curves`). ``labels`` renames arms in the
     legend. Returns the mean lines."""
     rounds, labels = result.curve(arms[0], metric)[0], labels or {}
@@ -520,7 +520,7 @@ def cumulative_costs(rounds: Sequence[int], *, topology: str, num_clients: int, 
     Static topologies only: a time-varying graph sends a different number of messages every step (read the
     engine's ``transmissions`` instead). Raises ``ValueError`` on negative rounds or non-positive step counts.
     """
-    from .topology import make_topology
+    from dfl_core.topology import make_topology
 
     rounds = np.asarray(rounds)
     if rounds.size and (not np.issubdtype(rounds.dtype, np.integer) or rounds.min() < 0):
@@ -736,7 +736,7 @@ def regime_map(ax, cells: Sequence[Any], *, treated: str = "SAM", limit: float |
                detail: bool = True):
     """Chapters 07 and 08: a regime map, local epochs E (rows) × ρ (columns), one square per cell.
 
-    ``cells`` are :class:`dfl_core.showcase.regime.Cell` records (``local_epochs``, ``rho``, ``comparison``,
+    ``cells`` are :class:`dfl_book.showcase.regime.Cell` records (``local_epochs``, ``rho``, ``comparison``,
     the baseline's fit). A square's colour is the paired difference treated − baseline in test accuracy
     (blue: the treated method pays, orange: it costs; ``limit`` fixes the colour scale's ±end). A resolved
     difference (REPRODUCED or REVERSED) is a filled square; an UNRESOLVED or EQUIVALENT one is hollow,

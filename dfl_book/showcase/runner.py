@@ -1,4 +1,4 @@
-"""Running showcase experiments and reading their results files (see :mod:`dfl_core.showcase`)."""
+"""Running showcase experiments and reading their results files (see :mod:`dfl_book.showcase`)."""
 from __future__ import annotations
 
 import json
@@ -11,8 +11,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..config import Config
-from ..errors import ConfigError, DivergenceError
+from dfl_core.config import Config
+from dfl_core.errors import ConfigError, DivergenceError
 
 __all__ = ["Experiment", "FORMER_NAMES", "current_name", "RESULTS_DIR", "SCHEMA", "KEPT_METRICS", "ShowcaseResult", "load", "run", "final_value",
            "results_path", "stored_config"]
@@ -120,7 +120,7 @@ class ShowcaseResult:
     def curve(self, arm: str, metric: str = "test_acc") -> tuple[list[int], list[list[float]]]:
         """The arm's evaluation rounds (its config's schedule: round 0, every ``eval_every`` and the last) and,
         per seed, the metric at each (NaN from where a diverged run stopped, even if every seed diverged)."""
-        from ..engine.loop import evaluation_rounds
+        from dfl_core.engine.loop import evaluation_rounds
 
         cfg = self.runs[(arm, self.seeds[0])]["config"]
         rounds = evaluation_rounds(cfg["rounds"], cfg["eval_every"])
@@ -133,7 +133,7 @@ class ShowcaseResult:
     def compare(self, better: str, worse: str, metric: str = "test_acc", last: int = 5, scale: float = 100.0,
                 expect: str = "greater", label: str | None = None):
         """The per-seed paired comparison of two arms (:func:`dfl_core.stats.compare_paired`)."""
-        from ..stats import compare_paired
+        from dfl_core.stats import compare_paired
         return compare_paired(self.per_seed(better, metric, last, scale), self.per_seed(worse, metric, last, scale),
                               expect=expect, label=label or f"{better} vs {worse}")
 
@@ -178,7 +178,7 @@ def _run_one(experiment: Experiment, arm: str, seed: int, profile_name: str, che
     """Train one (arm, seed) to the end (resuming from ``checkpoint`` if it exists); the run's record."""
     import torch
 
-    from ..engine import Simulation
+    from dfl_core.engine import Simulation
     from ..profiles import get_profile
 
     torch.set_num_threads(threads)
@@ -225,7 +225,7 @@ def run(experiment: Experiment, profile: str = "showcase", jobs: int = 1, out: s
     from tqdm import tqdm
 
     from ..profiles import checkpoint_dir, get_profile
-    from ..workers import process_pool
+    from dfl_core.workers import process_pool
 
     name, prof = experiment.name, get_profile(profile)
     seeds = tuple(seeds or experiment.seeds)
@@ -288,7 +288,7 @@ def _write_atomic(path: Path, text: str) -> None:
 def _provenance(name: str, profile: str, seeds, command: str | None, seconds: float, runs: list[dict]) -> dict:
     import torch
 
-    from .. import __version__
+    from dfl_core import __version__
     from ..tables import cpu_name
     return {
         "command": command or f"python -m dfl_core showcase {name} --profile {profile}",

@@ -132,7 +132,7 @@ def cells(result: ShowcaseResult, rmap: RegimeMap, margin: float | None = None, 
     ``margin`` (points) turns on the equivalence test (:func:`dfl_core.stats.compare_paired`); accuracies
     are the means of the ``last`` evaluations of each run (:func:`~.runner.final_value`).
     """
-    from ..stats import compare_paired
+    from dfl_core.stats import compare_paired
 
     out = []
     for e in rmap.local_epochs:

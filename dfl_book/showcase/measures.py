@@ -20,8 +20,8 @@ ATTACKED_CLIENTS = 10
 
 
 def _union_subset(sim, size: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    from ..data import stratified_subset
-    from ..instruments.hessian import union_data
+    from dfl_core.data import stratified_subset
+    from dfl_core.instruments.hessian import union_data
 
     x, y = union_data(sim, "train")
     if len(y) <= size:
@@ -32,7 +32,7 @@ def _union_subset(sim, size: int, seed: int = 0) -> tuple[torch.Tensor, torch.Te
 
 def flatness_and_gap(sim) -> dict:
     """λ_max of the Hessian of the train loss at the average model x̄ (Lanczos), and x̄'s generalization gap."""
-    from ..instruments.hessian import top_hessian_eigenvalue
+    from dfl_core.instruments.hessian import top_hessian_eigenvalue
 
     x, y = _union_subset(sim, FLATNESS_SAMPLES)
     w = sim.x.mean(0)
@@ -44,7 +44,7 @@ def flatness_and_gap(sim) -> dict:
 def membership(sim) -> dict:
     """Membership inference against ``ATTACKED_CLIENTS``' models (DFedAvgM §6): the shadow-model attack's
     AUC, and each client's member − non-member accuracy gap, averaged over the clients."""
-    from ..instruments.privacy import client_membership_auc
+    from dfl_core.instruments.privacy import client_membership_auc
 
     m = sim.config.num_clients
     clients = range(0, m, max(1, m // ATTACKED_CLIENTS))
@@ -58,10 +58,10 @@ def calibrate_fedgf_threshold(alphas=(0.05, 3.0), rounds: int = 50, seed: int = 
     """T_D for FedGF, which no source gives: the midpoint of the mean client drift D^r (eq. (15)) over the
     first ``rounds`` rounds of FedSAM (FedGF whose c stays 0) at the most and the least heterogeneous α.
 
-    ``python -c "from dfl_core.showcase.measures import calibrate_fedgf_threshold as c; print(c())"`` gives
-    the value written in :data:`dfl_core.showcase.experiments.FEDGF_THRESHOLD`.
+    ``python -c "from dfl_book.showcase.measures import calibrate_fedgf_threshold as c; print(c())"`` gives
+    the value written in :data:`dfl_book.showcase.experiments.FEDGF_THRESHOLD`.
     """
-    from ..engine import RoundLog, Simulation
+    from dfl_core.engine import RoundLog, Simulation
     from ..profiles import get_profile
 
     prof, drifts = get_profile(profile), []

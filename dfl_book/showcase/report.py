@@ -58,7 +58,7 @@ def paper_difference(table: str, better: str, worse: str, column: str = "validat
 def regime(result: ShowcaseResult, arm: str) -> str:
     """Where ``arm`` was measured: local epochs a round (K·B/n), rounds, clients a round, and its train accuracy
     and train − test gap (means over seeds of the last five evaluations)."""
-    from ..config import Config
+    from dfl_core.config import Config
     from ..tables import local_work
 
     cfg = Config.from_dict(result.runs[(arm, result.seeds[0])]["config"])
@@ -72,7 +72,7 @@ def judge(result: ShowcaseResult, claims: list[Claim], margin: float | None = No
     ``margin`` turns on the equivalence test (EQUIVALENT within ±margin)."""
     import dataclasses
 
-    from ..stats import compare_paired, signed
+    from dfl_core.stats import compare_paired, signed
 
     out = []
     for c in claims:
@@ -98,7 +98,7 @@ def as_markdown(text: str):
 
 def verdict_table(verdicts, digits: int = 2, unit: str = "points"):
     """The verdicts as a Markdown table (claim, mean paired difference, 95% interval, detectable effect, verdict)."""
-    from ..stats import markdown_table
+    from dfl_core.stats import markdown_table
     margin = next((v.margin for v in verdicts if v.margin), None)
     equivalence = f" EQUIVALENT: within ±{margin:g} {unit} (two one-sided tests)." if margin else ""
     return as_markdown(markdown_table(verdicts, digits=digits) + f"\n\nDifferences in {unit}; 95% t-intervals over "
@@ -132,7 +132,7 @@ def rerun_matches(name: str, arm: str, seed: int = 0, rounds: int = 10, toleranc
     comparison has a margin: ``tolerance`` in accuracy (0.005 = half a point).
     Returns the round, the committed and the rerun value and whether they agree.
     """
-    from ..engine import Simulation
+    from dfl_core.engine import Simulation
     from ..profiles import get_profile
     from .experiments import EXPERIMENTS
 

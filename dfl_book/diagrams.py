@@ -223,7 +223,7 @@ def gossip_step(m: int = 6, values=(9.0, 0.0, 0.0, 0.0, 0.0, 3.0)):
     itself and its two neighbours). Right: the numbers after the step, computed
     as ``W @ x``; their sum (and so their average) is unchanged.
     """
-    from .topology import make_topology
+    from dfl_core.topology import make_topology
 
     W = make_topology("ring", m).matrix(0).W
     x = np.asarray(values, dtype=float)[:m]
@@ -268,7 +268,7 @@ def topology_gallery(names=("ring", "grid", "torus", "exponential", "star", "com
     square, so the two graphs no longer look alike. The directed exponential
     graph is drawn with arrows. λ is the engine's ``make_topology(name, m).matrix(0).lam``.
     """
-    from .topology import grid_shape, make_topology
+    from dfl_core.topology import grid_shape, make_topology
 
     fig, axes = plt.subplots(1, len(names), figsize=(2.75 * len(names), 3.4))
     for ax, name in zip(np.atleast_1d(axes), names):
@@ -317,7 +317,7 @@ def rank_layout(num_clients: int = 8, ranks: int = 4, topology: str = "ring"):
     blocks is a row sent over the network (orange arrows, ``gid="message"``).
     The graph is the engine's ``make_topology(topology, num_clients)``.
     """
-    from .topology import make_topology
+    from dfl_core.topology import make_topology
 
     W = make_topology(topology, num_clients).matrix(0).W
     per = num_clients // ranks
@@ -544,7 +544,7 @@ def mgs_contraction(m: int = 8, Q: int = 4, seed: int = 0, topology: str = "ring
     shaded band is the spread (min to max). The round of DFedSAM stops after
     step 1, that of DFedSAM-MGS after step Q, with the spread printed at both.
     """
-    from .topology import make_topology
+    from dfl_core.topology import make_topology
 
     W = make_topology(topology, m).matrix(0).W
     x = np.random.default_rng(seed).normal(size=m)
@@ -620,7 +620,7 @@ def lambda_ruler(m: int = 16, names=("complete", "exponential-mh", "torus", "gri
     clients' disagreement; the spectral gap 1 − λ is what the bounds divide by.
     Each topology is placed at its λ at m clients (the engine's W).
     """
-    from .topology import make_topology
+    from dfl_core.topology import make_topology
 
     lams = {name: make_topology(name, m).matrix(0).lam for name in names}
     fig, ax = plt.subplots(figsize=(10, 2.9))

@@ -1,7 +1,7 @@
 r"""The showcase scale: each chapter's central comparison, at a size where the methods can separate.
 
 At the ``fast`` profile's size accuracies saturate and the papers' orderings
-come out as ties. The ``showcase`` profile (:data:`dfl_core.profiles.PROFILES`)
+come out as ties. The ``showcase`` profile (:data:`dfl_book.profiles.PROFILES`)
 trains on all 60,000 Fashion-MNIST images (CIFAR-10 instead where its files are
 on disk, ``DFL_SHOWCASE_DATASET=cifar10``), m = 100 clients, 100 rounds of about
 a quarter of a local epoch each, and 5 seeds; the regime maps
@@ -12,7 +12,7 @@ clients. Those runs take hours on a CPU, so they are precomputed:
   is a set of arms (configs that differ in one thing) run over the same seeds;
 * ``python -m dfl_core showcase NAME`` runs every arm × seed of experiment NAME
   under a profile (``showcase`` by default, ``fast`` for a quick check) with
-  checkpoints, and writes ``dfl_core/showcase/results/NAME.json`` after every
+  checkpoints, and writes ``dfl_book/showcase/results/NAME.json`` after every
   finished run (rerunning the command continues an interrupted regeneration);
 * the chapters :func:`load` those files, plot the curves and judge each claim
   by the per-seed paired difference (:meth:`ShowcaseResult.compare`, a 95%
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import ConfigError
+from dfl_core.errors import ConfigError
 from .experiments import EXPERIMENTS, current_name
 from .runner import (KEPT_METRICS, RESULTS_DIR, SCHEMA, Experiment, ShowcaseResult, final_value, load,
                      results_path, run)

@@ -36,7 +36,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .plots import legend_outside, style
-from .topology import TopologyError, make_topology
+from dfl_core.topology import TopologyError, make_topology
 
 __all__ = ["live", "TOPOLOGIES_SHOWN", "lam", "lambda_figure", "lambda_widget", "explore_lambda",
            "contraction", "gossip_figure", "gossip_widget", "explore_gossip", "sam_figure", "sam_widget",
@@ -182,7 +182,7 @@ def explore_gossip(topologies=("ring", "grid", "torus", "exponential-mh")) -> No
 # --------------------------------------------------------------------------------------------- SAM
 
 def sam_figure(rho: float = 0.3, lr: float = 0.2):
-    """SAM's step against SGD's on a 2-D quadratic for radius ρ (:func:`dfl_core.diagrams.sam_geometry`)."""
+    """SAM's step against SGD's on a 2-D quadratic for radius ρ (:func:`dfl_book.diagrams.sam_geometry`)."""
     from .diagrams import sam_geometry
 
     return sam_geometry(rho=rho, lr=lr)
@@ -330,8 +330,8 @@ def dfedavg_run(topology: str = "ring", K: int = 5, *, m: int = 16, rounds: int 
     """
     import torch
 
-    from .config import Config
-    from .engine.simulation import Simulation
+    from dfl_core.config import Config
+    from dfl_core.engine.simulation import Simulation
 
     K = _check_k(K)
     if make_topology(topology, m).time_varying:
@@ -356,7 +356,7 @@ def dfedavg_figure(topology: str = "ring", K: int = 5, x: str = "round", *, m: i
                    seed: int = 0, partition: str = "shards"):
     """DFedAvg on ``topology`` with K local steps (:func:`dfedavg_run`), with K = 1 on the same graph and the
     same K on the complete graph for reference: test accuracy of x̄ (left) and consensus distance (right)
-    against ``x``, one of :data:`dfl_core.plots.COST_AXES` ("round", "messages", "gradient_steps")."""
+    against ``x``, one of :data:`dfl_book.plots.COST_AXES` ("round", "messages", "gradient_steps")."""
     from matplotlib.lines import Line2D
 
     from .plots import COST_AXES, cumulative_costs
