@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import re
 from dataclasses import dataclass
 import shlex
@@ -54,9 +55,10 @@ class CliExtension:
     plot_comparison: Callable[[dict, Path], Path] | None = None
 
 
-def cli_extensions() -> list[CliExtension]:
+@functools.cache
+def cli_extensions() -> tuple[CliExtension, ...]:
     """The installed extensions of this CLI, in entry-point name order (``dfl_book``'s when the book is installed)."""
-    return [ep.load() for ep in sorted(entry_points(group=EXTENSION_GROUP), key=lambda ep: ep.name)]
+    return tuple(ep.load() for ep in sorted(entry_points(group=EXTENSION_GROUP), key=lambda ep: ep.name))
 
 
 DEFAULT_ALGORITHMS = ("dpsgd", "dfedavg", "dfedavgm", "dfedsam", "dfedsam-mgs")

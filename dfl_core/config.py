@@ -252,6 +252,13 @@ class Config:
                 f"quant_mixing='public-copies' (the default)",)
 
     @property
+    def quantizer(self) -> dict[str, Any]:
+        """The b-bit quantizer's arguments from this resolved config, for :func:`dfl_core.operators.quantize`
+        and :func:`~dfl_core.operators.encode`: ``bits``, ``step``, ``rounding`` and ``stochastic``."""
+        return dict(bits=self.quant_bits, step=self.quant_step, rounding=self.quant_rounding,
+                    stochastic=self.quant_stochastic)
+
+    @property
     def uses_public_copies(self) -> bool:
         """Whether gossip sends compressed messages against public copies x̂ (a resolved config's quant_bits,
         in every reading but dfedavgm-q's other two)."""

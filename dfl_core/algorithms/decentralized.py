@@ -94,8 +94,7 @@ def quantized_dfedavgm_round(s: ClientModels, r: RoundTools) -> ClientModels:
     if cfg.quant_mixing == "public-copies":
         return ClientModels(r.gossip(z))                            # compressed gossip of z
     gen = r.generator("quantize") if cfg.quant_stochastic else None
-    q = quantize(z - x, cfg.quant_bits, cfg.quant_step, rounding=cfg.quant_rounding,   # (6): a message per row
-                 stochastic=cfg.quant_stochastic, generator=gen)
+    q = quantize(z - x, **cfg.quantizer, generator=gen)             # (6): a message per row
     bits = message_bits(x.shape[1], cfg.quant_bits)
     if cfg.quant_mixing == "exact-neighbour-models":                 # W (x + Q(z − x)): DFedAvgM when Q = id
         return ClientModels(r.gossip(x + q, bits_per_message=bits))

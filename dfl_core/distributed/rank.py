@@ -28,7 +28,6 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch import Tensor
@@ -86,14 +85,13 @@ class RankTools(SimulationTools):
         return GossipPlan(M.W, ex.rank, ex.world_size, self.model.device, self.trainer.dtype,
                           mode=None if mode == "auto" else mode)
 
-    def gossip(self, x: Tensor, bits_per_message: int | None = None) -> Tensor:
+    def exact_gossip(self, x: Tensor, bits_per_message: int | None = None) -> Tensor:
         r"""Q gossip steps :math:`x \leftarrow W_t x` (DFedSAM eq. (5)) on this rank's rows, as the simulator's.
 
-        What travels to the ranks that need a row (:mod:`.exchange`):
+        What travels to the ranks that need a row (:mod:`.exchange`; compressed gossip's messages are
+        :meth:`compressed_gossip`'s):
 
-        * without ``quant_bits``: the row's floats;
-        * with ``quant_bits`` (public copies, :meth:`compressed_gossip`): only the encoded message,
-          levels packed to b bits per coordinate and one scale;
+        * without ``bits_per_message``: the row's floats;
         * ``bits_per_message`` (dfedavgm-q's other readings, which quantize what they mix themselves):
           ``"differences-only"`` sends its Q(z − x) rows as packed levels and scales;
           ``"exact-neighbour-models"`` mixes x + Q(z − x), which a rank can only send as floats (it does
@@ -102,8 +100,6 @@ class RankTools(SimulationTools):
         The rank's ``bits`` are its bytes on the wire (×8), not the simulator's charge.
         """
         cfg = self.config
-        if cfg.quant_bits is not None and bits_per_message is None:
-            return self.compressed_gossip(x)
         quantize = None
         if bits_per_message is not None and cfg.quant_mixing == "differences-only":
             quantize = (cfg.quant_bits, cfg.quant_step)
@@ -139,8 +135,7 @@ class RankTools(SimulationTools):
                 if gen is not None:                  # the simulator's draw for all m rows; this rank's rows
                     noise = torch.rand((cfg.num_clients, x.shape[1]), generator=gen, dtype=x.dtype)
                     noise = noise[self.clients].to(x.device)
-                message = encode(x - public[own], cfg.quant_bits, cfg.quant_step, rounding=cfg.quant_rounding,
-                                 stochastic=cfg.quant_stochastic, noise=noise)                          # 1.
+                message = encode(x - public[own], **cfg.quantizer, noise=noise)                          # 1.
                 decoded = ex.share_messages(message, plan, x.dtype,
                                             label=f"gossip step {q + 1}/{len(matrices)}")
                 held = plan.column_ids
@@ -317,14 +312,11 @@ class _RankRun(Hooks):
             (self.folder / f"round{old:06d}.pt").unlink(missing_ok=True)
 
     def _held_public_copies(self, run: RunState) -> dict | None:
-        """The rows of x̂ this rank holds (its own and those its rows of W mix; a static W), for its checkpoint."""
+        """The rows of x̂ this rank holds, for its checkpoint: the columns of its gossip plans (its own rows and
+        those its rows of W mix), exactly the rows :meth:`RankTools.compressed_gossip` updates."""
         if run.public_copies is None:
             return None
-        own = self.clients.numpy()
-        rows = set(own.tolist())
-        for M in self.sim.matrices(run.t):
-            rows.update(np.flatnonzero((np.asarray(M.W)[own] != 0).any(0)).tolist())
-        rows = sorted(rows)
+        rows = sorted(set().union(*(plan.columns.tolist() for _, plan in self.plans.values())))
         return {"rows": rows, "values": run.public_copies[torch.as_tensor(rows, device=run.public_copies.device)]
                 .detach().cpu().clone()}
 

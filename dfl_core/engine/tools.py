@@ -107,6 +107,10 @@ class SimulationTools:
         """
         if self.config.quant_bits is not None and bits_per_message is None:
             return self.compressed_gossip(x)
+        return self.exact_gossip(x, bits_per_message)
+
+    def exact_gossip(self, x: Tensor, bits_per_message: int | None = None) -> Tensor:
+        """Q steps :math:`x \\leftarrow W_q x`, each message charged ``bits_per_message`` (default d·bits_per_param)."""
         for q, M in enumerate(self._matrices):
             self.count_transmissions(M.num_messages, bits_per_message)
             before, x = x, self._operator(M)(x, out=self._outputs.take(x))
@@ -137,8 +141,7 @@ class SimulationTools:
         bits = message_bits(x.shape[1], cfg.quant_bits)
         for q, M in enumerate(self._matrices):
             self.count_transmissions(M.num_messages, bits)
-            message = quantize(x - public, cfg.quant_bits, cfg.quant_step, rounding=cfg.quant_rounding,   # 1.
-                               stochastic=cfg.quant_stochastic, generator=gen)
+            message = quantize(x - public, **cfg.quantizer, generator=gen)                              # 1.
             public = public + message                                                                  # 2.
             before, x = x, x + cfg.consensus_step * (self._operator(M)(public) - public)               # 3.
             if self.hooks is not None:
