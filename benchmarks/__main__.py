@@ -3,6 +3,8 @@
     python -m benchmarks                         # everything (tens of minutes on 2 cores)
     python -m benchmarks --quick --out /tmp/r.md # the CI smoke run (m = 10, one repeat, tiny sizes)
     python -m benchmarks --only round,gossip --repeats 5
+    python -m benchmarks --gpu --out gpu.json    # issue 32's GPU round (benchmarks/gpu.py; ~5 min on one GPU)
+    python -m benchmarks --gpu --quick           # its CPU smoke run (tiny sizes)
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from dfl_core.data import DataError, load_dataset
 
 from . import e2e as e2e_bench
 from . import gossip as gossip_bench
+from . import gpu as gpu_bench
 from . import memory as memory_bench
 from . import opcount as opcount_bench
 from . import profiling
@@ -36,6 +39,7 @@ DEFAULT_ONLY = BENCHMARKS
 #: the tables below measure the result).
 TRIED = Path(__file__).resolve().parent / "TRIED.md"
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+GPU_RESULTS = Path(__file__).resolve().parent / "GPU_RESULTS.json"
 
 
 def _fashion_available() -> bool:
@@ -101,9 +105,31 @@ def main(argv: list[str] | None = None) -> int:
                    help="skip configurations whose estimated memory exceeds this (default 8)")
     p.add_argument("--device", default="auto", help="'auto' (cuda if available), 'cpu' or 'cuda'")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
+    g = p.add_argument_group("--gpu: one DFedSAM-MGS round of the CIFAR models on one GPU (benchmarks/gpu.py)")
+    g.add_argument("--gpu", action="store_true",
+                   help="run the GPU benchmark instead (with --quick: its CPU smoke run); --out FILE is its JSON "
+                        "(the markdown table goes beside it, FILE with suffix .md; default benchmarks/GPU_RESULTS.json)")
+    g.add_argument("--models", default=None, help=f"comma-separated subset of {', '.join(gpu_bench.MODELS)}")
+    g.add_argument("--clients", type=int, default=None, help="m (default 100; quick 2)")
+    g.add_argument("--precision", default="float32", choices=gpu_bench.PRECISIONS,
+                   help="local training's precision (Config.precision)")
+    g.add_argument("--channels-last", action="store_true", help="channels-last convolutions (Config.channels_last)")
+    g.add_argument("--strategy", default="auto", choices=gpu_bench.STRATEGY_TOKENS,
+                   help="the engine's forward_strategy (default: its own choice)")
+    g.add_argument("--compare-precisions", action="store_true",
+                   help="run float32 and bfloat16 (or --precision, if not float32) in the same process")
+    g.add_argument("--variants", default=None,
+                   help="comma-separated variants, each '+'-joined tokens: a precision, 'cl', a strategy, "
+                        "'cudnn-benchmark' (e.g. float32,bfloat16,bfloat16+cl+batched); overrides the three above")
+    g.add_argument("--budget-s", type=float, default=None,
+                   help="skip jobs predicted to end later than this many seconds after the start (default 270)")
+    g.add_argument("--loop-clients", type=int, default=None,
+                   help="clients the per-client loop runs, its time scaled to m (default 10)")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.gpu:
+        return _gpu_main(p, args, argv)
     only = tuple(b.strip() for b in (args.only or ",".join(DEFAULT_ONLY)).split(",") if b.strip())
     bad = [b for b in only if b not in BENCHMARKS]
     if bad:
@@ -188,6 +214,44 @@ def main(argv: list[str] | None = None) -> int:
     print(report.targets_table(targets))
     log(f"\nwrote {out} ({wall:.1f} s)")
     return 0
+
+
+def _gpu_main(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str] | None) -> int:
+    """``--gpu``: the checks of the command line, then :func:`benchmarks.gpu.main`."""
+    if args.device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        if device == "cpu" and not args.quick:
+            p.error("--gpu: no CUDA device here; --gpu --quick is the CPU smoke run (or --device cpu for the "
+                    "full sizes on the CPU, hours)")
+    else:
+        device = args.device
+    if args.variants:
+        try:
+            variants = tuple(gpu_bench.parse_variant(v) for v in args.variants.split(",") if v.strip())
+        except ValueError as err:
+            p.error(str(err))
+    else:
+        precisions = [args.precision]
+        if args.compare_precisions:
+            precisions = ["float32", "bfloat16" if args.precision == "float32" else args.precision]
+        variants = tuple(gpu_bench.Variant(pr, args.channels_last, args.strategy) for pr in precisions)
+    models = tuple(m.strip() for m in args.models.split(",") if m.strip()) if args.models else None
+    try:
+        st = gpu_bench.settings(args.quick, device, models=models, clients=args.clients, variants=variants,
+                                repeats=args.repeats, budget_s=args.budget_s, loop_clients=args.loop_clients)
+    except ValueError as err:
+        p.error(str(err))
+    if args.out:
+        out = Path(args.out)
+    elif args.quick:
+        out = Path(tempfile.mkdtemp(prefix="dfl-gpu-bench-")) / "gpu.json"
+    else:
+        out = GPU_RESULTS
+    if args.quick and out.resolve() == GPU_RESULTS:
+        p.error("--gpu --quick does not overwrite benchmarks/GPU_RESULTS.json; give another --out")
+    raw = argv if argv is not None else sys.argv[1:]
+    return gpu_bench.main(st, out, "python -m benchmarks " + shlex.join(raw),
+                          log=lambda line: print(line, flush=True))
 
 
 if __name__ == "__main__":

@@ -63,15 +63,14 @@ def reference_estimate(cfg: Config, rounds: int, evals: int, data=None) -> dict[
 
     ``data=None`` loads (and times) the data as the engine's run would.
     """
-    cfg = cfg.resolved()
     t0 = time.perf_counter()
     if data is None:
         data = federated_data(cfg)
     sim = Simulation(cfg, data=data)                      # for the model, W_t and x0 only
     template = copy.deepcopy(sim.model.template)
     template.load_state_dict(sim.model.unflatten(sim.x0[0]))
-    spec = LocalSpec(lr=cfg.lr, K=cfg.local_steps, B=cfg.batch_size, rho=sim.config.rho,
-                     momentum=cfg.momentum or 0.0, weight_decay=cfg.weight_decay, lr_decay=cfg.lr_decay)
+    spec = LocalSpec(lr=cfg.lr, K=cfg.local_steps, B=cfg.batch_size, rho=getattr(cfg.params, "rho", 0.0),
+                     momentum=getattr(cfg.params, "momentum", 0.0), weight_decay=cfg.weight_decay, lr_decay=cfg.lr_decay)
     loop = ReferenceLoop(template, client_tensors(data), lambda t: sim.matrices(t)[0].W, spec,
                          gossip_steps=cfg.gossip_steps, dpsgd=cfg.algorithm == "dpsgd")
     setup = time.perf_counter() - t0
@@ -168,7 +167,7 @@ def run(s: E2ESettings, log: Callable[[str], None] = print) -> list[E2EResult]:
         parts: dict[str, float] = {}
         for cfg in configs.values():
             for seed in s.cli_seeds:
-                c = cfg.replace(seed=seed).resolved()
+                c = cfg.replace(seed=seed)
                 t0 = time.perf_counter()
                 data = federated_data(c)
                 parts["setup"] = parts.get("setup", 0.0) + time.perf_counter() - t0
@@ -197,7 +196,7 @@ def run(s: E2ESettings, log: Callable[[str], None] = print) -> list[E2EResult]:
     results.append(res)
 
     # --- one DFedSAM-MGS experiment
-    cfg = s.mgs.resolved()
+    cfg = s.mgs
     log(f"  e2e: {s.label_mgs} (loading data)")
     data = federated_data(cfg)
     mgs_parts: list[dict] = []

@@ -1,5 +1,5 @@
 """The book's commands of ``python -m dfl_core``: ``showcase`` (a chapter's experiment) and ``table`` (a paper's
-table), and the figure of ``run``.
+table); the figure and the paired verdicts of ``run``; the papers' presets that ``--preset`` starts from.
 
 The engine's CLI (:mod:`dfl_core.cli`) imports nothing of the book; it finds these through the entry point
 ``dfl_core.cli`` that ``pyproject.toml`` declares (:data:`EXTENSION`), once the package is installed.
@@ -7,21 +7,25 @@ The engine's CLI (:mod:`dfl_core.cli`) imports nothing of the book; it finds the
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 
 from dfl_core.checkpoint import CheckpointError
 from dfl_core.cli import CliExtension, parse_names, parse_seeds, parse_value
-from dfl_core.config import Config, ConfigError
+from dfl_core.config import ALGORITHM_FIELDS, RUN_FIELDS, ConfigError
 from dfl_core.errors import DivergenceError
-from dfl_core.presets import PRESETS
+from dfl_core.results import History
 
 from .plots import plot_comparison
+from .presets import PRESETS
 from .showcase import run_experiment
 from .showcase.experiments import EXPERIMENTS, FORMER_NAMES
+from .stats import MIN_SEEDS, compare_paired
 from .tables import FAST, run_table, write_table
 
-__all__ = ["EXTENSION", "add_commands", "run"]
+__all__ = ["EXTENSION", "EQUIVALENCE_MARGIN", "add_commands", "run", "paired_table"]
+
+#: The equivalence margin of the command line's verdicts: half a point of test accuracy (dfl_book.stats).
+EQUIVALENCE_MARGIN = 0.5
 
 
 def add_commands(sub) -> None:
@@ -76,7 +80,7 @@ def run(name: str, parser: argparse.ArgumentParser, args: argparse.Namespace, co
 
 
 def _table(parser: argparse.ArgumentParser, args: argparse.Namespace, command: str) -> int:
-    types = {f.name: f.type for f in dataclasses.fields(Config)}
+    types = {name: f.type for name, f in {**RUN_FIELDS, **ALGORITHM_FIELDS}.items()}
     if args.tag is not None and not args.tag.replace("-", "").isalnum():
         parser.error(f"--tag must be letters, digits and '-', got {args.tag!r}")
     changes = {}
@@ -132,6 +136,36 @@ def _showcase(parser: argparse.ArgumentParser, args: argparse.Namespace, command
     return 0
 
 
+def paired_table(results: dict[str, list[History]], reference: str | None = None,
+                 margin: float = EQUIVALENCE_MARGIN) -> str:
+    """Each method against ``reference`` (default: dfedavg if it ran, else the first method), seed by seed.
+
+    The claim judged is "the method beats the reference" in final test
+    accuracy: the paired difference (points) with its 95% t-interval and the
+    verdict of :func:`dfl_book.stats.compare_paired`, EQUIVALENT within
+    ±``margin`` points. Empty when fewer than 2 seeds are shared.
+    """
+    if not results:
+        return ""
+    reference = reference or ("dfedavg" if "dfedavg" in results else next(iter(results)))
+    ref = {h.config["seed"]: 100 * h.final["test_acc"] for h in results[reference]}
+    head = f"{'algorithm':<14} {'Δ test acc vs ' + reference + ' (points)':>34}   verdict"
+    lines = [f"Paired with {reference} seed by seed (claim: the method beats {reference}; 95% t-intervals; "
+             f"EQUIVALENT: within ±{margin:g} points):", head, "-" * len(head)]
+    for name, hs in results.items():
+        if name == reference:
+            continue
+        own = {h.config["seed"]: 100 * h.final["test_acc"] for h in hs}
+        seeds = sorted(set(own) & set(ref))
+        if len(seeds) < 2:
+            return ""
+        c = compare_paired([own[s] for s in seeds], [ref[s] for s in seeds], margin=margin)
+        lines.append(f"{name:<14} {c.interval():>34}   {c.verdict_note()}")
+    if len(ref) < MIN_SEEDS:
+        lines.append(f"({len(ref)} seeds: the book asks for at least {MIN_SEEDS} before calling a verdict)")
+    return "\n".join(lines)
+
+
 #: What ``pyproject.toml``'s entry point ``dfl_core.cli: book`` names.
 EXTENSION = CliExtension(commands=("showcase", "table"), add_commands=add_commands, run=run,
-                         plot_comparison=plot_comparison)
+                         plot_comparison=plot_comparison, paired_table=paired_table, presets=PRESETS)

@@ -660,7 +660,7 @@ def reproduction_pipeline():
     numbers before anything is run.
     """
     fig, ax = _canvas((12, 3.6), None, xlim=(0, 12.4), ylim=(0, 3.6))
-    steps = [("paper's table\n(a claim: A beats B)", BLUE), ("preset\n(dfl_core.presets)", SKY),
+    steps = [("paper's table\n(a claim: A beats B)", BLUE), ("preset\n(dfl_book.presets)", SKY),
              ("runs over seeds\n(fast or full profile)", GREEN), ("mean ± CI\nper method", YELLOW),
              ("paired difference\nA − B per seed", ORANGE), ("verdict: reproduces,\ndoes not, can't tell", PINK)]
     xs = np.linspace(1.05, 11.35, len(steps))

@@ -139,8 +139,8 @@ SYMBOLS: tuple[Symbol, ...] = (
     _s("\\mathcal Q", "the quantizer, $\\mathcal Q(v) = h\\,k$ for a level $k$", "—", "lost", "—", "—",
        code="`dfl_core.operators.quantize`"),
     # --- comparing methods over seeds
-    _s("n_s", "number of seeds of a paired comparison", code="`dfl_core.stats.compare_paired`"),
-    _s("s_d", "standard deviation of the paired differences over the seeds", code="`dfl_core.stats.compare_paired`"),
+    _s("n_s", "number of seeds of a paired comparison", code="`dfl_book.stats.compare_paired`"),
+    _s("s_d", "standard deviation of the paired differences over the seeds", code="`dfl_book.stats.compare_paired`"),
     _s("t_{p,\\nu}", "quantile $p$ of Student's t distribution with $\\nu$ degrees of freedom"),
 )
 
@@ -168,9 +168,9 @@ def help_symbol(help_text: str) -> str | None:
 
 
 def config_symbols() -> dict[str, str]:
-    """``Config`` field -> the symbol its help text starts with, for the fields that have one."""
-    from dfl_core.config import Config
-    found = {f.name: help_symbol(f.metadata["help"]) for f in dataclasses.fields(Config)}
+    """Run field or hyperparameter -> the symbol its help text starts with, for those that have one."""
+    from dfl_core.config import ALGORITHM_FIELDS, RUN_FIELDS
+    found = {name: help_symbol(f.metadata["help"]) for name, f in {**RUN_FIELDS, **ALGORITHM_FIELDS}.items()}
     return {name: s for name, s in found.items() if s}
 
 

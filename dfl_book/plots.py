@@ -160,7 +160,7 @@ def paired_differences(ax, comparisons: Iterable[Any], *, xlabel: str = "paired 
     """A forest plot: one row per comparison, its mean paired difference and 95% interval.
 
     Each comparison is any object with attributes ``label``, ``mean``, ``low``,
-    ``high`` and ``verdict`` (e.g. ``dfl_core.stats.PairedComparison``; only the
+    ``high`` and ``verdict`` (e.g. ``dfl_book.stats.PairedComparison``; only the
     attributes are used). A vertical line marks ``zero`` (no difference); an
     interval that crosses it is drawn hollow. The verdict is written to the
     right of the axes, outside the data. Rows run top to bottom in the order given.
@@ -401,7 +401,7 @@ def claim_counts(comparisons: Iterable[Any]) -> dict[str, dict[str, int]]:
     (as :func:`dfl_book.tables.check_claims` labels them); the result maps each
     claim, in order of first appearance, to ``{"REPRODUCED": k, "REVERSED": k, "UNRESOLVED": k}``.
     """
-    from dfl_core.stats import VERDICTS
+    from .stats import VERDICTS
 
     counts: dict[str, dict[str, int]] = {}
     for c in comparisons:
@@ -545,7 +545,7 @@ def showcase_costs(result, arm: str) -> dict[str, np.ndarray]:
     """
     rounds = result.curve(arm)[0]
     cfg = result.runs[arm, result.seeds[0]]["config"]
-    costs = cumulative_costs(rounds, topology=cfg["topology"], num_clients=cfg["num_clients"],
+    costs = cumulative_costs(rounds, topology=cfg.get("topology"), num_clients=cfg["num_clients"],
                              local_steps=cfg["local_steps"], gossip_steps=cfg["gossip_steps"])
     expected = dict(zip(costs["round"].tolist(), costs["messages"].tolist()))
     for seed in result.seeds:
@@ -702,7 +702,7 @@ def paired_map(ax, xs: Sequence[float], comparisons: Sequence[Any], *, xlabel: s
     """A paired difference against a setting (ρ, Q, m): the mean and its 95% interval at each ``xs``.
 
     ``comparisons`` holds one object per x with ``mean``, ``low``, ``high`` and
-    ``verdict`` (a :class:`dfl_core.stats.PairedComparison`). A dashed line
+    ``verdict`` (a :class:`dfl_book.stats.PairedComparison`). A dashed line
     marks zero (no difference); an interval that crosses zero is drawn hollow.
     ``index`` picks the colour and marker, so several maps can share one axes;
     ``offset`` shifts the points sideways (a fraction of each x on a log axis)

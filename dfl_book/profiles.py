@@ -10,7 +10,7 @@ files are on disk), 100 clients, 5 seeds, 100 rounds of K = 5 steps of batch 32
 the test curves still rise slowly at round 100); its experiments are
 precomputed (:mod:`dfl_book.showcase`), and its regime maps
 (:mod:`dfl_book.showcase.regime`) run the papers' local work at a smaller size.
-``DFL_PROFILE=full`` uses the papers' settings (:mod:`dfl_core.presets`) and is
+``DFL_PROFILE=full`` uses the papers' settings (:mod:`dfl_book.presets`) and is
 meant for a GPU. All three run the same code: a chapter reads its sizes from the profile.
 """
 from __future__ import annotations
@@ -78,7 +78,7 @@ class Profile:
         from dfl_core.engine import run
         checkpoint = None
         if self.name == "full":
-            key = json.dumps(cfg.resolved().to_dict(), sort_keys=True)
+            key = json.dumps(cfg.to_dict(), sort_keys=True)
             checkpoint = checkpoint_dir() / f"{cfg.algorithm}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.pt"
         return run(cfg, progress=progress, checkpoint=checkpoint, resume=True, data=self.data(cfg))
 

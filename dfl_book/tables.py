@@ -1,6 +1,6 @@
 """Rerun a seed paper's table: ``python -m dfl_core table NAME --profile fast|showcase|full``.
 
-A table is a paper preset (:mod:`dfl_core.presets`): its rows are algorithms,
+A table is a paper preset (:mod:`dfl_book.presets`): its rows are algorithms,
 its columns settings. Under ``full`` every cell runs the preset's config as it
 is (the papers' scale, for a GPU). Under ``fast`` every cell runs a small copy
 of it (:func:`fast_config`): the bundled 8×8 digits (1438 training images, about 72
@@ -20,7 +20,7 @@ CSV and a Markdown file whose header lines record the command, the seeds, the
 versions and the machine; where the paper's table is transcribed in
 :mod:`theory.tables`, the paper's number stands beside ours.
 
-Two rows are compared seed by seed (:mod:`dfl_core.stats`): runs with the same
+Two rows are compared seed by seed (:mod:`dfl_book.stats`): runs with the same
 seed share the initial model, the data split and the mini-batches, so the
 per-seed difference better − worse cancels what the seed changes in both. Its
 95% t-interval over the seeds gives the verdict: REPRODUCED (above 0, the
@@ -51,8 +51,9 @@ from typing import Callable
 from dfl_core.checkpoint import write_atomic
 from dfl_core.config import Config, ConfigError
 from dfl_core.data import DATASETS
-from dfl_core.presets import PRESETS, Preset, get_preset
-from dfl_core.stats import MIN_SEEDS, VERDICTS, PairedComparison, compare_paired, markdown_table, signed, summarize
+
+from .presets import PRESETS, Preset, get_preset
+from .stats import MIN_SEEDS, VERDICTS, PairedComparison, compare_paired, markdown_table, signed, summarize
 
 __all__ = ["TABLE_PROFILES", "FAST", "FAST_ROUNDS", "fast_config", "SHOWCASE", "showcase_config", "TableResult", "run_table", "write_table", "read_table",
            "paper_value", "DISPLAY_NAMES", "local_work", "forward_flops", "full_scale_cost", "ASSUMED_GPU_TFLOPS",
@@ -97,10 +98,10 @@ def fast_config(preset: Preset, algorithm: str, setting: str, **changes) -> Conf
     n_full = _samples_per_client(full)
     n_fast = _TRAIN_SIZES[FAST["dataset"]] // m
     small = dict(FAST, rounds=rounds, eval_every=rounds)
-    if full.local_steps is not None and algorithm != "dpsgd":
+    if algorithm != "dpsgd":
         epochs = full.local_steps / _steps_per_epoch(n_full, full.batch_size)
         small["local_steps"] = max(1, round(epochs * _steps_per_epoch(n_fast, FAST["batch_size"])))
-    if full.clients_per_round is not None:
+    if getattr(full.params, "clients_per_round", None) is not None:       # centralized, a count of clients
         small["clients_per_round"] = max(1, round(full.clients_per_round * m / full.num_clients))
     return full.replace(**small)
 
@@ -126,11 +127,11 @@ def showcase_config(preset: Preset, algorithm: str, setting: str, **changes) -> 
     full = preset.config(algorithm, setting, **changes)
     rounds = SHOWCASE_ROUNDS[ALGORITHMS[algorithm].kind]
     big = dict(SHOWCASE, rounds=rounds, eval_every=rounds // 20)
-    if full.local_steps is not None and algorithm != "dpsgd":
+    if algorithm != "dpsgd":
         usual = statistics.mode(round(_epochs(preset, a, s), 6) for a in preset.algorithms if a != "dpsgd"
                                 for s in preset.settings)
         big["local_steps"] = max(1, round(SHOWCASE_K * _epochs(preset, algorithm, setting) / usual))
-    if full.clients_per_round is not None:
+    if getattr(full.params, "clients_per_round", None) is not None:
         big["clients_per_round"] = max(1, round(full.clients_per_round * SHOWCASE["num_clients"] / full.num_clients))
     return full.replace(**big)
 
@@ -176,7 +177,7 @@ def _calibrate_fedgf(preset: Preset, make: Callable[[str, str], Config], seed: i
         if pilot_rounds is not None and cfg.rounds > pilot_rounds:
             cfg = cfg.replace(rounds=pilot_rounds, eval_every=pilot_rounds)
         log = RoundLog()
-        Simulation(cfg, data(cfg.resolved())).run(hooks=[log])
+        Simulation(cfg, data(cfg)).run(hooks=[log])
         drifts.append(statistics.fmean(log.series("fedgf_drift")))
     return (drifts[0] + drifts[1]) / 2
 
@@ -227,7 +228,7 @@ def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 
 
     for algorithm in algorithms:                       # every config valid before any training
         for setting in settings:
-            make(algorithm, setting, NEVER).resolved()
+            make(algorithm, setting, NEVER)
     if checkpoints is None and profile in ("showcase", "full"):
         from .profiles import checkpoint_dir
         checkpoints = checkpoint_dir() / "tables" / name
@@ -243,7 +244,7 @@ def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 
     cells = [(a, s) for s in settings for a in algorithms]
     start = time.perf_counter()
     threshold = float(result.meta.get("fedgf_threshold", NEVER))
-    runs = {(a, s, seed): make(a, s, threshold).replace(seed=seed).resolved()
+    runs = {(a, s, seed): make(a, s, threshold).replace(seed=seed)
             for a, s in cells for seed in seeds}
     accs = {k: done.get(_run_key(*k), c) if done else None for k, c in runs.items()}
     cpu = {k: done.cpu_time(_run_key(*k)) if done else None for k in runs}
@@ -279,7 +280,7 @@ def _train_all(todo: list, jobs: int, cache):
         return
     from concurrent.futures import as_completed
 
-    from dfl_core.workers import process_pool
+    from .workers import process_pool
     with process_pool(jobs) as pool:
         futures = {pool.submit(_train_in_worker, cfg, path): key for key, cfg, path in todo}
         for future in as_completed(futures):
@@ -391,7 +392,6 @@ def full_scale_cost(name: str, seeds: int = 3, tflops: float = ASSUMED_GPU_TFLOP
     for setting in preset.settings:
         for algorithm in preset.algorithms:
             cfg = preset.config(algorithm, setting, **({"fedgf_threshold": 1.0} if algorithm == "fedgf" else {}))
-            cfg = cfg.resolved()
             key = (cfg.model, cfg.dataset)
             if key not in flops:
                 flops[key] = forward_flops(*key)
@@ -399,7 +399,7 @@ def full_scale_cost(name: str, seeds: int = 3, tflops: float = ASSUMED_GPU_TFLOP
                 clients = cfg.clients_per_round_count()
             else:
                 clients = cfg.num_clients
-            passes = 2 if (cfg.rho or algorithm in ("fedgf", "fedsmoo")) else 1
+            passes = 2 if (getattr(cfg.params, "rho", 0) or algorithm in ("fedgf", "fedsmoo")) else 1
             total += cfg.rounds * clients * cfg.local_steps * cfg.batch_size * 3 * flops[key] * passes * seeds
     return {"cells": len(preset.settings) * len(preset.algorithms), "seeds": seeds, "pflop": total / 1e15,
             "gpu_hours": total / (tflops * 1e12) / 3600, "assumed_tflops": tflops}
@@ -553,10 +553,9 @@ def _compare(result: TableResult, pair: _Pair) -> PairedComparison:
 
 def local_work(cfg: Config) -> str:
     """A run's regime in one phrase: local epochs a round E = K·B/n, K, B, the rounds T and who trains a round."""
-    cfg = cfg.resolved()
     epochs = cfg.local_epochs or cfg.local_steps * cfg.batch_size / cfg.samples_per_client()
     text = f"E = {epochs:.2g} (K = {cfg.local_steps}, B = {cfg.batch_size}), T = {cfg.rounds}"
-    if cfg.client_fraction is not None or cfg.clients_per_round is not None:
+    if hasattr(cfg.params, "client_fraction"):                  # centralized: clients sampled a round
         text += f", {cfg.clients_per_round_count()} of {cfg.num_clients} clients a round"
     return text
 

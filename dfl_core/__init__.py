@@ -22,7 +22,6 @@ _EXPORTS = {
     "CheckpointError": ".checkpoint",
     "History": ".results", "read_results": ".results", "write_results": ".results",
     "ALGORITHMS": ".algorithms", "Algorithm": ".algorithms",
-    "PRESETS": ".presets", "get_preset": ".presets",
 }
 __all__ = [*_EXPORTS, "__version__"]
 

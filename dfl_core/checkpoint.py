@@ -9,11 +9,16 @@ everything a run carries from one round to the next (format ``dfl-book/checkpoin
      "t": 12,                             # rounds completed
      "state": {"x": tensor (m, d)} or     # the algorithm's state, field by field
               {"w": tensor (d,), "c": ..., "c_clients": ...},
-     "rule_state": None or (tensors...),  # momentum buffers kept across rounds
+     "rule_state": None or (...),         # the local rule's state kept across rounds, as plain tuples
      "counters": {"transmissions", "bits_sent", "bits_last_round"},
      "round_record": {...},               # the algorithm's quantities of the last round
      "history": [records...], "elapsed_s": 3.2,
      "public_copies": None or tensor (m, d)}  # compressed gossip's x̂ (absent in files written before it)
+
+The local rule's state is typed in memory (:class:`dfl_core.local.Momentum`, ...)
+and plain tuples in the file (``weights_only`` loading builds no classes):
+``Momentum(v)`` is stored as ``(v,)``. Files written before rule states were
+typed hold ``v`` itself; both resume (:func:`dfl_core.local.typed_state`).
 
 Randomness needs no state: every round draws from generators derived from
 ``(seed, purpose, round)``, so a resumed run draws the same numbers as an
@@ -129,24 +134,32 @@ def check_compatible(saved: dict[str, Any], wanted: dict[str, Any], rounds_done:
 
 
 def to_device(obj, device):
-    """``obj`` (tensors nested in dicts, lists and tuples) with every tensor moved to ``device``."""
+    """``obj`` (tensors nested in dicts, lists, tuples and NamedTuples) with every tensor moved to ``device``."""
     if isinstance(obj, torch.Tensor):
         return obj.to(device)
     if isinstance(obj, dict):
         return {k: to_device(v, device) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return type(obj)(to_device(v, device) for v in obj)
+        parts = [to_device(v, device) for v in obj]
+        return type(obj)(*parts) if hasattr(obj, "_fields") else type(obj)(parts)   # a NamedTuple keeps its type
     return obj
 
 
 def to_cpu(obj):
-    """A CPU copy of ``obj`` (tensors nested in dicts, lists and tuples), safe to write while training goes on."""
+    """A CPU copy of ``obj`` (tensors nested in dicts, lists and tuples), safe to write while training goes on.
+
+    What it returns is plain containers only, as a checkpoint file must be:
+    a NamedTuple (a rule state's :class:`~dfl_core.local.Momentum`) becomes a
+    tuple of its fields, which ``torch.load(weights_only=True)`` can read back.
+    """
     if isinstance(obj, torch.Tensor):
         return obj.detach().to("cpu", copy=True)
     if isinstance(obj, dict):
         return {k: to_cpu(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(to_cpu(v) for v in obj)
+    if isinstance(obj, tuple):
+        return tuple(to_cpu(v) for v in obj)
+    if isinstance(obj, list):
+        return [to_cpu(v) for v in obj]
     return obj
 
 

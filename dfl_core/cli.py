@@ -3,10 +3,10 @@
 With no options, ``run`` performs the default comparison: D-PSGD, DFedAvg,
 DFedAvgM, DFedSAM and DFedSAM-MGS (Q = 4) on 20 clients of the bundled digits
 data (Dirichlet 0.3, ring, 2NN, K = 5, 30 rounds), 5 seeds each. It prints the
-final test accuracy and consensus distance as mean ± std over seeds, then each
-method's per-seed paired difference from DFedAvg with its 95% interval and
-verdict (:func:`paired_table`), writes a JSON results file (schema in
-:mod:`dfl_core.results`) and a plot.
+final test accuracy and consensus distance as mean ± std over seeds, then (with
+the book's package installed) each method's per-seed paired difference from
+DFedAvg with its 95% interval and verdict (``dfl_book.cli.paired_table``),
+writes a JSON results file (schema in :mod:`dfl_core.results`) and a plot.
 """
 from __future__ import annotations
 
@@ -14,29 +14,31 @@ import argparse
 import dataclasses
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 import shlex
 import statistics
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
+
+from tqdm import tqdm
 
 from .algorithms import ALGORITHMS
-from .config import ALGORITHM_FIELDS, Config, ConfigError
+from .config import ALGORITHM_FIELDS, RUN_FIELDS, Config, ConfigError
 from .data import DATASETS, PARTITIONS, DataError
-from .engine import DivergenceError
+from .engine import DivergenceError, run
 from .models import MODEL_HELP
-from .presets import PRESETS, get_preset
 from .checkpoint import CheckpointError
 from .results import History, read_results, write_results
 from .topology import TOPOLOGIES
 
-__all__ = ["main", "DEFAULT_ALGORITHMS", "DEFAULT_SEEDS", "compare", "summary_table", "paired_table",
+__all__ = ["main", "DEFAULT_ALGORITHMS", "DEFAULT_SEEDS", "compare", "summary_table",
            "add_config_arguments", "config_overrides", "parse_value", "parse_names", "parse_seeds",
-           "CliExtension", "cli_extensions", "EXTENSION_GROUP"]
+           "CliExtension", "cli_extensions", "cli_presets", "find_preset", "EXTENSION_GROUP"]
 
-#: The entry-point group through which installed packages add commands (and the ``run`` figure) to this CLI.
+#: The entry-point group through which installed packages add commands (and ``run``'s presets, figure and
+#: verdicts) to this CLI.
 EXTENSION_GROUP = "dfl_core.cli"
 
 
@@ -45,14 +47,20 @@ class CliExtension:
     """Commands another package adds to ``python -m dfl_core`` (the book's ``showcase`` and ``table``).
 
     ``add_commands(subparsers)`` adds their parsers; ``run(name, parser, args, command)`` runs one and
-    returns the exit code; ``plot_comparison(results, path)`` (optional) draws ``run``'s figure. The engine
-    finds extensions by entry point (group :data:`EXTENSION_GROUP`), so it imports no package above it.
+    returns the exit code; ``plot_comparison(results, path)`` (optional) draws ``run``'s figure;
+    ``paired_table(results)`` (optional) is the text of ``run``'s paired verdicts ("" for none);
+    ``presets`` (name -> preset) are what ``--preset`` starts from: each has ``description``, ``settings``,
+    ``algorithms`` and ``config(algorithm, setting, **changes)`` (the book's ``dfl_book.presets.Preset``).
+    The engine finds extensions by entry point (group :data:`EXTENSION_GROUP`), so it imports no package
+    above it.
     """
 
     commands: tuple[str, ...]
     add_commands: Callable[[Any], None]
     run: Callable[..., int]
     plot_comparison: Callable[[dict, Path], Path] | None = None
+    paired_table: Callable[[dict], str] | None = None
+    presets: Mapping[str, Any] = field(default_factory=dict)
 
 
 @functools.cache
@@ -61,10 +69,28 @@ def cli_extensions() -> tuple[CliExtension, ...]:
     return tuple(ep.load() for ep in sorted(entry_points(group=EXTENSION_GROUP), key=lambda ep: ep.name))
 
 
+def cli_presets() -> dict[str, Any]:
+    """The presets of the installed extensions by name (the papers' presets, when the book is installed)."""
+    return {name: preset for extension in cli_extensions() for name, preset in extension.presets.items()}
+
+
+def find_preset(name: str) -> Any:
+    """The installed preset ``name`` (:func:`cli_presets`), for ``--preset``.
+
+    :class:`ConfigError` when no extension brings presets, :class:`ValueError` listing the allowed names
+    when none is called ``name``.
+    """
+    presets = cli_presets()
+    if not presets:
+        raise ConfigError(f"--preset {name}: no presets; the papers' presets come with the book's package, "
+                          "dfl_book, which is not installed")
+    if name not in presets:
+        raise ValueError(f"unknown preset {name!r}; allowed: {', '.join(presets)}")
+    return presets[name]
+
+
 DEFAULT_ALGORITHMS = ("dpsgd", "dfedavg", "dfedavgm", "dfedsam", "dfedsam-mgs")
-DEFAULT_SEEDS = (0, 1, 2, 3, 4)          # the book's rule: a verdict needs 5 seeds (dfl_core.stats.MIN_SEEDS)
-#: The equivalence margin of the command line's verdicts: half a point of test accuracy (dfl_core.stats).
-EQUIVALENCE_MARGIN = 0.5
+DEFAULT_SEEDS = (0, 1, 2, 3, 4)          # the book's rule: a verdict needs 5 seeds (dfl_book.stats.MIN_SEEDS)
 
 
 def _catalogue() -> str:
@@ -75,7 +101,8 @@ def _catalogue() -> str:
         block("algorithms", ALGORITHMS), block("topologies", TOPOLOGIES),
         block("datasets", DATASETS), block("models", MODEL_HELP), block("partitions", PARTITIONS),
         block("presets (--preset; --setting one of the listed columns)",
-              {p.name: f"{p.description} [settings: {', '.join(p.settings)}]" for p in PRESETS.values()}),
+              {p.name: f"{p.description} [settings: {', '.join(p.settings)}]" for p in cli_presets().values()}
+              or {"none": "the papers' presets come with the book's package, dfl_book, which is not installed"}),
     ])
 
 
@@ -142,29 +169,29 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, skip: Sequence[str] = ("algorithm", "seed")) -> None:
-    """One ``--field-name`` option per :class:`Config` field (except ``skip``); unset options stay absent.
+    """One ``--field-name`` option per run field of :class:`Config` and per hyperparameter of any algorithm
+    (except ``skip``), each from its declaration (help, type, default); unset options stay absent.
 
     Shared with the distributed launcher (``python -m dfl_core.distributed``),
     so both take the same config options.
     """
-    defaults = Config()
-    for f in dataclasses.fields(Config):
-        if f.name in skip:
+    declared = {"algorithm": dataclasses.fields(Config)[0], **RUN_FIELDS, **ALGORITHM_FIELDS}
+    for name, f in declared.items():
+        if name in skip:
             continue
-        parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, metavar=f.type.split()[0].upper(),
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, metavar=f.type.split()[0].upper(),
                             type=lambda s, a=f.type: parse_value(s, a), default=argparse.SUPPRESS,
-                            help=_help_with_default(f, getattr(defaults, f.name)))
+                            help=_help_with_default(f))
 
 
 #: What an unset (None) field that no algorithm sets means, where its help does not say.
 _UNSET = {"train_size": "all", "test_size": "all"}
 
 
-def _help_with_default(f: dataclasses.Field, default: Any) -> str:
+def _help_with_default(f: dataclasses.Field) -> str:
     """A field's help with exactly one default: its own words if it names one, else ``(default: ...)``.
 
-    A field left None means "the algorithm's default"; those defaults are read
-    from the algorithms, grouped by value when they differ.
+    A hyperparameter's defaults are read from the algorithms that use it, grouped by value when they differ.
     """
     text = f.metadata.get("help", "")
     if re.search(r"(?<!code's )\bdefault\b|\brequired\b", text):
@@ -173,10 +200,9 @@ def _help_with_default(f: dataclasses.Field, default: Any) -> str:
     def shown(value: Any) -> str:
         return str(value).lower() if isinstance(value, bool) else str(value)
 
-    if default is not None:
-        return f"{text} (default: {shown(default)})"
     if f.name not in ALGORITHM_FIELDS:
-        return f"{text} (default: {_UNSET.get(f.name, 'unset')})"
+        default = "unset" if f.default is None else shown(f.default)
+        return f"{text} (default: {_UNSET.get(f.name, default)})"
     by_value: dict[str, list[str]] = {}
     for name, algorithm in ALGORITHMS.items():
         if f.name in algorithm.defaults:
@@ -189,27 +215,30 @@ def _help_with_default(f: dataclasses.Field, default: Any) -> str:
 
 
 def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """The config fields given on the command line (by :func:`add_config_arguments`)."""
-    return {f.name: getattr(args, f.name) for f in dataclasses.fields(Config) if hasattr(args, f.name)}
+    """The run fields and hyperparameters given on the command line (by :func:`add_config_arguments`)."""
+    names = ("algorithm", "seed", *RUN_FIELDS, *ALGORITHM_FIELDS)
+    return {name: getattr(args, name) for name in names if hasattr(args, name)}
 
 
-def configs_for(base: Config, algorithms: Sequence[str]) -> dict[str, Config]:
-    """One config per algorithm from ``base``.
+def configs_for(base: Config | Mapping[str, Any], algorithms: Sequence[str]) -> dict[str, Config]:
+    """One config per algorithm from ``base`` (a config, or the settings given: run fields and hyperparameters).
 
-    When several algorithms are compared, optional fields an algorithm does not
+    When several algorithms are compared, hyperparameters an algorithm does not
     use (say ``rho`` for DFedAvg) are dropped for it; a single algorithm given
-    a field it does not use is refused, as in :meth:`Config.resolved`.
+    one it does not use is refused, as :class:`Config` refuses it.
     """
+    settings = dict(base.settings() if isinstance(base, Config) else base)
+    settings.pop("algorithm", None)
     out = {}
     for name in algorithms:
         if name not in ALGORITHMS:
             raise ConfigError(f"unknown algorithm {name!r}; allowed: {', '.join(ALGORITHMS)}")
-        cfg = base.replace(algorithm=name)
+        own = dict(settings)
         if len(algorithms) > 1:
-            cfg = cfg.replace(**{f: None for f in ALGORITHM_FIELDS if f not in ALGORITHMS[name].defaults})
+            own = {k: v for k, v in own.items() if k not in ALGORITHM_FIELDS or k in ALGORITHMS[name].defaults}
             if "local_steps" in ALGORITHMS[name].fixed:         # D-PSGD takes one step a round, whatever E
-                cfg = cfg.replace(local_epochs=None)
-        out[name] = cfg
+                own.pop("local_epochs", None)
+        out[name] = Config(algorithm=name, **own)
     return out
 
 
@@ -225,11 +254,7 @@ def compare(configs: dict[str, Config], seeds: Sequence[int], progress: bool = T
     same resolved config) are not rerun. ``on_run_done`` sees the results so
     far after every finished run (the CLI writes its results file there).
     """
-    from tqdm import tqdm
-
-    from .engine import run
-
-    runs = [cfg.replace(seed=seed).resolved() for cfg in configs.values() for seed in seeds]
+    runs = [cfg.replace(seed=seed) for cfg in configs.values() for seed in seeds]
     out: dict[str, list[History]] = {name: [] for name in configs}
     for cfg in tqdm(runs, desc="runs", disable=not progress):
         previous = (done or {}).get((cfg.algorithm, cfg.seed))
@@ -266,38 +291,6 @@ def summary_table(results: dict[str, list[History]]) -> str:
     return "\n".join(lines)
 
 
-def paired_table(results: dict[str, list[History]], reference: str | None = None,
-                 margin: float = EQUIVALENCE_MARGIN) -> str:
-    """Each method against ``reference`` (default: dfedavg if it ran, else the first method), seed by seed.
-
-    The claim judged is "the method beats the reference" in final test
-    accuracy: the paired difference (points) with its 95% t-interval and the
-    verdict of :func:`dfl_core.stats.compare_paired`, EQUIVALENT within
-    ±``margin`` points. Empty when fewer than 2 seeds are shared.
-    """
-    from .stats import MIN_SEEDS, compare_paired
-
-    if not results:
-        return ""
-    reference = reference or ("dfedavg" if "dfedavg" in results else next(iter(results)))
-    ref = {h.config["seed"]: 100 * h.final["test_acc"] for h in results[reference]}
-    head = f"{'algorithm':<14} {'Δ test acc vs ' + reference + ' (points)':>34}   verdict"
-    lines = [f"Paired with {reference} seed by seed (claim: the method beats {reference}; 95% t-intervals; "
-             f"EQUIVALENT: within ±{margin:g} points):", head, "-" * len(head)]
-    for name, hs in results.items():
-        if name == reference:
-            continue
-        own = {h.config["seed"]: 100 * h.final["test_acc"] for h in hs}
-        seeds = sorted(set(own) & set(ref))
-        if len(seeds) < 2:
-            return ""
-        c = compare_paired([own[s] for s in seeds], [ref[s] for s in seeds], margin=margin)
-        lines.append(f"{name:<14} {c.interval():>34}   {c.verdict_note()}")
-    if len(ref) < MIN_SEEDS:
-        lines.append(f"({len(ref)} seeds: the book asks for at least {MIN_SEEDS} before calling a verdict)")
-    return "\n".join(lines)
-
-
 def parse_names(text: str | None) -> list[str]:
     return [a.strip() for a in (text or "").split(",") if a.strip()]
 
@@ -316,7 +309,7 @@ def _in_flags(message: str) -> str:
     ``Config(train_size=...)``); on the command line the same value was given as
     ``--data-dir`` or ``--train-size``.
     """
-    fields = "|".join(f.name for f in dataclasses.fields(Config))
+    fields = "|".join([*RUN_FIELDS, *ALGORITHM_FIELDS])
     return re.sub(rf"\b({fields})=(\S?)",
                   lambda m: "--" + m.group(1).replace("_", "-") + (" " + m.group(2) if m.group(2) else ""), message)
 
@@ -374,14 +367,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.overwrite else []
     try:
         if args.preset:
-            preset = get_preset(args.preset)
+            preset = find_preset(args.preset)
             algorithms = parse_names(args.algorithms) or list(preset.algorithms)
             configs = {a: preset.config(a, args.setting, **overrides) for a in algorithms}
         else:
             if args.setting:
                 raise ConfigError("--setting needs --preset")
             algorithms = parse_names(args.algorithms) or list(DEFAULT_ALGORITHMS)
-            configs = configs_for(Config().replace(**overrides), algorithms)
+            configs = configs_for(overrides, algorithms)
         if args.checkpoint_every < 1:
             raise ConfigError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
         done = {}
@@ -412,8 +405,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError:
         pass
     print(summary_table(results))
-    if len(results) > 1 and (paired := paired_table(results)):
-        print("\n" + paired)
+    if len(results) > 1:
+        tables = [e.paired_table for e in cli_extensions() if e.paired_table is not None]
+        if not tables:
+            print("\npaired verdicts: none (they come with the book's package, dfl_book, which is not installed)")
+        elif paired := tables[0](results):
+            print("\n" + paired)
     print(f"\nresults: {path}")
     if not args.no_plot:
         figures = [e.plot_comparison for e in cli_extensions() if e.plot_comparison is not None]

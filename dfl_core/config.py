@@ -1,13 +1,19 @@
-"""The experiment configuration: one frozen dataclass, each field with its help and its allowed values.
+"""The experiment configuration: the run's own settings, and the algorithm's typed hyperparameters.
 
-Fields marked per-algorithm are ``None`` by default and take the running
-algorithm's default, declared with the algorithm (its ``params``, e.g.
-``dfl_core.algorithms.fedgf.FedGFParams``); setting one the algorithm does not
-read is an error, so nothing the user asks for is silently ignored.
-:meth:`Config.resolved` fills them in and validates every field, so every bad
-value is refused with a clear message before any data is loaded or any
-training starts. The CLI (``python -m dfl_core run --help``) is generated from
-these fields.
+A :class:`Config` holds what every run has (data, model, m, T, η, the device …),
+each a field declared with its help text and allowed values, and ``params``:
+the running algorithm's hyperparameters, an instance of its params class
+(``DFedSAMParams``, ``FedGFParams``, … in :mod:`dfl_core.algorithms`), where
+each hyperparameter is declared once with its default. A config is checked
+when it is built, so every bad value is refused with a clear message before
+any data is loaded or any training starts::
+
+    Config(algorithm="dfedsam", rho=0.05)          # ρ goes to DFedSAMParams(rho=0.05)
+    cfg.params.rho, cfg.rho                         # 0.05, 0.05 (read through to params)
+    Config(algorithm="dfedavg", rho=0.05)           # ConfigError: dfedavg does not use rho
+
+The CLI (``python -m dfl_core run --help``) is generated from the run's fields and
+every algorithm's params.
 """
 from __future__ import annotations
 
@@ -18,256 +24,234 @@ from typing import Any, Mapping
 
 import torch
 
-from .algorithms import (ALGORITHMS, DISPFL_MASK_INIT, DISPFL_REGROW, FEDGF_C_READINGS, FEDSMOO_VARIANTS,
-                         MOFEDSAM_VARIANTS, QUANT_MIXINGS, QUANT_ROUNDINGS, REQUIRED, SCAFFOLD_OPTIONS,
-                         UNTRANSMITTABLE_MIXINGS)
+from .algorithms import ALGORITHMS, UNTRANSMITTABLE_MIXINGS, Algorithm
+from .algorithms.base import GossipParams, SampledParams
 from .data import DATASETS, DIRICHLET_METHODS, PARTITIONS
 from .errors import ConfigError
-from .local import FEDGF_READINGS, SAM_VARIANTS
 from .models import MODELS
+from .settings import REQUIRED, Flag, Integer, Number, OneOf, check_int, setting
 from .topology import TOPOLOGIES
 
-__all__ = ["Config", "ConfigError", "ALGORITHM_FIELDS", "check_int", "OneOf", "Integer", "Number", "Flag"]
+__all__ = ["Config", "ConfigError", "RUN_FIELDS", "ALGORITHM_FIELDS", "algorithm_fields", "algorithm_users", "check_int", "OneOf",
+           "Integer", "Number", "Flag"]
 
 
-# ---------------------------------------------------------------- allowed values
-@dataclass(frozen=True)
-class OneOf:
-    """A name from ``choices`` (a tuple, or a registry dict whose keys are the names)."""
-
-    choices: Any
-
-    def __call__(self, name: str, value: Any) -> None:
-        if value not in self.choices:
-            raise ConfigError(f"unknown {name} {value!r}; allowed: {', '.join(map(str, self.choices))}")
-
-
-@dataclass(frozen=True)
-class Integer:
-    """An integer ≥ ``minimum`` (and ≤ ``maximum``, if given)."""
-
-    minimum: int
-    maximum: int | None = None
-
-    def __call__(self, name: str, value: Any) -> None:
-        check_int(name, value, self.minimum)
-        if self.maximum is not None and value > self.maximum:
-            raise ConfigError(f"{name} must be <= {self.maximum}, got {value}")
-
-
-@dataclass(frozen=True)
-class Number:
-    """A finite number in an interval; ``low_open``/``high_open`` exclude the ends."""
-
-    low: float
-    high: float = math.inf
-    low_open: bool = False
-    high_open: bool = False
-
-    def __call__(self, name: str, value: Any) -> None:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ConfigError(f"{name} must be a finite number, got {value!r}")
-        if (value <= self.low if self.low_open else value < self.low) or \
-                (value >= self.high if self.high_open else value > self.high):
-            interval = (f"{'(' if self.low_open else '['}{self.low}, {self.high}"
-                        f"{')' if self.high_open or self.high == math.inf else ']'}")
-            raise ConfigError(f"{name} must be in {interval}, got {value}")
-
-
-@dataclass(frozen=True)
-class Flag:
-    """True or false."""
-
-    def __call__(self, name: str, value: Any) -> None:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{name} must be true or false, got {value!r}")
-
-
-def check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ConfigError(f"{name} must be >= {minimum}, got {value}")
-
-
-def _run(default: Any, help: str, allowed=None) -> Any:
-    """A field of the run (not of one algorithm), with its help text and allowed values."""
-    return field(default=default, metadata={"help": help, "allowed": allowed, "per_algorithm": False})
-
-
-def _algo(help: str, allowed=None) -> Any:
-    """A per-algorithm field: ``None`` means the algorithm's own default (see its ``params``)."""
-    return field(default=None, metadata={"help": help, "allowed": allowed, "per_algorithm": True})
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Config:
-    """One simulated run. Symbols follow the DFedSAM paper (m, T, K, Q, η, ρ)."""
+    """One simulated run. Symbols follow the DFedSAM paper (m, T, K, Q, η, ρ).
+
+    Build it with keywords: the run's fields below, and any of the algorithm's hyperparameters (its
+    ``params``' fields), which go to ``params``. A hyperparameter given as ``None`` takes the algorithm's default.
+    """
 
     # --- what to run
-    algorithm: str = _run("dfedsam", "algorithm name", OneOf(ALGORITHMS))
-    dataset: str = _run("digits", "dataset name", OneOf(DATASETS))
-    model: str = _run("2nn", "model name", OneOf(MODELS))
-    num_clients: int = _run(20, "m, the number of clients", Integer(1))
-    rounds: int = _run(30, "T, communication rounds", Integer(0))
-    seed: int = _run(0, "seed of every random stream of the run", Integer(0))
+    algorithm: str = setting("dfedsam", "algorithm name", OneOf(ALGORITHMS))
+    dataset: str = setting("digits", "dataset name", OneOf(DATASETS))
+    model: str = setting("2nn", "model name", OneOf(MODELS))
+    num_clients: int = setting(20, "m, the number of clients", Integer(1))
+    rounds: int = setting(30, "T, communication rounds", Integer(0))
+    seed: int = setting(0, "seed of every random stream of the run", Integer(0))
     # --- data and its partition over clients
-    partition: str = _run("dirichlet", "partition scheme", OneOf(PARTITIONS))
-    alpha: float = _run(0.3, "α, Dirichlet concentration of the label split (0 means one class per client)", Number(0.0))
-    dirichlet_method: str = _run("prior", "'prior' (equal sizes, DisPFL/FedDyn) or 'hsu' (per-class split)",
-                                 OneOf(DIRICHLET_METHODS))
-    shards_per_client: int = _run(2, "classes per client for the 'shards' partition", Integer(1))
-    train_size: int | None = _run(None, "use a stratified subset of this many training samples", Integer(1))
-    test_size: int | None = _run(None, "use a stratified subset of this many test samples", Integer(1))
-    data_dir: str | None = _run(None, "folder with the dataset files (default: system copy or download)")
-    # --- communication (decentralized)
-    topology: str | None = _algo("communication graph / mixing scheme (decentralized)", OneOf(TOPOLOGIES))
-    gossip_steps: int | None = _algo("Q, gossip steps per round (decentralized)", Integer(1))
-    fresh_matrix_per_gossip_step: bool = _run(
+    partition: str = setting("dirichlet", "partition scheme", OneOf(PARTITIONS))
+    alpha: float = setting(0.3, "α, Dirichlet concentration of the label split (0 means one class per client)",
+                           Number(0.0))
+    dirichlet_method: str = setting("prior", "'prior' (equal sizes, DisPFL/FedDyn) or 'hsu' (per-class split)",
+                                    OneOf(DIRICHLET_METHODS))
+    shards_per_client: int = setting(2, "classes per client for the 'shards' partition", Integer(1))
+    train_size: int | None = setting(None, "use a stratified subset of this many training samples", Integer(1))
+    test_size: int | None = setting(None, "use a stratified subset of this many test samples", Integer(1))
+    data_dir: str | None = setting(None, "folder with the dataset files (default: system copy or download)")
+    # --- the algorithm's hyperparameters (declared on its params class)
+    params: Any = field(default=None, metadata={"help": "the algorithm's hyperparameters"})
+    # --- communication (decentralized): the topologies' options (each topology checks its own, TOPOLOGIES)
+    fresh_matrix_per_gossip_step: bool = setting(
         False, "time-varying topologies: draw a new W for every gossip step (DFedSAM App. B.4)", Flag())
-    edge_probability: float = _run(0.2, "edge probability of 'erdos-renyi'", Number(0.0, 1.0, low_open=True))
-    # (the topology checks its own options: dfl_core.topology.TOPOLOGIES)
-    degree: int = _run(4, "degree of every client in 'random-regular'")
-    max_degree: int = _run(10, "maximum degree of 'random-symmetric'")
-    num_neighbors: int = _run(10, "neighbours each client draws in 'random-as-coded'")
-    # --- server (centralized)
-    client_fraction: float | None = _algo("C, fraction of clients sampled per round (centralized)",
-                                          Number(0.0, 1.0, low_open=True))
-    clients_per_round: int | None = _algo("|S_t|, number of clients sampled per round (centralized; "
-                                          "instead of a fraction)", Integer(1))
-    server_lr: float | None = _algo("η_g, server learning rate (centralized)", Number(0.0, low_open=True))
-    server_momentum: float | None = _algo("θ_g, server momentum of fedavgm and mimelite",
-                                          Number(0.0, 1.0, high_open=True))
-    prox_mu: float | None = _algo("μ, proximal coefficient of fedprox", Number(0.0))
-    scaffold_option: str | None = _algo("SCAFFOLD's refresh of c_i: 'I' (gradient at w over the local data) "
-                                        "or 'II' (from the local update)", OneOf(SCAFFOLD_OPTIONS))
-    dyn_alpha: float | None = _algo("α_dyn, dynamic regularization coefficient of feddyn and fedsmoo",
-                                    Number(0.0, low_open=True))
+    edge_probability: float = setting(0.2, "edge probability of 'erdos-renyi'", Number(0.0, 1.0, low_open=True))
+    degree: int = setting(4, "degree of every client in 'random-regular'")
+    max_degree: int = setting(10, "maximum degree of 'random-symmetric'")
+    num_neighbors: int = setting(10, "neighbours each client draws in 'random-as-coded'")
     # --- local training
-    local_steps: int | None = _algo("K, local steps per round", Integer(1))
-    local_epochs: float | None = _run(
+    local_epochs: float | None = setting(
         None, "E, local epochs per round, the papers' unit (instead of local_steps): K = E·⌈n_i/B⌉ steps (rounded, "
         "at least 1), n_i = train samples / m", Number(0.0, low_open=True))
-    batch_size: int = _run(32, "B, mini-batch size per client and step", Integer(1))
-    full_batch: bool = _run(False, "each local step uses the client's whole train split (deterministic)", Flag())
-    lr: float = _run(0.1, "η, local learning rate", Number(0.0, low_open=True))
-    lr_decay: float = _run(0.998, "decay of η per round: η_t = η·lr_decay^t (DFedSAM App. B.3 uses 0.998)", Number(0.0, 1.0, low_open=True))
-    momentum: float | None = _algo("θ, heavy-ball momentum of the local steps", Number(0.0, 1.0, high_open=True))
-    reset_momentum: bool = _run(True, "reset the momentum buffer at the start of every round", Flag())
-    weight_decay: float = _run(0.0, "L2 weight decay added to the local gradient", Number(0.0))
-    rho: float | None = _algo("ρ, SAM perturbation radius", Number(0.0))
-    sam_variant: str | None = _algo("'sam' or 'asam' (adaptive SAM, Kwon et al. 2021)", OneOf(SAM_VARIANTS))
-    asam_eta: float | None = _algo("ASAM's offset: it scales each parameter w by |w| + asam_eta (the ASAM paper's η)", Number(0.0))
-    asam_scale_all: bool | None = _algo("ASAM scales every parameter (paper); false: only weights (code)", Flag())
-    # --- algorithm-specific
-    mofedsam_alpha: float | None = _algo("α_Mo, MoFedSAM's weight of the SAM gradient: α_Mo·g_SAM + (1 − α_Mo)·Δ", Number(0.0, 1.0))
-    mofedsam_variant: str | None = _algo("MoFedSAM server step: " + ", ".join(MOFEDSAM_VARIANTS),
-                                         OneOf(MOFEDSAM_VARIANTS))
-    fedcm_alpha: float | None = _algo("α_CM, FedCM's weight of the gradient: α_CM·g + (1 − α_CM)·Δ", Number(0.0, 1.0))
-    fedsmoo_variant: str | None = _algo("FedSMOO: " + ", ".join(FEDSMOO_VARIANTS)
-                                        + " (see dfl_core.algorithms.controlled)", OneOf(FEDSMOO_VARIANTS))
-    fedgf_threshold: float | None = _algo("T_D, FedGF's drift threshold (required: the papers give no value)",
-                                          Number(0.0))
-    fedgf_window: int | None = _algo("W_c, FedGF's window of rounds for c", Integer(1))
-    fedgf_reading: str | None = _algo("FedGF eq. (12): 'points' (as printed and coded) or 'vectors'",
-                                      OneOf(FEDGF_READINGS))
-    fedgf_c_reading: str | None = _algo("FedGF eq. (16) in the first W_c rounds: 'window' (sum of the indicators "
-                                        "over W_c, missing rounds count 0) or 'seen' (mean of the rounds seen, as "
-                                        "the official code)", OneOf(FEDGF_C_READINGS))
-    quant_bits: int | None = _algo("b, bits per coordinate of a gossip message (decentralized; none: 32-bit floats). "
-                                   "dfedsam, dfedavg, …: compressed gossip with public copies (CHOCO)", Integer(2, 32))
-    quant_step: float | None = _algo("h, quantization step (none: max|v|/(2^(b-1)-1) per message)",
-                                     Number(0.0, low_open=True))
-    quant_rounding: str | None = _algo("rounding to a level: 'nearest' or 'floor' (round down; the DFedAvgM "
-                                       "seed's text copy lost the bracket that says which)", OneOf(QUANT_ROUNDINGS))
-    quant_stochastic: bool | None = _algo("unbiased stochastic rounding instead", Flag())
-    consensus_step: float | None = _algo("γ, compressed gossip's step toward the neighbours' public copies: "
-                                         "x + γ(W − I)x̂ (CHOCO-Gossip)", Number(0.0, 1.0, low_open=True))
-    quant_mixing: str | None = _algo("dfedavgm-q's gossip: 'public-copies' (CHOCO: sends 𝒬(z − x̂)), "
-                                     "'differences-only' x + W·𝒬(z − x) (eq. (7) as read here; the clients' "
-                                     "disagreement is never averaged), or 'exact-neighbour-models' "
-                                     "W·(x + 𝒬(z − x)) (needs the neighbours' exact x: cannot be sent as counted)",
-                                     OneOf(QUANT_MIXINGS))
-    robust_lambda: float | None = _algo("γ_R, fedrobust's penalty γ_R·(‖Λ_i − I‖_F² + ‖δ_i‖²) on the clients' "
-                                        "affine shifts", Number(0.0))
-    robust_ascent_lr: float | None = _algo("η_R, fedrobust's ascent step on (Λ_i, δ_i) (0: FedAvg)", Number(0.0))
-    dispfl_density: float | None = _algo("DisPFL: density of every client's mask, ERK over layers",
-                                         Number(0.0, 1.0, low_open=True))
-    dispfl_anneal: float | None = _algo("DisPFL: fraction of each layer's mask updated per round, annealed: "
-                                        "dispfl_anneal/2·(1 + cos(πt/dispfl_anneal_rounds)) in round t", Number(0.0, 1.0))
-    dispfl_anneal_rounds: int | None = _algo("DisPFL: the rounds over which that cosine falls to 0 (default: rounds)", Integer(1))
-    dispfl_regrow: str | None = _algo("DisPFL regrowth: 'gradient' (largest |gradient|, the code's default) or "
-                                      "'random' (the published scripts)", OneOf(DISPFL_REGROW))
-    dispfl_mask_init: str | None = _algo("DisPFL initial masks: 'independent' per client (the published "
-                                         "scripts) or 'shared' by all (the code's default)", OneOf(DISPFL_MASK_INIT))
+    batch_size: int = setting(32, "B, mini-batch size per client and step", Integer(1))
+    full_batch: bool = setting(False, "each local step uses the client's whole train split (deterministic)", Flag())
+    lr: float = setting(0.1, "η, local learning rate", Number(0.0, low_open=True), step_size=True)
+    lr_decay: float = setting(0.998, "decay of η per round: η_t = η·lr_decay^t (DFedSAM App. B.3 uses 0.998)",
+                              Number(0.0, 1.0, low_open=True))
+    reset_momentum: bool = setting(True, "reset the momentum buffer at the start of every round", Flag())
+    weight_decay: float = setting(0.0, "L2 weight decay added to the local gradient", Number(0.0))
     # --- runtime
-    same_init: bool = _run(True, "all clients start from the same initial model", Flag())
-    eval_every: int = _run(1, "evaluate every this many rounds (and after the last)", Integer(1))
-    device: str = _run("auto", "'auto', 'cpu' or 'cuda'", OneOf(("auto", "cpu", "cuda")))
-    dtype: str = _run("float32", "'float32' or 'float64'", OneOf(("float32", "float64")))
-    client_chunk: int | None = _run(None, "clients trained together (default: chosen for the device; never "
-                                    "changes results)", Integer(1))
-    gossip_mode: str = _run("auto", "how W·x is computed: 'auto' (dense W: one product; sparse W: row sums on a CPU, "
-                            "a CSR product on a GPU), 'dense', 'rows' or 'csr' (see dfl_core.gossip)",
-                            OneOf(("auto", "dense", "rows", "csr")))
-    forward_strategy: str = _run("auto", "'auto', 'mlp', 'batched', 'vmap' or 'loop' (see dfl_core.stacked)",
-                                 OneOf(("auto", "mlp", "batched", "vmap", "loop")))
-    bits_per_param: int = _run(32, "bits per parameter on the wire, for byte counts", Integer(1))
+    same_init: bool = setting(True, "all clients start from the same initial model", Flag())
+    eval_every: int = setting(1, "evaluate every this many rounds (and after the last)", Integer(1))
+    device: str = setting("auto", "'auto', 'cpu' or 'cuda'", OneOf(("auto", "cpu", "cuda")))
+    dtype: str = setting("float32", "'float32' or 'float64'", OneOf(("float32", "float64")))
+    precision: str = setting("float32", "arithmetic of local training's forward and backward passes: 'float32' "
+                             "(the dtype's own), or mixed precision: 'bfloat16' (autocast) or 'float16' (autocast "
+                             "with loss scaling); parameters, SAM's norm and gossip stay in the dtype",
+                             OneOf(("float32", "bfloat16", "float16")))
+    channels_last: bool = setting(False, "channels-last layout of the convolutions' inputs and weights on the "
+                                  "batched path (a CUDA speed option; never changes what is computed beyond "
+                                  "rounding)", Flag())
+    client_chunk: int | None = setting(None, "clients trained together (default: chosen for the device; never "
+                                       "changes results)", Integer(1))
+    gossip_mode: str = setting("auto", "how W·x is computed: 'auto' (dense W: one product; sparse W: row sums on a "
+                               "CPU, a CSR product on a GPU), 'dense', 'rows' or 'csr' (see dfl_core.gossip)",
+                               OneOf(("auto", "dense", "rows", "csr")))
+    forward_strategy: str = setting("auto", "'auto', 'mlp', 'batched', 'vmap' or 'loop' (see dfl_core.stacked)",
+                                    OneOf(("auto", "mlp", "batched", "vmap", "loop")))
+    bits_per_param: int = setting(32, "bits per parameter on the wire, for byte counts", Integer(1))
+
+    def __init__(self, algorithm: str = "dfedsam", params: Any = None, **settings: Any) -> None:
+        hyperparameters = algorithm_fields()             # now: an algorithm registered since import counts
+        unknown = sorted(set(settings) - set(RUN_FIELDS) - set(hyperparameters))
+        if unknown:
+            raise ConfigError(f"unknown config field(s) {unknown}; allowed: "
+                              f"{sorted({'algorithm', 'params', *RUN_FIELDS, *hyperparameters})}")
+        OneOf(ALGORITHMS)("algorithm", algorithm)
+        algo = ALGORITHMS[algorithm]
+        set_field = object.__setattr__.__get__(self)
+        set_field("algorithm", algorithm)
+        for name, f in RUN_FIELDS.items():
+            set_field(name, settings.pop(name, f.default))
+        check_settings_of(self, RUN_FIELDS)
+        given = {k: v for k, v in settings.items() if v is not None}   # None: the algorithm's default
+        if params is None:
+            params = self._build_params(algo, given)
+        elif given or not isinstance(params, algo.params):
+            raise ConfigError(f"params must be a {algo.params.__name__} for algorithm {algorithm!r}, given alone "
+                              f"(got {type(params).__name__}{' and ' + ', '.join(given) if given else ''})")
+        else:
+            given = {f.name: getattr(params, f.name) for f in fields(params) if getattr(params, f.name) != f.default}
+        set_field("params", params)
+        set_field("_given", frozenset(given))        # what the user set, kept across replace(algorithm=…)
+        self._check_run()
+
+    def _build_params(self, algo: Algorithm, given: dict[str, Any]) -> Any:
+        """The algorithm's params from the hyperparameters given; refuses those it does not read."""
+        defaults = algo.defaults
+        for name, value in given.items():
+            if name not in defaults:
+                raise ConfigError(f"{name}={value} is not used by algorithm {algo.name!r}; "
+                                  f"algorithms that use it: {', '.join(algorithm_users(name))}")
+        values = dict(given)
+        if self.local_epochs is not None:
+            values["local_steps"] = self._steps_for_epochs(algo, given.get("local_steps"))
+        if issubclass(algo.params, SampledParams) and given.get("clients_per_round") is not None:
+            if given.get("client_fraction") is not None:
+                raise ConfigError(f"give client_fraction ({given['client_fraction']}) or clients_per_round "
+                                  f"({given['clients_per_round']}), not both")
+            values["client_fraction"] = None                  # the count replaces the fraction
+        missing = [name for name, value in defaults.items() if value == REQUIRED and name not in values]
+        if missing:
+            raise ConfigError(f"algorithm {algo.name!r} needs {', '.join(missing)}, which has no default "
+                              f"(the papers give none); set it explicitly")
+        for name, value in algo.fixed.items():
+            if values.get(name, defaults[name]) != value:
+                raise ConfigError(f"{name}={values[name]} is not allowed for algorithm {algo.name!r}, "
+                                  f"which requires {name}={value}")
+        try:
+            return algo.params(**values)
+        except ConfigError as e:
+            raise ConfigError(f"algorithm {algo.name!r}: {e}") from None
 
     # ------------------------------------------------------------------ helpers
+    def __getattr__(self, name: str) -> Any:
+        """``cfg.rho`` reads ``cfg.params.rho``: the running algorithm's hyperparameters read through."""
+        if name.startswith("_") or name == "params":
+            raise AttributeError(name)
+        params = self.__dict__.get("params")
+        if params is not None and hasattr(params, name):
+            return getattr(params, name)
+        raise AttributeError(f"algorithm {self.__dict__.get('algorithm')!r} has no hyperparameter {name!r}"
+                             if name in algorithm_fields() else f"Config has no field {name!r}")
+
+    def settings(self) -> dict[str, Any]:
+        """What this config was built from: the run's fields and the hyperparameters set explicitly (the others
+        are the algorithm's defaults), without ``algorithm``; ``Config(algorithm=a, **cfg.settings())`` rebuilds it."""
+        return {name: getattr(self, name) for name in RUN_FIELDS} | {name: getattr(self.params, name)
+                                                                     for name in sorted(self._given)}
+
     def replace(self, **changes: Any) -> "Config":
-        """A copy with some fields changed (unknown names raise :class:`ConfigError`)."""
-        names = {f.name for f in fields(self)}
-        unknown = sorted(set(changes) - names)
-        if unknown:
-            raise ConfigError(f"unknown config field(s) {unknown}; allowed: {sorted(names)}")
-        return dataclasses.replace(self, **changes)
+        """A copy with some fields or hyperparameters changed (unknown names raise :class:`ConfigError`).
+
+        Changing the algorithm keeps the hyperparameters set explicitly (the others take the new one's defaults).
+        """
+        algorithm = changes.pop("algorithm", self.algorithm)
+        if "params" in changes:
+            return Config(algorithm=algorithm, **({name: getattr(self, name) for name in RUN_FIELDS} | changes))
+        settings = self.settings()
+        if self.local_epochs is not None:
+            settings.pop("local_steps", None)                # K follows E
+        return Config(algorithm=algorithm, **(settings | changes))
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The run's fields and the hyperparameters, flat, hyperparameters where ``params`` stands."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "params":
+                out.update(dataclasses.asdict(self.params))
+            else:
+                out[f.name] = getattr(self, f.name)
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Config":
-        """A config from :meth:`to_dict`'s form; values an earlier version wrote under another name are renamed."""
+        """A config from :meth:`to_dict`'s form, or from the form earlier versions wrote.
+
+        Those wrote every algorithm's hyperparameters, ``None`` (or ``rho``/``momentum`` 0) where the algorithm
+        did not read them: those are dropped. Values written under a former name are renamed.
+        """
         d = dict(d)
+        algo = ALGORITHMS.get(d.get("algorithm", "dfedsam"))
+        if algo is not None:
+            for name in algorithm_fields():
+                if name in d and name not in algo.defaults and d[name] in FORMER_UNUSED_VALUES.get(name, (None,)):
+                    del d[name]
         if d.get("quant_mixing") in FORMER_QUANT_MIXINGS:
             d["quant_mixing"] = FORMER_QUANT_MIXINGS[d["quant_mixing"]]
-        return cls().replace(**d)
+        return cls(**d)
 
     @classmethod
     def upgraded(cls, d: Mapping[str, Any]) -> dict[str, Any]:
-        """A resolved config as an earlier version wrote it, as this version resolves it: the fields and
-        defaults added since filled in (a checkpoint or results file of then still matches a run of now)."""
-        return cls.from_dict(d).resolved().to_dict()
+        """A config as an earlier version wrote it, as this version writes it: the fields and defaults added
+        since filled in (a checkpoint or results file of then still matches a run of now)."""
+        return cls.from_dict(d).to_dict()
 
     @property
     def transmission_notes(self) -> tuple[str, ...]:
         """What about this run's messages could not be sent as counted (empty when everything can); a run
         prints these on stderr and keeps them with its results."""
-        if self.quant_mixing not in UNTRANSMITTABLE_MIXINGS:
+        if getattr(self.params, "quant_mixing", None) not in UNTRANSMITTABLE_MIXINGS:
             return ()
-        return (f"quant_mixing={self.quant_mixing!r} cannot be sent as counted: client i mixes its neighbours' "
-                f"x^t(l) + Q(z^t(l) - x^t(l)), which needs their exact x^t(l), but only the {self.quant_bits}-bit "
-                f"Q(z^t(l) - x^t(l)) is counted. For compressed gossip that sends what it counts use "
-                f"quant_mixing='public-copies' (the default)",)
+        return (f"quant_mixing={self.params.quant_mixing!r} cannot be sent as counted: client i mixes its "
+                f"neighbours' x^t(l) + Q(z^t(l) - x^t(l)), which needs their exact x^t(l), but only the "
+                f"{self.params.quant_bits}-bit Q(z^t(l) - x^t(l)) is counted. For compressed gossip that sends what "
+                f"it counts use quant_mixing='public-copies' (the default)",)
 
     @property
-    def quantizer(self) -> dict[str, Any]:
-        """The b-bit quantizer's arguments from this resolved config, for :func:`dfl_core.operators.quantize`
-        and :func:`~dfl_core.operators.encode`: ``bits``, ``step``, ``rounding`` and ``stochastic``."""
-        return dict(bits=self.quant_bits, step=self.quant_step, rounding=self.quant_rounding,
-                    stochastic=self.quant_stochastic)
+    def gossips(self) -> bool:
+        """Whether the algorithm's rounds gossip through ``r.gossip`` (and may compress its messages)."""
+        return isinstance(self.params, GossipParams)
 
     @property
     def uses_public_copies(self) -> bool:
-        """Whether gossip sends compressed messages against public copies x̂ (a resolved config's quant_bits,
-        in every reading but dfedavgm-q's other two)."""
-        return self.quant_bits is not None and self.quant_mixing in (None, "public-copies")
+        """Whether gossip sends compressed messages against public copies x̂ (quant_bits, in every reading but
+        dfedavgm-q's other two)."""
+        return self.gossips and self.params.uses_public_copies
 
     def topology_options(self) -> dict[str, Any]:
         """The options of this config's topology, by the topology's own option names."""
-        options = TOPOLOGIES[self.topology].options if self.topology in TOPOLOGIES else {}
+        topology = getattr(self.params, "topology", None)
+        options = TOPOLOGIES[topology].options if topology in TOPOLOGIES else {}
         return {name: getattr(self, o.config_field) for name, o in options.items()}
+
+    def step_sizes(self) -> list[str]:
+        """The settings a too large value of which makes training diverge, as ``["lr=0.1", "rho=0.01"]`` (those
+        not 0; a divergence error names them)."""
+        found = [(f.name, getattr(self, f.name)) for f in fields(self) if f.metadata.get("step_size")]
+        found += [(f.name, getattr(self.params, f.name)) for f in fields(self.params) if f.metadata.get("step_size")]
+        return [f"{name}={value}" for name, value in found if value]
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -275,49 +259,12 @@ class Config:
 
     @property
     def torch_device(self) -> torch.device:
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise ConfigError("device='cuda' was asked for, but torch.cuda.is_available() is False; "
+                              "use device='auto' or 'cpu'")
         if self.device == "auto":
             return torch.device("cuda" if torch.cuda.is_available() else "cpu")
         return torch.device(self.device)
-
-    # --------------------------------------------------------------- validation
-    def resolved(self) -> "Config":
-        """Fill the algorithm's defaults into its ``None`` fields and validate every field."""
-        OneOf(ALGORITHMS)("algorithm", self.algorithm)
-        algo = ALGORITHMS[self.algorithm]
-        defaults = algo.defaults
-        for name in ALGORITHM_FIELDS:
-            value = getattr(self, name)
-            off = name in ("momentum", "rho") and value == 0              # 0 = off, harmless
-            if value is not None and name not in defaults and not off:
-                users = [a.name for a in ALGORITHMS.values() if name in a.defaults]
-                raise ConfigError(f"{name}={value} is not used by algorithm {self.algorithm!r}; "
-                                  f"algorithms that use it: {', '.join(users)}")
-        if self.client_fraction is not None and self.clients_per_round is not None:
-            raise ConfigError(f"give client_fraction ({self.client_fraction}) or clients_per_round "
-                              f"({self.clients_per_round}), not both")
-        filled = {k: v for k, v in defaults.items() if getattr(self, k) is None}
-        if self.local_epochs is not None:
-            filled["local_steps"] = self._steps_for_epochs(algo)
-        if self.clients_per_round is not None:
-            filled.pop("client_fraction", None)
-        missing = [k for k, v in filled.items() if v == REQUIRED]
-        if missing:
-            raise ConfigError(f"algorithm {self.algorithm!r} needs {', '.join(missing)}, which has no "
-                              f"default (the papers give none); set it explicitly")
-        cfg = dataclasses.replace(self, **filled)
-        cfg = dataclasses.replace(cfg, momentum=cfg.momentum or 0.0, rho=cfg.rho or 0.0)
-        if cfg.quant_bits is None:
-            idle = [f"{k}={getattr(self, k)!r}" for k in QUANTIZER_FIELDS
-                    if getattr(self, k) is not None and getattr(self, k) != defaults.get(k)]
-            if idle:
-                raise ConfigError(f"{', '.join(idle)} set, but quant_bits is not: messages are exact 32-bit floats; "
-                                  f"give quant_bits (2..32) to compress them")
-        for name, value in algo.fixed.items():
-            if getattr(cfg, name) != value:
-                raise ConfigError(f"{name}={getattr(cfg, name)} is not allowed for algorithm "
-                                  f"{self.algorithm!r}, which requires {name}={value}")
-        cfg._validate()
-        return cfg
 
     def samples_per_client(self) -> float:
         """n, the mean train-split size of a client: the train samples used, over m (every client's size
@@ -329,53 +276,68 @@ class Config:
 
     def clients_per_round_count(self) -> int:
         """The clients a centralized round samples: ``clients_per_round``, or ``client_fraction`` of m rounded
-        (at least 1). Needs a resolved centralized config."""
-        return self.clients_per_round or max(1, round(self.client_fraction * self.num_clients))
+        (at least 1)."""
+        p = self.params
+        return p.clients_per_round or max(1, round(p.client_fraction * self.num_clients))
 
-    def _steps_for_epochs(self, algo) -> int:
+    # --------------------------------------------------------------- validation
+    def _steps_for_epochs(self, algo: Algorithm, local_steps: int | None) -> int:
         """K for ``local_epochs`` E: E passes over a client's n samples in batches of B, as the papers' data
         loaders take them (⌈n/B⌉ batches an epoch, the last one smaller there, a full B here)."""
-        if "local_steps" not in algo.defaults or "local_steps" in algo.fixed:
-            raise ConfigError(f"local_epochs={self.local_epochs} is not used by algorithm {self.algorithm!r}, "
-                              f"which takes {algo.fixed.get('local_steps', 'no')} local step(s) a round")
-        OneOf(DATASETS)("dataset", self.dataset)
-        check_int("num_clients", self.num_clients, 1)
-        check_int("batch_size", self.batch_size, 1)
-        Number(0.0, low_open=True)("local_epochs", self.local_epochs)
+        if "local_steps" in algo.fixed:
+            raise ConfigError(f"local_epochs={self.local_epochs} is not used by algorithm {algo.name!r}, "
+                              f"which takes {algo.fixed['local_steps']} local step(s) a round")
         n = self.samples_per_client()
         per_epoch = 1 if self.full_batch else math.ceil(n / self.batch_size)
         steps = max(1, math.floor(self.local_epochs * per_epoch + 0.5))      # rounded half up
-        if self.local_steps is not None and self.local_steps != steps:
-            raise ConfigError(f"local_steps={self.local_steps} disagrees with local_epochs={self.local_epochs}: "
+        if local_steps is not None and local_steps != steps:
+            raise ConfigError(f"local_steps={local_steps} disagrees with local_epochs={self.local_epochs}: "
                               f"{self.local_epochs} epochs of ⌈{n:g}/{self.batch_size}⌉ = {per_epoch} steps make "
                               f"K = {steps}; give one of the two")
         return steps
 
-    def _validate(self) -> None:
-        """Every field within its allowed values (``None`` is allowed where it is the default), then the pairs."""
-        for f in fields(self):
-            value, allowed = getattr(self, f.name), f.metadata.get("allowed")
-            if allowed is not None and not (value is None and f.default is None):
-                allowed(f.name, value)
-        if self.device == "cuda" and not torch.cuda.is_available():
-            raise ConfigError("device='cuda' was asked for, but torch.cuda.is_available() is False; "
-                              "use device='auto' or 'cpu'")
-        if self.quant_stochastic and self.quant_rounding == "floor":
-            raise ConfigError("quant_stochastic=True rounds at random (up or down, unbiased); it cannot be combined "
-                              "with quant_rounding='floor'")
-        if self.uses_public_copies and self.topology in TOPOLOGIES and TOPOLOGIES[self.topology].time_varying:
-            raise ConfigError(f"quant_bits={self.quant_bits} with the time-varying topology {self.topology!r}: "
-                              f"compressed gossip keeps public copies of the neighbours' models, which a client "
-                              f"meeting a new neighbour does not hold; use a static topology "
-                              f"({', '.join(k for k, v in TOPOLOGIES.items() if not v.time_varying)})")
-        if self.clients_per_round is not None and self.clients_per_round > self.num_clients:
-            raise ConfigError(f"clients_per_round={self.clients_per_round} exceeds num_clients={self.num_clients}")
+    def _check_run(self) -> None:
+        """The checks that involve both the run's fields and the hyperparameters."""
+        if self.precision != "float32" and self.dtype != "float32":
+            raise ConfigError(f"precision={self.precision!r} is mixed precision for float32 runs; dtype={self.dtype!r} "
+                              f"runs compute in their own dtype: use precision='float32'")
+        count = getattr(self.params, "clients_per_round", None)
+        if count is not None and count > self.num_clients:
+            raise ConfigError(f"clients_per_round={count} exceeds num_clients={self.num_clients}")
 
 
-#: The quantizer's settings, which mean nothing without quant_bits.
-QUANTIZER_FIELDS = ("quant_step", "quant_rounding", "quant_stochastic", "consensus_step")
+def check_settings_of(obj: Any, declared: Mapping[str, dataclasses.Field]) -> None:
+    """Every field in ``declared`` of ``obj`` within its allowed values (``None`` allowed where it is the default)."""
+    for name, f in declared.items():
+        value, allowed = getattr(obj, name), f.metadata.get("allowed")
+        if allowed is not None and not (value is None and f.default is None):
+            allowed(name, value)
+
+
+#: The run's own fields (all but ``algorithm`` and ``params``), by name.
+RUN_FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in fields(Config) if f.name not in ("algorithm", "params")}
+
+
+def algorithm_fields() -> dict[str, dataclasses.Field]:
+    """Every algorithm's hyperparameters, by name, each as declared where it is introduced (help, allowed)."""
+    found: dict[str, dataclasses.Field] = {}
+    for algo in ALGORITHMS.values():
+        for f in fields(algo.params):
+            found.setdefault(f.name, f)
+    return found
+
+
+#: The hyperparameters of all algorithms, by name (the CLI offers each once).
+ALGORITHM_FIELDS: dict[str, dataclasses.Field] = algorithm_fields()
+
+
+def algorithm_users(name: str) -> list[str]:
+    """The algorithms that read hyperparameter ``name``."""
+    return [a.name for a in ALGORITHMS.values() if name in a.defaults]
+
+
 #: quant_mixing's former names (results files and checkpoints written before the readings were renamed).
 FORMER_QUANT_MIXINGS = {"difference": "differences-only", "models": "exact-neighbour-models"}
-
-#: The per-algorithm fields (``None`` by default, the algorithm's own default when resolved).
-ALGORITHM_FIELDS = tuple(f.name for f in fields(Config) if f.metadata["per_algorithm"])
+#: What earlier versions wrote for a hyperparameter the algorithm does not read: None, or 0 for ρ and θ,
+#: which every run carried.
+FORMER_UNUSED_VALUES = {"rho": (None, 0, 0.0), "momentum": (None, 0, 0.0)}

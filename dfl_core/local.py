@@ -1,56 +1,189 @@
-r"""Local update rules as small composable pieces, in the style of optax.
+r"""Local update rules as small composable pieces, in the style of optax; one local step, read in one place.
 
-A :class:`LocalRule` is a pair of functions. ``init(x)`` builds the rule's state
-from the clients' parameters ``x`` of shape ``(m, d)``; ``update(g, state, x, ctx)``
-turns the incoming gradient ``g`` (also ``(m, d)``, row i is client i's
-stochastic gradient) into an update ``u`` and a new state, and the caller sets
-``x <- x + u``. Every piece works on all m clients at once; nothing loops over
-clients.
+One local step of the clients in a chunk (rows of ``(n, d)`` tensors, all at
+once; nothing loops over clients) is :func:`local_step`::
 
-Rules are composed with :func:`chain`, which passes the update through each
-piece in order. Every algorithm declares its rule this way
-(:class:`dfl_core.algorithms.Algorithm`), e.g. DFedSAM's
+    step = LocalStep(loss_and_grad, lr, batch, clients, model)    # this step's mini-batch ξ
+    u, state = local_step(rule, state, y, step)                   # the rule asks step.gradient(point)
+    y += u
+
+:class:`LocalStep` holds the step's mini-batch, η_t, the client ids and the
+parameter layout, and its :meth:`~LocalStep.gradient` evaluates
+:math:`\nabla F_i(\text{point}; \xi_i)` on *this same batch* at any point: every
+gradient evaluation of a step is a call of it in a rule's own code. DFedSAM's
+rule, eq. (3), is
 
 .. code-block:: python
 
     chain(sam(rho), sgd(weight_decay, momentum))
     # = chain(sam(rho), add_decayed_weights(wd), trace(momentum), scale_by_lr())
 
-with the pieces a config leaves at 0 left out of :func:`sgd`. SAM needs a second
-gradient at the perturbed point, so the context ``ctx`` carries ``grad_fn``,
-which evaluates the gradient of the *same* mini-batch at any ``(m, d)`` point
-(the lesson of ``optax.contrib.sam``). SAM's normalized ascent step
-:math:`\rho\, g / \lVert g \rVert` is :func:`sam_scale` (the normalization) and :func:`sam_perturbation`
-(the step), the one place it is written.
+where :func:`sam` makes both of the step's evaluations itself::
+
+    g = step.gradient(y)                                               # ∇F_i(y; ξ)
+    return step.gradient(y + ρ g/‖g‖), state                           # ∇F_i(y + δ; ξ), the same ξ
+
+and the pieces after it transform that gradient into the update ``u``.
+
+A :class:`LocalRule` is ``init(x) -> state`` and ``update(g, state, y, step) -> (u, state)``.
+A piece that *forms* the gradient (``forms_gradient``: :func:`sam`, :func:`asam`,
+:func:`corrected_sam`, :func:`fedgf_perturbation`) comes first in its chain and
+is called with ``g = None``; for any other rule :func:`local_step` evaluates the
+plain gradient :math:`\nabla F_i(y; \xi)` first, so plain SGD makes exactly one
+evaluation. :func:`chain` passes the direction through its pieces in order.
+Every algorithm declares its rule this way (:class:`dfl_core.algorithms.Algorithm`),
+with the pieces a config leaves at 0 left out of :func:`sgd`. The design is
+``optax``'s (and ``optax.contrib.sam``'s: the second gradient on the same batch).
+
+A rule's state is typed: a NamedTuple of named tensors per piece
+(:class:`Momentum`, or the shared :class:`EmptyState`), a tuple of them for a
+chain. The engine keeps it across rounds (``reset_momentum=False``) and
+checkpoints it as plain tuples; :func:`typed_state` gives a loaded one its types back.
+
+SAM's normalized ascent step :math:`\rho\, g / \lVert g \rVert` is :func:`sam_scale`
+(the normalization) and :func:`sam_perturbation` (the step), the one place it is written.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
 import torch
 from torch import Tensor
 
 __all__ = [
-    "StepContext", "LocalRule", "chain", "identity", "scale_by_lr", "sgd",
-    "add_decayed_weights", "trace", "sam_scale", "sam_perturbation", "sam", "asam", "sharpness_aware", "blend_direction",
-    "fedgf_perturbation", "clip_by_global_norm", "proximal", "control_variate", "corrected_sam",
-    "make_local_rule", "SAM_EPS", "FEDGF_READINGS", "SAM_VARIANTS",
+    "LocalStep", "LocalRule", "Gradient", "local_step", "EmptyState", "EMPTY", "no_state", "Momentum", "map_state",
+    "typed_state", "chain", "identity", "scale_by_lr", "sgd", "add_decayed_weights", "trace", "sam_scale",
+    "sam_perturbation", "sam", "asam", "sharpness_aware", "blend_direction", "fedgf_perturbation",
+    "clip_by_global_norm", "proximal", "control_variate", "corrected_sam", "SAM_EPS", "FEDGF_READINGS", "SAM_VARIANTS",
 ]
 
 #: Added to the gradient norm in SAM's ρ·g/‖g‖ so that a zero gradient gives a
 #: zero perturbation (the value of the davda54 SAM used by DP-FedSAM).
 SAM_EPS = 1e-12
 
-
-class StepContext(NamedTuple):
-    """What a rule may need besides the gradient at one local step."""
-
-    grad_fn: Callable[[Tensor], Tensor]  # (m, d) point -> (m, d) gradient on this step's batch
-    lr: float                            # this round's learning rate η_t
-    clients: Tensor | None = None        # ids of the clients in the rows (for per-client state)
-    model: Any = None                    # the parameter layout (StackedModel), e.g. for ASAM's weight mask
+#: ``loss_and_grad(point (n, d), *batch, clients) -> (gradients (n, d), losses (n,))``: row i is client
+#: i's mean loss on its own batch and its gradient (the stacked model's cross-entropy, or FedRobust's).
+Gradient = Callable[..., tuple[Tensor, Tensor]]
 
 
+# ------------------------------------------------------------------ one local step
+@dataclass(frozen=True)
+class LocalStep:
+    """One local step of n clients: this step's mini-batch ξ, η_t, and the gradient on that batch at any point."""
+
+    loss_and_grad: Gradient             # the batched gradient (the trainer's, or one that replaces it)
+    lr: float                           # this round's learning rate η_t
+    batch: tuple = ()                   # (inputs (n, B, ...), labels (n, B), weights (n, B)): ξ, one row per client
+    clients: Tensor | None = None       # (n,) ids of the clients in the rows (for per-client state)
+    model: Any = None                   # the parameter layout (StackedModel), e.g. for ASAM's weight mask
+    losses: list[Tensor] = field(default_factory=list)   # each evaluation's (n,) losses, in order
+
+    def gradient(self, point: Tensor) -> Tensor:
+        r""":math:`\nabla F_i(\text{point}_i; \xi_i)` for every row i, ``(n, d)``: one batched forward and backward pass.
+
+        The losses at ``point`` are kept in :attr:`losses` (the trainer's divergence
+        check names the evaluation by its place in that list).
+        """
+        g, loss = self.loss_and_grad(point, *self.batch, self.clients)
+        self.losses.append(loss)
+        return g
+
+
+class LocalRule(NamedTuple):
+    """``init(x) -> state`` and ``update(g, state, y, step) -> (u, state)``.
+
+    ``g`` is the direction the pieces before formed (at first the gradient at
+    ``y``); a piece that ``forms_gradient`` gets ``None`` and calls ``step.gradient`` itself.
+    """
+
+    init: Callable[[Tensor], Any]
+    update: Callable[[Tensor | None, Any, Tensor, LocalStep], tuple[Tensor, Any]]
+    forms_gradient: bool = False
+
+
+def local_step(rule: LocalRule, state, y: Tensor, step: LocalStep) -> tuple[Tensor, Any]:
+    r"""One local step of ``rule`` at ``y`` (``(n, d)``): the update ``u`` (the caller sets ``y ← y + u``) and the new state.
+
+    A rule that forms its own gradient (SAM) evaluates it; any other starts
+    from the plain stochastic gradient :math:`\nabla F_i(y; \xi)`, the step's one evaluation.
+    """
+    g = None if rule.forms_gradient else step.gradient(y)
+    return rule.update(g, state, y, step)
+
+
+# ------------------------------------------------------------------- rule states
+class EmptyState(NamedTuple):
+    """The state of a piece that keeps none (one shared instance, :data:`EMPTY`)."""
+
+
+EMPTY = EmptyState()
+
+
+def no_state(x: Tensor) -> EmptyState:
+    """``init`` of a stateless piece."""
+    return EMPTY
+
+
+class Momentum(NamedTuple):
+    """:func:`trace`'s state."""
+
+    velocity: Tensor                    # (m, d) the heavy-ball buffer v, 0 at first
+
+
+def map_state(fn: Callable[[Tensor], Tensor], state):
+    """``fn`` applied to every tensor of a rule state (nested NamedTuples and tuples), the containers' types kept."""
+    if isinstance(state, Tensor):
+        return fn(state)
+    parts = [map_state(fn, s) for s in state]
+    return type(state)(*parts) if hasattr(state, "_fields") else type(state)(parts)
+
+
+def typed_state(rule: LocalRule, saved, x: Tensor):
+    """``saved``, a state of ``rule`` as a checkpoint holds it, in the rule's own types (:class:`Momentum`, ...).
+
+    Checkpoints store rule states as plain tuples (``torch.load(weights_only=True)``
+    builds no classes); those written before states were typed hold a bare
+    tensor where a one-field state (:class:`Momentum`) is now. ``x``: parameters
+    of the rule's shape (only the shape is read, ``rule.init`` runs on the meta device).
+    """
+    template = rule.init(torch.empty(x.shape, dtype=x.dtype, device="meta"))
+    try:
+        return _like(template, saved)
+    except _Mismatch:
+        raise ValueError(f"a local-rule state {_shape(saved)} does not fit the rule, whose state is "
+                         f"{_shape(template)}; was it saved by another algorithm or rule?") from None
+
+
+class _Mismatch(Exception):
+    """A saved state's structure differs from the rule's somewhere (reported whole by :func:`typed_state`)."""
+
+
+def _like(template, saved):
+    if isinstance(template, Tensor):
+        if not isinstance(saved, Tensor):
+            raise _Mismatch
+        return saved
+    if isinstance(saved, Tensor) and hasattr(template, "_fields") and len(template) == 1:
+        return type(template)(saved)                     # written before rule states were typed
+    if not isinstance(saved, (tuple, list)) or len(saved) != len(template):
+        raise _Mismatch
+    parts = [_like(t, s) for t, s in zip(template, saved)]
+    return type(template)(*parts) if hasattr(template, "_fields") else tuple(parts)
+
+
+def _shape(state) -> str:
+    """A state's structure in words: ``Momentum(velocity=tensor)``, ``(EmptyState(), tensor)``."""
+    if isinstance(state, Tensor):
+        return "tensor"
+    if hasattr(state, "_fields"):
+        return f"{type(state).__name__}({', '.join(f'{k}={_shape(v)}' for k, v in zip(state._fields, state))})"
+    if isinstance(state, (tuple, list)):
+        return f"({', '.join(_shape(s) for s in state)}{',' if len(state) == 1 else ''})"
+    return repr(state)
+
+
+# ------------------------------------------------------- pieces that form the gradient
 def sam_scale(g: Tensor, rho: float) -> Tensor:
     r"""SAM's normalization :math:`\rho / (\lVert g \rVert_2 + \epsilon)`, one value per row of ``g`` (shape ``(m, 1)``).
 
@@ -64,48 +197,6 @@ def sam_perturbation(g: Tensor, rho: float) -> Tensor:
     return g * sam_scale(g, rho)
 
 
-class LocalRule(NamedTuple):
-    """``init(x) -> state`` and ``update(g, state, x, ctx) -> (u, state)``."""
-
-    init: Callable[[Tensor], Any]
-    update: Callable[[Tensor, Any, Tensor, StepContext], tuple[Tensor, Any]]
-
-
-def identity() -> LocalRule:
-    """Pass the gradient through unchanged."""
-    return LocalRule(lambda x: (), lambda g, s, x, ctx: (g, s))
-
-
-def scale_by_lr() -> LocalRule:
-    r"""The descent step :math:`u = -\eta_t\, g`."""
-    return LocalRule(lambda x: (), lambda g, s, x, ctx: (-ctx.lr * g, s))
-
-
-def add_decayed_weights(weight_decay: float) -> LocalRule:
-    r"""L2 weight decay :math:`g \leftarrow g + \lambda_{wd}\, x` (as ``torch.optim.SGD`` does)."""
-    return LocalRule(lambda x: (), lambda g, s, x, ctx: (g + weight_decay * x, s))
-
-
-def trace(momentum: float) -> LocalRule:
-    r"""Heavy-ball momentum in PyTorch's form: :math:`v \leftarrow \theta v + g`, :math:`u = v`.
-
-    Followed by :func:`scale_by_lr` it gives
-    :math:`y^{k+1} = y^k - \eta g^k + \theta (y^k - y^{k-1})` with
-    :math:`y^{-1} = y^0`, the heavy-ball iteration of DFedAvgM eq. (4)
-    (*reconstructed*: the seed text lost the symbols of eq. (4); the DFedSAM
-    Algorithm 1 box keeps its initialisation :math:`y^{t,-1}(i) = y^{t,0}(i)`),
-    as long as η is constant within the round, which it is here.
-    """
-    def init(x: Tensor) -> Tensor:
-        return torch.zeros_like(x)
-
-    def update(g, v, x, ctx):
-        v = momentum * v + g
-        return v, v
-
-    return LocalRule(init, update)
-
-
 def sam(rho: float) -> LocalRule:
     r"""Sharpness-aware minimisation (Foret et al. 2021) as used by DFedSAM eq. (3).
 
@@ -116,10 +207,11 @@ def sam(rho: float) -> LocalRule:
     The norm is the global L2 norm over all of client i's parameters (one
     value per client), and :math:`\tilde g` is evaluated on the same batch ξ.
     """
-    def update(g: Tensor, s, x: Tensor, ctx: StepContext):
-        return ctx.grad_fn(torch.addcmul(x, g, sam_scale(g, rho))), s   # x + δ in one pass, (m, d)
+    def update(_, state: EmptyState, y: Tensor, step: LocalStep):
+        g = step.gradient(y)                                                  # ∇F_i(y; ξ)
+        return step.gradient(torch.addcmul(y, g, sam_scale(g, rho))), state   # ∇F_i(y + δ; ξ), y + δ in one pass
 
-    return LocalRule(lambda x: (), update)
+    return LocalRule(no_state, update, forms_gradient=True)
 
 
 def asam(rho: float, eta: float, scale_all: bool = True) -> LocalRule:
@@ -135,43 +227,27 @@ def asam(rho: float, eta: float, scale_all: bool = True) -> LocalRule:
     (biases get :math:`T_w = 1`), which ``scale_all=False`` reproduces with
     :meth:`dfl_core.stacked.StackedModel.weight_mask` of the step's model.
     """
-    def update(g: Tensor, s, x: Tensor, ctx: StepContext):
-        t = x.abs() + eta
+    def update(_, state: EmptyState, y: Tensor, step: LocalStep):
+        g = step.gradient(y)                                                  # ∇F(w; ξ)
+        t = y.abs() + eta
         if not scale_all:
-            t = torch.where(ctx.model.weight_mask(), t, torch.ones_like(t))
+            t = torch.where(step.model.weight_mask(), t, torch.ones_like(t))
         tg = t * g
-        norm = torch.linalg.vector_norm(tg, dim=1, keepdim=True)       # (m, 1)
-        return ctx.grad_fn(x + rho * t * tg / (norm + SAM_EPS)), s
+        norm = torch.linalg.vector_norm(tg, dim=1, keepdim=True)             # (m, 1)
+        return step.gradient(y + rho * t * tg / (norm + SAM_EPS)), state      # ∇F(w + δ; ξ)
 
-    return LocalRule(lambda x: (), update)
-
-
-def proximal(mu: float, anchor: Tensor) -> LocalRule:
-    r"""FedProx's proximal term (Li et al. 2020, eq. (2)): :math:`g \leftarrow g + \mu\,(y - w^t)`.
-
-    The gradient of :math:`h_i(y) = F_i(y) + \frac{\mu}{2}\lVert y - w^t\rVert^2`, with
-    ``anchor`` = :math:`w^t` (shape ``(d,)``), the global model the round started from.
-    """
-    return LocalRule(lambda x: (), lambda g, s, x, ctx: (g + mu * (x - anchor), s))
+    return LocalRule(no_state, update, forms_gradient=True)
 
 
-def control_variate(client_terms: Tensor | None = None, shared: Tensor | None = None) -> LocalRule:
-    r"""A gradient correction :math:`g \leftarrow g - c_i + c` (SCAFFOLD, Karimireddy et al. 2020, Algorithm 1 l.10).
+#: The sharpness-aware steps a SAM algorithm can take (``sam_variant``).
+SAM_VARIANTS = ("sam", "asam")
 
-    ``client_terms`` is an ``(m, d)`` tensor whose row i is client i's
-    :math:`c_i` (rows are picked by the step's client ids, ``ctx.clients``);
-    ``shared`` (shape ``(d,)``) is the server's :math:`c`, the same for every
-    client. Either may be ``None``. FedDyn uses it with
-    :math:`c_i = \nabla L_i(\theta_i^{t-1})` and no shared term.
-    """
-    def update(g: Tensor, s, x: Tensor, ctx: StepContext):
-        if client_terms is not None:
-            g = g - client_terms[ctx.clients.to(client_terms.device)]
-        if shared is not None:
-            g = g + shared
-        return g, s
 
-    return LocalRule(lambda x: (), update)
+def sharpness_aware(cfg) -> LocalRule:
+    """The config's SAM step: :func:`sam` with ``rho``, or :func:`asam` with ``rho``, ``asam_eta``, ``asam_scale_all``."""
+    if cfg.sam_variant == "asam":
+        return asam(cfg.rho, cfg.asam_eta, cfg.asam_scale_all)
+    return sam(cfg.rho)
 
 
 def corrected_sam(rho: float, duals: Tensor, global_perturbation: Tensor,
@@ -191,38 +267,17 @@ def corrected_sam(rho: float, duals: Tensor, global_perturbation: Tensor,
     update is read off the FedSMOO authors' code (FL-Simulator
     ``optimizer/DRegSAM.py``), since the paper text is not among the seeds.
     """
-    def update(g: Tensor, s, x: Tensor, ctx: StepContext):
-        ids = ctx.clients.to(duals.device)
+    def update(_, state: EmptyState, y: Tensor, step: LocalStep):
+        g = step.gradient(y)                                                  # g_i = ∇F_i(y; ξ)
+        ids = step.clients.to(duals.device)
         corrected = g - duals[ids] - global_perturbation
         perturbation = sam_perturbation(corrected, rho)
         duals.index_copy_(0, ids, duals[ids] + perturbation - global_perturbation)
         if last_perturbation is not None:
             last_perturbation.index_copy_(0, ids, perturbation)
-        return ctx.grad_fn(x + perturbation), s
+        return step.gradient(y + perturbation), state                         # ∇F_i(y + ŝ_i; ξ)
 
-    return LocalRule(lambda x: (), update)
-
-
-def clip_by_global_norm(max_norm: float) -> LocalRule:
-    r"""Scale each client's direction to norm at most ``max_norm`` (``torch.nn.utils.clip_grad_norm_``).
-
-    Not in any of the seed papers; the public DisPFL, D-PSGD and FL-Simulator
-    code clip at 10, so it is offered for the "as coded" variants.
-    """
-    def update(g: Tensor, s, x: Tensor, ctx: StepContext):
-        norm = torch.linalg.vector_norm(g, dim=1, keepdim=True)
-        return g * (max_norm / (norm + 1e-6)).clamp(max=1.0), s
-
-    return LocalRule(lambda x: (), update)
-
-
-def blend_direction(alpha: float, direction: Tensor) -> LocalRule:
-    r"""MoFedSAM/FedCM's local direction :math:`v = \alpha\, g + (1 - \alpha)\, \Delta`.
-
-    ``direction`` is the server's :math:`\Delta` (shape ``(d,)``), the same
-    for every client in a round.
-    """
-    return LocalRule(lambda x: (), lambda g, s, x, ctx: (alpha * g + (1 - alpha) * direction, s))
+    return LocalRule(no_state, update, forms_gradient=True)
 
 
 #: FedGF's two readings of its interpolation, eq. (12).
@@ -251,30 +306,127 @@ def fedgf_perturbation(rho: float, c: float, global_point: Tensor, global_delta:
     if reading not in FEDGF_READINGS:
         raise ValueError(f"unknown FedGF reading {reading!r}; allowed: {FEDGF_READINGS}")
 
-    def update(g: Tensor, s, x: Tensor, ctx: StepContext):
-        local_delta = sam_perturbation(g, rho)
+    def update(_, state: EmptyState, y: Tensor, step: LocalStep):
+        local_delta = sam_perturbation(step.gradient(y), rho)                 # ρ g_{i,k}/‖g_{i,k}‖, eq. (9)
         if reading == "points":
-            point = c * global_point + (1 - c) * (x + local_delta)
+            point = c * global_point + (1 - c) * (y + local_delta)
         else:
-            point = x + c * global_delta + (1 - c) * local_delta
-        return ctx.grad_fn(point), s
+            point = y + c * global_delta + (1 - c) * local_delta
+        return step.gradient(point), state                                    # ∇F_i(w̃_{i,k,c}; ξ), eq. (13)
 
-    return LocalRule(lambda x: (), update)
+    return LocalRule(no_state, update, forms_gradient=True)
 
 
-def chain(*rules: LocalRule) -> LocalRule:
-    """Apply ``rules`` in order; the state is the tuple of their states."""
-    def init(x: Tensor):
-        return tuple(r.init(x) for r in rules)
+# ------------------------------------------------------ pieces that transform it
+def identity() -> LocalRule:
+    """Pass the direction through unchanged."""
+    return LocalRule(no_state, lambda g, state, y, step: (g, state))
 
-    def update(g, states, x, ctx):
+
+def scale_by_lr() -> LocalRule:
+    r"""The descent step :math:`u = -\eta_t\, g`."""
+    return LocalRule(no_state, lambda g, state, y, step: (-step.lr * g, state))
+
+
+def add_decayed_weights(weight_decay: float) -> LocalRule:
+    r"""L2 weight decay :math:`g \leftarrow g + \lambda_{wd}\, y` (as ``torch.optim.SGD`` does)."""
+    return LocalRule(no_state, lambda g, state, y, step: (g + weight_decay * y, state))
+
+
+def trace(momentum: float) -> LocalRule:
+    r"""Heavy-ball momentum in PyTorch's form: :math:`v \leftarrow \theta v + g`, :math:`u = v` (state :class:`Momentum`).
+
+    Followed by :func:`scale_by_lr` it gives
+    :math:`y^{k+1} = y^k - \eta g^k + \theta (y^k - y^{k-1})` with
+    :math:`y^{-1} = y^0`, the heavy-ball iteration of DFedAvgM eq. (4)
+    (*reconstructed*: the seed text lost the symbols of eq. (4); the DFedSAM
+    Algorithm 1 box keeps its initialisation :math:`y^{t,-1}(i) = y^{t,0}(i)`),
+    as long as η is constant within the round, which it is here.
+    """
+    def init(x: Tensor) -> Momentum:
+        return Momentum(torch.zeros_like(x))
+
+    def update(g: Tensor, state: Momentum, y: Tensor, step: LocalStep):
+        v = momentum * state.velocity + g
+        return v, Momentum(v)
+
+    return LocalRule(init, update)
+
+
+def proximal(mu: float, anchor: Tensor) -> LocalRule:
+    r"""FedProx's proximal term (Li et al. 2020, eq. (2)): :math:`g \leftarrow g + \mu\,(y - w^t)`.
+
+    The gradient of :math:`h_i(y) = F_i(y) + \frac{\mu}{2}\lVert y - w^t\rVert^2`, with
+    ``anchor`` = :math:`w^t` (shape ``(d,)``), the global model the round started from.
+    """
+    return LocalRule(no_state, lambda g, state, y, step: (g + mu * (y - anchor), state))
+
+
+def control_variate(client_terms: Tensor | None = None, shared: Tensor | None = None) -> LocalRule:
+    r"""A gradient correction :math:`g \leftarrow g - c_i + c` (SCAFFOLD, Karimireddy et al. 2020, Algorithm 1 l.10).
+
+    ``client_terms`` is an ``(m, d)`` tensor whose row i is client i's
+    :math:`c_i` (rows are picked by the step's client ids, ``step.clients``);
+    ``shared`` (shape ``(d,)``) is the server's :math:`c`, the same for every
+    client. Either may be ``None``. FedDyn uses it with
+    :math:`c_i = \nabla L_i(\theta_i^{t-1})` and no shared term.
+    """
+    def update(g: Tensor, state: EmptyState, y: Tensor, step: LocalStep):
+        if client_terms is not None:
+            g = g - client_terms[step.clients.to(client_terms.device)]
+        if shared is not None:
+            g = g + shared
+        return g, state
+
+    return LocalRule(no_state, update)
+
+
+def clip_by_global_norm(max_norm: float) -> LocalRule:
+    r"""Scale each client's direction to norm at most ``max_norm`` (``torch.nn.utils.clip_grad_norm_``).
+
+    Not in any of the seed papers; the public DisPFL, D-PSGD and FL-Simulator
+    code clip at 10, so it is offered for the "as coded" variants.
+    """
+    def update(g: Tensor, state: EmptyState, y: Tensor, step: LocalStep):
+        norm = torch.linalg.vector_norm(g, dim=1, keepdim=True)
+        return g * (max_norm / (norm + 1e-6)).clamp(max=1.0), state
+
+    return LocalRule(no_state, update)
+
+
+def blend_direction(alpha: float, direction: Tensor) -> LocalRule:
+    r"""MoFedSAM/FedCM's local direction :math:`v = \alpha\, g + (1 - \alpha)\, \Delta`.
+
+    ``direction`` is the server's :math:`\Delta` (shape ``(d,)``), the same
+    for every client in a round.
+    """
+    return LocalRule(no_state, lambda g, state, y, step: (alpha * g + (1 - alpha) * direction, state))
+
+
+# ---------------------------------------------------------------------- composing
+def chain(*pieces: LocalRule) -> LocalRule:
+    """Apply ``pieces`` in order, each to the direction the one before returned; the state is the tuple of theirs.
+
+    Only the first piece may form the gradient (SAM): a later one would get a
+    direction already formed, and there is none to perturb along.
+    """
+    late = [i for i, piece in enumerate(pieces) if piece.forms_gradient and i > 0]
+    if late:
+        names = ", ".join(f"piece {i} ({pieces[i].update.__qualname__.split('.')[0]})" for i in late)
+        raise ValueError(f"{names} of the chain forms its own gradient; such a piece (sam, asam, corrected_sam, "
+                         f"fedgf_perturbation) must come first")
+
+    def init(x: Tensor) -> tuple:
+        return tuple(piece.init(x) for piece in pieces)
+
+    def update(g: Tensor | None, states: tuple, y: Tensor, step: LocalStep):
         new_states = []
-        for rule, state in zip(rules, states):
-            g, state = rule.update(g, state, x, ctx)
+        for piece, state in zip(pieces, states):
+            g, state = piece.update(g, state, y, step)
             new_states.append(state)
         return g, tuple(new_states)
 
-    return LocalRule(init, update)
+    return LocalRule(init, update, forms_gradient=bool(pieces) and pieces[0].forms_gradient)
 
 
 def sgd(weight_decay: float = 0.0, momentum: float = 0.0) -> LocalRule:
@@ -290,19 +442,3 @@ def sgd(weight_decay: float = 0.0, momentum: float = 0.0) -> LocalRule:
     if momentum > 0:
         pieces.append(trace(momentum))
     return chain(*pieces, scale_by_lr())
-
-
-#: The sharpness-aware steps a SAM algorithm can take (``sam_variant``).
-SAM_VARIANTS = ("sam", "asam")
-
-
-def sharpness_aware(cfg) -> LocalRule:
-    """The config's SAM step: :func:`sam` with ``rho``, or :func:`asam` with ``rho``, ``asam_eta``, ``asam_scale_all``."""
-    if cfg.sam_variant == "asam":
-        return asam(cfg.rho, cfg.asam_eta, cfg.asam_scale_all)
-    return sam(cfg.rho)
-
-
-def make_local_rule(*head: LocalRule, weight_decay: float = 0.0, momentum: float = 0.0) -> LocalRule:
-    """``chain(*head, sgd(weight_decay, momentum))``: gradient-forming pieces, then the descent."""
-    return chain(*head, sgd(weight_decay, momentum))

@@ -50,6 +50,7 @@ from typing import Any
 
 import torch
 
+from . import __version__
 from .checkpoint import write_atomic
 
 __all__ = ["History", "SCHEMA", "write_results", "read_results", "versions"]
@@ -90,7 +91,6 @@ class History:
 
 
 def versions() -> dict[str, str]:
-    from . import __version__
     return {"dfl_core": __version__, "torch": torch.__version__,
             "python": platform.python_version(), "platform": platform.platform()}
 

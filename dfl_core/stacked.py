@@ -22,12 +22,34 @@ Four ways to compute all clients' losses and gradients at once (``strategy``):
 * ``"loop"``: a Python loop over clients calling ``functional_call``; kept because
   grouped convolutions are slow on CPU (see :func:`choose_strategy`).
 
+``"batched"`` also runs image models that are not one flat ``nn.Sequential`` (VGG-11 and
+ResNet-18 with GroupNorm) through a *stacked twin* of the module (:func:`_stacked_twin`):
+its own ``forward`` with every Conv2d, GroupNorm and Linear replaced by one call for all
+clients, and GroupNorm as one fused kernel over all clients' groups. ``"auto"`` still picks
+``"vmap"`` for them in float32 until a GPU measurement says otherwise (``benchmarks/TRIED.md``);
+with either option below it picks ``"batched"`` for every convolutional model that can run it
+(under autocast ``vmap``'s convolutions stay float32, and channels-last is a batched-path option).
+
 On CPU a single model (the loop's clients, :meth:`StackedModel.forward_one`) pools
 through :class:`ChannelsLastMaxPool2d`: the same values and gradients, bit for bit,
 at a fraction of the cost of PyTorch's NCHW pooling kernel.
+
+Two speed options for the GPU, both off by default (off, nothing of the above changes):
+
+* ``autocast_dtype``: mixed precision in local training (:meth:`StackedModel.loss_and_grad`):
+  the forward pass runs under ``torch.autocast`` in bfloat16 or float16 (matrix products and
+  convolutions in the low precision, the loss in float32); parameters, the returned
+  ``(n, d)`` gradients and everything the engine does with them (SAM's norm, the update,
+  gossip) stay in float32. float16 scales the loss by :data:`FLOAT16_LOSS_SCALE` (a static
+  power of two, so unscaling is exact) and raises :class:`MixedPrecisionOverflow` when a
+  gradient overflows; evaluation (:meth:`StackedModel.forward`) stays in float32.
+* ``channels_last``: on the ``"batched"`` strategy, the convolutions' inputs and weights in
+  ``torch.channels_last`` memory format (what tensor cores prefer); the same values up to
+  float rounding.
 """
 from __future__ import annotations
 
+import copy
 from collections import OrderedDict
 from typing import Callable
 
@@ -36,11 +58,27 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call
 
-__all__ = ["StackedModel", "STRATEGIES", "choose_strategy", "ChannelsLastMaxPool2d"]
+__all__ = ["StackedModel", "STRATEGIES", "choose_strategy", "ChannelsLastMaxPool2d", "AUTOCAST_DTYPES",
+           "FLOAT16_LOSS_SCALE", "MixedPrecisionOverflow"]
 
 STRATEGIES = ("mlp", "batched", "vmap", "loop")
 _BATCHED_LAYERS = (nn.Flatten, nn.Linear, nn.ReLU, nn.Conv2d, nn.MaxPool2d)
 _MLP_LAYERS = (nn.Flatten, nn.Linear, nn.ReLU)
+#: Leaf layers the stacked twin (``"batched"`` on a module that is not one flat Sequential) can run.
+_TWIN_LAYERS = (nn.Conv2d, nn.GroupNorm, nn.Linear, nn.ReLU, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d,
+                nn.Flatten, nn.Identity)
+
+#: ``Config.precision`` -> the dtype local training's forward pass autocasts to (None: no autocast).
+AUTOCAST_DTYPES: dict[str, torch.dtype | None] = {"float32": None, "bfloat16": torch.bfloat16,
+                                                  "float16": torch.float16}
+#: The static loss scale of float16 mixed precision: 2^10. A power of two, so scaling and unscaling the
+#: float32 gradients is exact; large enough to keep a mean loss's small gradients out of float16's
+#: subnormal range (below 6e-5), small enough that a gradient needs to exceed 64 to overflow (65504 / 2^10).
+FLOAT16_LOSS_SCALE = 2.0**10
+
+
+class MixedPrecisionOverflow(FloatingPointError):
+    """A float16 gradient overflowed under the static loss scale (:data:`FLOAT16_LOSS_SCALE`)."""
 
 
 def _is_mlp(module: nn.Module) -> bool:
@@ -126,6 +164,85 @@ def _with_channels_last_pools(module: nn.Module) -> nn.Module:
     return nn.Sequential(OrderedDict(children)).train(module.training)
 
 
+def _twin_supported(module: nn.Module) -> bool:
+    """Can :func:`_stacked_twin` run ``module``: every leaf one of :data:`_TWIN_LAYERS`, convolutions zero-padded."""
+    leaves = [mod for mod in module.modules()
+              if not list(mod.children()) and type(mod) not in (nn.Sequential, nn.ModuleList, nn.ModuleDict)]
+    return bool(leaves) and all(isinstance(mod, _TWIN_LAYERS) for mod in leaves) and all(
+        mod.padding_mode == "zeros" for mod in leaves if isinstance(mod, nn.Conv2d)) and all(
+        mod.start_dim == 1 and mod.end_dim == -1 for mod in leaves if isinstance(mod, nn.Flatten))
+
+
+class _StackedConv2d(nn.Conv2d):
+    """n clients' convolutions as one grouped convolution on ``(B, n·C, H, W)``: client i owns channels
+    ``[i·C, (i+1)·C)`` of the input and output; ``weight`` is ``(n, out, in/groups, k, k)``."""
+
+    channels_last = False
+
+    def forward(self, h: Tensor) -> Tensor:
+        n = self.weight.shape[0]
+        w = self.weight.reshape(-1, *self.weight.shape[2:])
+        if self.channels_last:
+            w = w.contiguous(memory_format=torch.channels_last)
+        b = None if self.bias is None else self.bias.reshape(-1)
+        return F.conv2d(h, w, b, self.stride, self.padding, self.dilation, self.groups * n)
+
+
+class _StackedGroupNorm(nn.GroupNorm):
+    """n clients' GroupNorms as one: ``num_groups · n`` groups over ``(B, n·C, H, W)`` (a client's groups never
+    cross into another's channels), affine parameters ``(n, C)`` flattened to ``n·C``: one fused kernel for all
+    clients, where ``vmap`` normalises and then applies the per-client affine map in separate passes.
+
+    Under autocast PyTorch runs ``group_norm`` in float32 (its CUDA policy), which would cast every low-precision
+    activation up and the next convolution's input back down; here a bfloat16/float16 input is normalised in its
+    own dtype (PyTorch's kernel accumulates the statistics in float32) with the affine parameters cast to it.
+    """
+
+    def forward(self, h: Tensor) -> Tensor:
+        n = h.shape[1] // self.num_channels
+        w = None if self.weight is None else self.weight.reshape(-1)
+        b = None if self.bias is None else self.bias.reshape(-1)
+        if h.dtype in (torch.bfloat16, torch.float16) and torch.is_autocast_enabled(h.device.type):
+            with torch.autocast(h.device.type, enabled=False):
+                return F.group_norm(h, self.num_groups * n, None if w is None else w.to(h.dtype),
+                                    None if b is None else b.to(h.dtype), self.eps)
+        return F.group_norm(h, self.num_groups * n, w, b, self.eps)
+
+
+class _StackedLinear(nn.Linear):
+    """n clients' linear layers as one batched product: ``(B, n·in)`` (image features, flattened) or
+    ``(n, B, in)`` in, ``(n, B, out)`` out; ``weight`` is ``(n, out, in)``."""
+
+    def forward(self, h: Tensor) -> Tensor:
+        n = self.weight.shape[0]
+        if h.dim() == 2:                                            # (B, n·in): client i's features are a block
+            h = h.reshape(h.shape[0], n, -1).transpose(0, 1)
+        w = self.weight.transpose(1, 2)
+        return torch.bmm(h, w) if self.bias is None else torch.baddbmm(self.bias.unsqueeze(1), h, w)
+
+
+_TWIN_CLASSES = {nn.Conv2d: _StackedConv2d, nn.GroupNorm: _StackedGroupNorm, nn.Linear: _StackedLinear}
+
+
+def _stacked_twin(module: nn.Module, channels_last: bool) -> nn.Module:
+    """A copy of ``module`` whose Conv2d, GroupNorm and Linear layers run n clients at once.
+
+    Called through ``functional_call`` with ``(n, *shape)`` parameters on an input of layout
+    ``(B, n·C, H, W)``; everything else in the module's ``forward`` (ReLU, pooling, residual sums,
+    ``flatten(1)``) acts per channel or per element, so it runs unchanged on the stacked layout. The output
+    must come from a Linear layer, ``(n, B, C)`` (checked at every call). The copy's own parameter values are
+    never used.
+    """
+    twin = copy.deepcopy(module)
+    for mod in twin.modules():
+        cls = _TWIN_CLASSES.get(type(mod))
+        if cls is not None:
+            mod.__class__ = cls
+            if cls is _StackedConv2d:
+                mod.channels_last = channels_last
+    return twin
+
+
 class _ClientLeaves(dict):
     """:meth:`StackedModel.leaves` of the ``loop`` strategy: ``{(client, layer name): leaf}``, client-major."""
 
@@ -137,12 +254,26 @@ class StackedModel:
         factory: builds the model (called with no arguments).
         strategy: ``"auto"`` or one of :data:`STRATEGIES`.
         device: where the template module lives (only its buffers matter).
+        autocast_dtype: ``None`` (default: every pass in the parameters' dtype), ``torch.bfloat16`` or
+            ``torch.float16``: local training's forward pass under ``torch.autocast`` (see the module docstring;
+            :data:`AUTOCAST_DTYPES` maps ``Config.precision`` to it). Float32 parameters only.
+        channels_last: convolutions in channels-last layout; the ``"batched"`` strategy only.
     """
 
     def __init__(self, factory: Callable[[], nn.Module], strategy: str = "auto",
-                 device: torch.device | str = "cpu"):
+                 device: torch.device | str = "cpu", *, autocast_dtype: torch.dtype | None = None,
+                 channels_last: bool = False):
         self.factory = factory
         self.device = torch.device(device)
+        if autocast_dtype not in AUTOCAST_DTYPES.values():
+            raise ValueError(f"autocast_dtype={autocast_dtype!r} is not allowed; allowed: None (no mixed precision), "
+                             "torch.bfloat16, torch.float16")
+        if autocast_dtype is torch.bfloat16 and self.device.type == "cuda" and not torch.cuda.is_bf16_supported():
+            raise ValueError("precision 'bfloat16' needs a GPU with bfloat16 support; "
+                             f"{torch.cuda.get_device_name(self.device)} has none: use precision 'float16'")
+        if not isinstance(channels_last, bool):
+            raise ValueError(f"channels_last={channels_last!r} must be True or False")
+        self.autocast_dtype, self.channels_last = autocast_dtype, channels_last
         self.template = factory().to(self.device)
         # what evaluates one client's model (the loop strategy, forward_one): the template, pooling channels-last on CPU
         self.single = _with_channels_last_pools(self.template) if self.device.type == "cpu" else self.template
@@ -156,17 +287,37 @@ class StackedModel:
             self.offsets.append(offset)
             offset += p.numel()
         self.d = offset
+        # flat Sequentials run "batched" through the interpreter (_forward_batched), other image models through a twin
+        sequential = choose_strategy(self.template, torch.device("cuda")) in ("mlp", "batched")
+        has_conv = any(isinstance(layer, nn.Conv2d) for layer in self.template.modules())
+        can_batch = sequential or _twin_supported(self.template)
         if strategy == "auto":
             strategy = choose_strategy(self.template, self.device)
+            # A convolutional model that can run batched does, where vmap was measured slower or wrong: on CUDA
+            # (H100, m = 100, K = 20, B = 128, float32: VGG-11-GN 13.95 s a round against vmap's 15.97 s,
+            # ResNet-18-GN 28.50 s against 37.08 s; benchmarks/GPU_RESULTS.md), under autocast (vmap leaves the
+            # convolutions in float32: its batching rule calls them below autocast's casts), and with
+            # channels-last (which exists on the batched path only). CPU float32 runs keep their strategy.
+            if has_conv and can_batch and ((strategy == "vmap" and (self.device.type == "cuda"
+                                                                    or autocast_dtype is not None))
+                                           or (channels_last and strategy != "batched")):
+                strategy = "batched"
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown forward strategy {strategy!r}; allowed: auto, {', '.join(STRATEGIES)}")
-        if strategy == "batched" and choose_strategy(self.template, torch.device("cuda")) not in ("mlp", "batched"):
+        if strategy == "batched" and not can_batch:
             raise ValueError("strategy 'batched' needs an nn.Sequential of "
-                             + ", ".join(t.__name__ for t in _BATCHED_LAYERS))
+                             + ", ".join(t.__name__ for t in _BATCHED_LAYERS) + ", or a module whose layers "
+                             "are all " + ", ".join(t.__name__ for t in _TWIN_LAYERS))
         if strategy == "mlp" and not _is_mlp(self.template):
             raise ValueError("strategy 'mlp' needs an nn.Sequential of Flatten, then Linear layers each "
                              "optionally followed by ReLU")
+        if channels_last and (strategy != "batched" or not has_conv):
+            raise ValueError("channels_last=True applies to the convolutions of the 'batched' strategy; this model "
+                             + (f"runs strategy {strategy!r} (set forward_strategy 'batched' or 'auto', or "
+                                "channels_last=False)" if has_conv else "has no convolutions"))
         self.strategy = strategy
+        self._twin: nn.Module | None = (_stacked_twin(self.template, channels_last)
+                                        if strategy == "batched" and not sequential else None)
         self._weight_mask: Tensor | None = None
         children = list(self.template.named_children())               # (name, ReLU follows) of each Linear
         self._linear_layers = [(name, i + 1 < len(children) and isinstance(children[i + 1][1], nn.ReLU))
@@ -246,6 +397,8 @@ class StackedModel:
         0 on padding; client i's loss is :math:`\sum_b w_{ib} \ell_{ib} / \sum_b w_{ib}`.
         With ``input_grad`` the gradient with respect to the inputs comes third (FedRobust's shifts).
         """
+        if self.autocast_dtype is not None:
+            return self._mixed_loss_and_grad(p, inputs, labels, weights, input_grad)
         if self.strategy == "mlp":
             return self._mlp_loss_and_grad(p, inputs, labels, weights, input_grad)
         with torch.enable_grad():
@@ -259,15 +412,58 @@ class StackedModel:
             return self.gather_grads(grads[:-1], p), losses.detach(), grads[-1]
         return self.gather_grads(grads, p), losses.detach()
 
+    def _mixed_loss_and_grad(self, p: Tensor, inputs: Tensor, labels: Tensor, weights: Tensor,
+                             input_grad: bool) -> tuple[Tensor, ...]:
+        """:meth:`loss_and_grad` with the forward pass under ``torch.autocast(self.autocast_dtype)``.
+
+        The logits are cast to float32 before the loss, so the losses and the loss's own backward are float32;
+        the gradients come back in the parameters' dtype (float32: autocast's casts differentiate back to it).
+        float16 scales the summed loss by :data:`FLOAT16_LOSS_SCALE` before the backward pass and divides the
+        gradients by it (exact: a power of two), and raises :class:`MixedPrecisionOverflow` if a gradient is
+        not finite while every loss is (a diverging run, whose losses are not finite either, is the engine's
+        own business).
+        """
+        if p.dtype != torch.float32:
+            raise ValueError(f"mixed precision ({self.autocast_dtype}) needs float32 parameters, got {p.dtype}; "
+                             "use precision 'float32' with dtype float64")
+        scale = FLOAT16_LOSS_SCALE if self.autocast_dtype is torch.float16 else None
+        with torch.autocast(self.device.type, dtype=self.autocast_dtype):
+            if self.strategy == "mlp":
+                out = self._mlp_loss_and_grad(p, inputs, labels, weights, input_grad, loss_scale=scale)
+            else:
+                with torch.enable_grad():
+                    leaves = self.leaves(p)
+                    x = inputs.detach().requires_grad_(input_grad)
+                    logits = self.forward(leaves, x).float()             # (n, B, C), the loss in float32
+                    ce = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none")
+                    losses = (ce.view_as(weights) * weights).sum(1) / weights.sum(1)
+                    total = losses.sum() if scale is None else losses.sum() * scale
+                    grads = torch.autograd.grad(total, [*leaves.values(), *([x] if input_grad else [])])
+                g = self.gather_grads(grads[:-1] if input_grad else grads, p)
+                out = (g, losses.detach(), grads[-1]) if input_grad else (g, losses.detach())
+        if input_grad:                       # float32 like the inputs (the hand-written backward's is low precision)
+            out = (*out[:2], out[2].to(inputs.dtype))
+        if scale is not None:
+            for grad in (out[0], *out[2:]):
+                grad.div_(scale)
+            if not bool(torch.isfinite(out[0]).all()) and bool(torch.isfinite(out[1]).all()):
+                raise MixedPrecisionOverflow(
+                    f"precision 'float16': a gradient overflowed float16 under the static loss scale "
+                    f"{FLOAT16_LOSS_SCALE:g} (finite losses, non-finite gradient); use precision 'bfloat16' "
+                    "where the device has it, or 'float32'")
+        return out
+
     def _mlp_loss_and_grad(self, p: Tensor, x: Tensor, labels: Tensor, weights: Tensor,
-                           input_grad: bool = False) -> tuple[Tensor, ...]:
+                           input_grad: bool = False, loss_scale: float | None = None) -> tuple[Tensor, ...]:
         r""":meth:`loss_and_grad` of a Flatten/Linear/ReLU stack, forward and backward by hand.
 
         Forward: :math:`z_l = h_{l-1} W_l^\top + b_l`, :math:`h_l = \max(z_l, 0)` (one ``baddbmm``
         over clients per layer). Backward from :math:`\delta_L = (\mathrm{softmax}(z_L) - e_y)\, w/\sum w`:
         :math:`\nabla W_l = \delta_l^\top h_{l-1}`, :math:`\nabla b_l = \sum_b \delta_l`,
         :math:`\delta_{l-1} = (\delta_l W_l) \odot 1[h_{l-1} > 0]`; each gradient goes straight
-        into its slice of the ``(n, d)`` output.
+        into its slice of the ``(n, d)`` output. Under autocast (:meth:`_mixed_loss_and_grad`) the products run
+        in the low precision, the softmax and the loss in float32 (PyTorch's CPU autocast would leave
+        ``log_softmax`` in the low precision), and ``loss_scale`` multiplies :math:`\delta_L` (float16's scaling).
         """
         n, batch = x.shape[0], x.shape[1]
         params = self.unflatten(p)
@@ -281,12 +477,16 @@ class StackedModel:
             h = torch.bmm(h, W.transpose(1, 2)) if b is None else torch.baddbmm(b.unsqueeze(1), h, W.transpose(1, 2))
             if relu:
                 h.clamp_min_(0)                                              # (n, B, out)
+        if self.autocast_dtype is not None:
+            h = h.float()
         logp = torch.log_softmax(h, dim=-1)                                  # (n, B, C)
         share = weights / weights.sum(1, keepdim=True)                       # w / Σw, (n, B)
         picked = labels.unsqueeze(-1)
         losses = -(logp.gather(-1, picked).squeeze(-1) * share).sum(1)
         delta = logp.exp_().scatter_add_(-1, picked, torch.full_like(picked, -1, dtype=logp.dtype))
         delta.mul_(share.unsqueeze(-1))                                      # ∂loss_i/∂z_L
+        if loss_scale is not None:
+            delta.mul_(loss_scale)
         for k in range(len(self._linear_layers) - 1, -1, -1):
             name, _ = self._linear_layers[k]
             W = params[f"{name}.weight"]
@@ -310,6 +510,8 @@ class StackedModel:
             return torch.stack([self._forward_client({n: flat[i, n] for n in self.names}, x[i])
                                 for i in range(x.shape[0])])
         params = self.unflatten(flat) if isinstance(flat, Tensor) else flat
+        if self._twin is not None:
+            return self._forward_twin(params, x)
         if self.strategy in ("mlp", "batched"):
             return self._forward_batched(params, x)
         if self.strategy == "vmap":
@@ -332,11 +534,16 @@ class StackedModel:
         image_layout = x.dim() == 5
         if image_layout:
             h = x.transpose(0, 1).reshape(batch, m * x.shape[2], *x.shape[3:])
+            if self.channels_last:
+                h = h.contiguous(memory_format=torch.channels_last)
         for name, layer in self.template.named_children():
             if isinstance(layer, nn.Conv2d):
                 w = params[f"{name}.weight"]                        # (m, out, in, k, k)
                 b = params.get(f"{name}.bias")                      # (m, out)
-                h = F.conv2d(h, w.reshape(-1, *w.shape[2:]), None if b is None else b.reshape(-1),
+                w = w.reshape(-1, *w.shape[2:])
+                if self.channels_last:
+                    w = w.contiguous(memory_format=torch.channels_last)
+                h = F.conv2d(h, w, None if b is None else b.reshape(-1),
                              stride=layer.stride, padding=layer.padding, groups=m)
             elif isinstance(layer, nn.MaxPool2d):
                 h = F.max_pool2d(h, layer.kernel_size, layer.stride, layer.padding)
@@ -354,3 +561,19 @@ class StackedModel:
                 h = (torch.bmm(h, w.transpose(1, 2)) if b is None
                      else torch.baddbmm(b.unsqueeze(1), h, w.transpose(1, 2)))
         return h
+
+    def _forward_twin(self, params: dict[str, Tensor], x: Tensor) -> Tensor:
+        """The ``batched`` strategy on a module that is not one flat Sequential (:func:`_stacked_twin`)."""
+        if x.dim() != 5:
+            raise ValueError(f"strategy 'batched' on {type(self.template).__name__} needs image inputs "
+                             f"(n, B, C, H, W), got shape {tuple(x.shape)}")
+        m, batch = x.shape[0], x.shape[1]
+        h = x.transpose(0, 1).reshape(batch, m * x.shape[2], *x.shape[3:])    # client i: channels [i·C, (i+1)·C)
+        if self.channels_last:
+            h = h.contiguous(memory_format=torch.channels_last)
+        out = functional_call(self._twin, params, (h,))
+        if out.dim() != 3 or out.shape[:2] != (m, batch):
+            raise ValueError(f"strategy 'batched': {type(self.template).__name__} must end in a Linear layer to run "
+                             f"stacked (output (n, B, C) = ({m}, {batch}, C) expected, got {tuple(out.shape)}); "
+                             "use forward_strategy 'vmap'")
+        return out

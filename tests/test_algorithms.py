@@ -30,6 +30,8 @@ def reference_run(sim: Simulation, rounds: int, gossip=None) -> list[list[torch.
     """
     cfg = sim.config
     ds = sim.data.dataset
+    rho = getattr(cfg.params, "rho", 0.0)                # 0: the algorithm takes no SAM step
+    momentum = getattr(cfg.params, "momentum", 0.0)      # 0: no heavy ball
     m = cfg.num_clients
     x_train, y_train = sim.data.train.x, sim.data.train.y
     parts = sim.data.train.client_indices()
@@ -61,12 +63,12 @@ def reference_run(sim: Simulation, rounds: int, gossip=None) -> list[list[torch.
             buf = [torch.zeros_like(p) for p in y]
             for _ in range(cfg.local_steps):
                 g = grads_at(models[i], y, i)
-                if cfg.rho > 0:                      # SAM: δ = ρ g/‖g‖, gradient at y + δ
+                if rho > 0:                      # SAM: δ = ρ g/‖g‖, gradient at y + δ
                     norm = math.sqrt(sum(float((gj ** 2).sum()) for gj in g))
-                    g = grads_at(models[i], [yj + cfg.rho * gj / (norm + 1e-12) for yj, gj in zip(y, g)], i)
+                    g = grads_at(models[i], [yj + rho * gj / (norm + 1e-12) for yj, gj in zip(y, g)], i)
                 g = [gj + cfg.weight_decay * yj for gj, yj in zip(g, y)]
-                if cfg.momentum > 0:
-                    buf = [cfg.momentum * bj + gj for bj, gj in zip(buf, g)]
+                if momentum > 0:
+                    buf = [momentum * bj + gj for bj, gj in zip(buf, g)]
                     g = buf
                 y = [yj - lr * gj for yj, gj in zip(y, g)]
             z.append(y)

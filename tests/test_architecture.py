@@ -18,7 +18,7 @@ from dfl_core import ALGORITHMS, Config, Simulation
 from dfl_core.algorithms import Algorithm, ClientModels
 from dfl_core.algorithms.base import DecentralizedParams, sgd_rule
 from dfl_core.cli import configs_for, main
-from dfl_core.config import ALGORITHM_FIELDS
+from dfl_core.config import ALGORITHM_FIELDS, RUN_FIELDS
 from dfl_core.topology import TOPOLOGIES, StaticTopology, TopologySpec, metropolis_hastings, MixingMatrix
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,6 +146,7 @@ def test_the_layers_import_downwards_only():
     paths = [p for top in LAYERS for p in (ROOT / top).rglob("*.py")]
     sources = {module_name(p): (p.read_text(), p.name == "__init__.py") for p in paths}
     assert {"dfl_core.cli", "theory.measured", "dfl_book.plots", "dfl_book.showcase.runner"} <= set(sources)
+    assert {"dfl_book.presets", "dfl_book.stats", "dfl_book.workers"} <= set(sources)     # the book's, not the engine's
     assert layer_violations(sources) == []
     inner = sum(isinstance(node, (ast.Import, ast.ImportFrom)) and node.col_offset > 0
                 for source, _ in sources.values() for node in ast.walk(ast.parse(source)))
@@ -201,7 +202,7 @@ def private_uses(source: str, module: str, modules: set[str], is_package: bool =
 def test_no_module_uses_a_private_name_of_another():
     paths = [p for top in SCANNED for p in (ROOT / top).rglob("*.py")]
     modules = {module_name(p) for p in paths}
-    assert {"dfl_core.stats", "theory.spectral", "benchmarks.report"} <= modules
+    assert {"dfl_book.stats", "theory.spectral", "benchmarks.report"} <= modules
     used = {f"{p.relative_to(ROOT)}: {name}" for p in paths
             for name in private_uses(p.read_text(), module_name(p), modules, p.name == "__init__.py")}
     assert used == set(), sorted(used)
@@ -288,11 +289,13 @@ def test_an_algorithm_is_one_entry(monkeypatch, tmp_path):
 
 
 def test_config_fields_carry_their_allowed_values():
-    """Validation ranges live beside the fields: every number and name field says what it allows."""
-    unchecked = {f.name for f in fields(Config) if f.metadata.get("allowed") is None}
+    """Validation ranges live beside the fields: every number and name field says what it allows, and so
+    does every algorithm's hyperparameter."""
+    unchecked = {name for name, f in RUN_FIELDS.items() if f.metadata.get("allowed") is None}
     assert unchecked == {"data_dir", "degree", "max_degree", "num_neighbors"}    # the topology checks its options
+    assert all(f.metadata.get("allowed") is not None for f in ALGORITHM_FIELDS.values())
     with pytest.raises(ValueError, match=r"fedgf_window must be >= 1, got 0"):
-        Config(algorithm="fedgf", fedgf_threshold=1.0, fedgf_window=0).resolved()
+        Config(algorithm="fedgf", fedgf_threshold=1.0, fedgf_window=0)
 
 
 def test_readme_architecture_names_files_and_symbols_that_exist():
@@ -311,3 +314,19 @@ def test_readme_architecture_names_files_and_symbols_that_exist():
         for name in names:
             pattern = re.compile(rf"^\s*(def|class)\s+{name}\b|^\s*{name}\s*[:=]|^{name} = ", re.M)
             assert any(pattern.search(f.read_text()) for f in files if f.is_file()), (name, row)
+
+
+def test_every_hyperparameter_is_declared_once():
+    """A hyperparameter's default, help and allowed values are declared in one place: one ``name: type =
+    setting(...)`` line in the algorithms (subclasses only change a default), none in the Config."""
+    import re
+    declared: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "dfl_core").rglob("*.py")):
+        for name in re.findall(r"^\s+(\w+): [^=\n]+ = setting\(", path.read_text(), re.M):
+            declared.setdefault(name, []).append(str(path.relative_to(ROOT)))
+    twice = {name: where for name, where in declared.items() if len(where) > 1}
+    assert not twice, twice
+    assert declared["rho"] == ["dfl_core/algorithms/base.py"]
+    assert set(ALGORITHM_FIELDS) <= set(declared) and not set(ALGORITHM_FIELDS) & set(RUN_FIELDS)
+    for algorithm in ALGORITHMS.values():             # an override keeps the declaration's help and check
+        assert all(f.metadata.get("help") and f.metadata.get("allowed") for f in fields(algorithm.params))

@@ -126,3 +126,59 @@ def test_end_to_end_split_comes_from_the_repeat_the_table_reports():
     parts = [{"total": 99.0}, {"total": 70.0}, {"total": 60.0}]
     assert _median_repeat(parts, [99.0, 70.0, 60.0]) is parts[1]           # not the last repeat
     assert _median_repeat(parts[:2], [99.0, 70.0]) in parts[:2]
+
+
+def test_gpu_quick_run_writes_results(tmp_path):
+    """``--gpu --quick``: the GPU benchmark's CPU smoke run (tiny sizes) fills every column and writes JSON + markdown.
+
+    One thread: on a shared 2-core machine two OpenMP threads made it 40× slower.
+    """
+    import json
+    out = tmp_path / "gpu.json"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--gpu", "--quick", "--threads", "1",
+                           "--models", "cnn-cifar,vgg11-gn", "--variants", "float32,bfloat16+cl", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    rows = {(r["model"], r["variant"]): r for r in result["rows"]}
+    assert set(rows) == {(m, v) for m in ("cnn-cifar", "vgg11-gn") for v in ("float32", "bfloat16+cl")}
+    for row in rows.values():
+        assert row["round_s"] > 0 and row["loop_s"] > 0 and row["engine_tflops"] > 0, row
+        assert row["peak_gib"] is None                                      # no CUDA here: not measured, not 0
+    assert rows["vgg11-gn", "bfloat16+cl"]["strategy"] == "batched"        # the stacked twin, channels-last
+    assert rows["cnn-cifar", "bfloat16+cl"]["strategy"] == "batched"
+    # FlopCounterMode's count of VGG-11: twice issue 32's 0.92 GFLOP per sample (which counted multiply-adds)
+    assert abs(rows["vgg11-gn", "float32"]["gflop_per_sample"] - 2 * 0.92) < 0.02
+    text = out.with_suffix(".md").read_text()
+    for column in ("round", "peak GPU memory", "same round as a per-client loop", "engine/loop",
+                   "GFLOP per sample (2 passes)", "engine TFLOP/s", "loop TFLOP/s"):
+        assert f"| {column} |" in text, column
+    assert "QUICK CPU SMOKE RUN" in text and "python -m benchmarks --gpu --quick" in text
+    assert "gpu benchmark on" in proc.stdout and "wrote" in proc.stdout
+
+
+def test_gpu_variants_parse_and_refuse_clearly():
+    from benchmarks.gpu import Variant, parse_variant
+    assert parse_variant("bfloat16+cl+batched") == Variant("bfloat16", True, "batched")
+    assert parse_variant("cl").precision == "float32" and parse_variant("float16").label == "float16"
+    with pytest.raises(ValueError, match="token 'bf16' unknown or repeated; allowed"):
+        parse_variant("bf16")
+    with pytest.raises(ValueError, match="token 'cl' unknown or repeated"):
+        parse_variant("cl+cl")
+
+
+def test_the_committed_gpu_run_is_what_the_readme_and_tried_say():
+    """README.md and benchmarks/TRIED.md quote the committed device run (benchmarks/GPU_RESULTS.json): every
+    round time they give for VGG-11-GN and ResNet-18-GN is that run's, and the run named its GPU."""
+    import json
+    root = Path(__file__).resolve().parent.parent
+    run = json.loads((root / "benchmarks" / "GPU_RESULTS.json").read_text())
+    assert "H100" in run["machine"]["GPU"]
+    rounds = {(r["model"], r["variant"]): r["round_s"] for r in run["rows"] if r["round_s"] is not None}
+    readme, tried = (root / "README.md").read_text(), (root / "benchmarks" / "TRIED.md").read_text()
+    for model in ("vgg11-gn", "resnet18-gn"):
+        for variant in ("float32", "float32+batched", "bfloat16"):
+            quoted = f"{rounds[(model, variant)]:.2f} s"
+            assert quoted in readme and quoted in tried, (model, variant, quoted)
+    assert rounds[("vgg11-gn", "bfloat16")] > 15.0 / 3         # the issue's 3x target: not met, as both say
+    assert "not met" in readme and "not met" in tried

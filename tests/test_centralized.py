@@ -30,6 +30,8 @@ def norm(vs):
 def reference(sim: Simulation):
     """Replay the run: returns the global model as a parameter list, and FedGF's c per round."""
     cfg = sim.config
+    rho = getattr(cfg.params, "rho", 0.0)                # 0: the algorithm takes no SAM step
+    sam_variant = getattr(cfg.params, "sam_variant", "sam")
     ds = sim.data.dataset
     net = build_model(cfg.model, ds.input_shape, ds.num_classes).to(torch.float64)
     names = [n for n, _ in net.named_parameters()]
@@ -61,23 +63,23 @@ def reference(sim: Simulation):
                 if cfg.algorithm == "fedgf" and previous is not None:
                     dg = [p - q for p, q in zip(previous, w)]
                     ng, nd = norm(g), norm(dg)
-                    local_pt = [a + cfg.rho * b / (ng + 1e-12) for a, b in zip(y, g)]
-                    global_pt = [a + cfg.rho * b / (nd + 1e-12) for a, b in zip(w, dg)]
+                    local_pt = [a + rho * b / (ng + 1e-12) for a, b in zip(y, g)]
+                    global_pt = [a + rho * b / (nd + 1e-12) for a, b in zip(w, dg)]
                     if cfg.fedgf_reading == "points":
                         point = [c * a + (1 - c) * b for a, b in zip(global_pt, local_pt)]
                     else:
-                        point = [yy + c * cfg.rho * b / (nd + 1e-12) + (1 - c) * cfg.rho * a / (ng + 1e-12)
+                        point = [yy + c * rho * b / (nd + 1e-12) + (1 - c) * rho * a / (ng + 1e-12)
                                  for yy, a, b in zip(y, g, dg)]
                     g = grad(point, i)
-                elif cfg.rho > 0 and cfg.sam_variant == "asam":
+                elif rho > 0 and sam_variant == "asam":
                     T = [p.abs() + cfg.asam_eta if (cfg.asam_scale_all or "weight" in n) else torch.ones_like(p)
                          for n, p in zip(names, y)]
                     tg = [a * b for a, b in zip(T, g)]
                     nt = norm(tg)
-                    g = grad([p + cfg.rho * a * b / (nt + 1e-12) for p, a, b in zip(y, T, tg)], i)
-                elif cfg.rho > 0:
+                    g = grad([p + rho * a * b / (nt + 1e-12) for p, a, b in zip(y, T, tg)], i)
+                elif rho > 0:
                     ng = norm(g)
-                    g = grad([p + cfg.rho * a / (ng + 1e-12) for p, a in zip(y, g)], i)
+                    g = grad([p + rho * a / (ng + 1e-12) for p, a in zip(y, g)], i)
                 if cfg.algorithm == "mofedsam":
                     a = cfg.mofedsam_alpha
                     g = [a * gi + (1 - a) * di for gi, di in zip(g, delta_mo)]
@@ -161,7 +163,7 @@ def test_client_sampling_count_fraction_and_independence_from_algorithm():
 def test_fedgf_needs_a_threshold():
     from dfl_core import ConfigError
     with pytest.raises(ConfigError, match="fedgf_threshold"):
-        Config(algorithm="fedgf").resolved()
+        Config(algorithm="fedgf")
 
 
 def test_fedavgm_and_fedprox_reduce_to_fedavg_and_differ_from_it():

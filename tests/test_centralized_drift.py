@@ -44,7 +44,7 @@ def reference(sim: Simulation) -> torch.Tensor:
         loss = F.cross_entropy(net(X[idx]), Y[idx])
         return parameters_to_vector(torch.autograd.grad(loss, list(net.parameters()))).detach()
 
-    a, N, K, wd, rho = cfg.algorithm, cfg.num_clients, cfg.local_steps, cfg.weight_decay, cfg.rho
+    a, N, K, wd, rho = cfg.algorithm, cfg.num_clients, cfg.local_steps, cfg.weight_decay, getattr(cfg.params, "rho", 0.0)
     w = sim.x0[0].clone()
     zero = torch.zeros_like(w)
     c, h, s, momentum, delta = zero.clone(), zero.clone(), zero.clone(), zero.clone(), zero.clone()
@@ -182,9 +182,9 @@ def test_bad_values_are_refused(field, value, match):
     algorithm = {"scaffold_option": "scaffold", "dyn_alpha": "feddyn", "fedcm_alpha": "fedcm",
                  "fedsmoo_variant": "fedsmoo"}[field]
     with pytest.raises(ConfigError, match=match):
-        Config(algorithm=algorithm, **{field: value}).resolved()
+        Config(algorithm=algorithm, **{field: value})
 
 
 def test_server_lr_is_refused_where_the_paper_has_none():
     with pytest.raises(ConfigError, match="server_lr"):
-        Config(algorithm="feddyn", server_lr=0.5).resolved()
+        Config(algorithm="feddyn", server_lr=0.5)

@@ -20,6 +20,7 @@ import torch
 from dfl_core import ALGORITHMS, Config, DivergenceError, Simulation
 from dfl_core.engine import Hooks
 from dfl_core.checkpoint import FORMAT, CheckpointError, load, save_atomic
+from dfl_core.local import Momentum
 
 # one small config per algorithm; the extras make every kind of carried state appear
 EXTRA = {"fedgf": dict(fedgf_threshold=0.05, fedgf_window=3), "dfedavgm": dict(reset_momentum=False),
@@ -76,6 +77,42 @@ def test_ctrl_c_in_the_middle_of_a_round_saves_the_last_completed_round(tmp_path
     resumed.run()
     assert torch.equal(resumed.x, whole.x)
     assert strip_wall(resumed.history.records) == strip_wall(whole.history.records)
+
+
+def untyped(state):
+    """A rule state as checkpoints held it before states were typed: ``v`` for ``Momentum(v)``, ``()`` if stateless."""
+    if isinstance(state, Momentum):
+        return state.velocity.clone()
+    return tuple(untyped(s) for s in state)
+
+
+def momenta(state) -> list:
+    """The :class:`Momentum` states in a rule state."""
+    if isinstance(state, Momentum):
+        return [state]
+    return [] if isinstance(state, torch.Tensor) else [m for s in state for m in momenta(s)]
+
+
+def test_a_checkpoint_written_before_rule_states_were_typed_resumes_bit_for_bit(tmp_path):
+    cfg = small("dfedavgm")                                   # momentum buffers carried across rounds
+    whole = Simulation(cfg)
+    whole.run()
+
+    first = Simulation(cfg.replace(rounds=4))                 # stops after round 4 (evaluated there, as whole is)
+    first.run(checkpoint=tmp_path / "new.pt")
+    typed = first.run_state.rule_state
+    assert momenta(typed), typed                                       # what makes the two formats differ
+    saved = load(tmp_path / "new.pt")
+    old = untyped(typed)
+    assert str(old) != str(saved["rule_state"])                        # (v,) now, v before
+    save_atomic({**saved, "rule_state": old}, tmp_path / "old.pt")
+
+    for name in ("old.pt", "new.pt"):
+        resumed = Simulation.resume(tmp_path / name, cfg)
+        resumed.run()
+        assert torch.equal(resumed.x, whole.x), name
+        assert strip_wall(resumed.history.records) == strip_wall(whole.history.records), name
+        assert momenta(resumed.run_state.rule_state), name               # typed again in memory
 
 
 def test_more_rounds_on_resume_equal_a_longer_run(tmp_path):

@@ -62,6 +62,50 @@ def test_setting_without_preset_is_refused(tmp_path, capsys):
     assert "--setting needs --preset" in capsys.readouterr().err
 
 
+def test_presets_and_verdicts_come_from_the_books_extension(tmp_path, capsys):
+    from dfl_book.cli import EXTENSION, paired_table
+    from dfl_book.presets import PRESETS
+    from dfl_core.cli import cli_presets, find_preset
+
+    assert EXTENSION.presets is PRESETS and EXTENSION.paired_table is paired_table
+    assert cli_presets() == PRESETS and find_preset("fedsam-emnist") is PRESETS["fedsam-emnist"]
+    assert main(["run", "--preset", "no-such-table", "--out", str(tmp_path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown preset 'no-such-table'; allowed: dfedsam-table1-cifar10, " in err, err
+
+
+def test_the_engine_alone_runs_and_says_presets_and_verdicts_need_the_book(tmp_path, capsys, monkeypatch):
+    """With no extension installed (the engine without dfl_book) ``run`` still works; --preset is refused clearly."""
+    import dfl_core.cli as cli
+
+    monkeypatch.setattr(cli, "cli_extensions", lambda: ())
+    assert main(["run", "--preset", "fedsam-emnist", "--out", str(tmp_path / "a"), "--no-progress"]) == 2
+    assert capsys.readouterr().err == ("error: --preset fedsam-emnist: no presets; the papers' presets come with "
+                                       "the book's package, dfl_book, which is not installed\n")
+    assert "  none                   the papers' presets come with the book's package" in cli._catalogue()
+    code = main(["run", "--algorithms", "dfedavg,dfedsam", "--seeds", "0,1", "--rounds", "1", "--num-clients", "4",
+                 "--out", str(tmp_path / "b"), "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0 and "Paired with" not in out
+    assert "paired verdicts: none (they come with the book's package, dfl_book, which is not installed)" in out
+    assert "plot:    none (the figure comes with the book's package" in out
+
+
+def test_the_distributed_launcher_starts_from_a_preset(capsys, monkeypatch):
+    """``--preset`` of ``python -m dfl_core.distributed`` (checked up to the launch: a centralized row is refused)."""
+    import dfl_core.cli as cli
+    from dfl_core.distributed.cli import main as distributed_main
+
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    args = ["--preset", "dfedsam-table1-cifar10", "--setting", "dir0.6", "--seed", "3", "--algorithm"]
+    assert distributed_main([*args, "fedavg"]) == 2
+    assert "algorithm 'fedavg' is centralized" in capsys.readouterr().err
+    monkeypatch.setattr(cli, "cli_extensions", lambda: ())
+    assert distributed_main([*args, "dfedsam"]) == 2
+    assert "--preset dfedsam-table1-cifar10: no presets; the papers' presets come with" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("dataset", ["fashion-mnist", "mnist"])
 def test_a_data_dir_that_does_not_exist_is_an_error_in_the_command_lines_words(tmp_path, capsys, dataset):
     absent = tmp_path / "nonexistent" / "path"
@@ -189,7 +233,7 @@ def test_a_single_seed_is_printed_without_a_spread():
 
 
 def test_paired_table_judges_each_method_against_dfedavg_seed_by_seed():
-    from dfl_core.cli import paired_table
+    from dfl_book.cli import paired_table
     from dfl_core.results import History
 
     def runs(accs):

@@ -149,13 +149,13 @@ def test_public_copies_start_at_zero_when_the_clients_start_apart():
 
 def test_bad_combinations_are_refused_naming_the_values():
     with pytest.raises(ConfigError, match=r"time-varying topology 'random-symmetric'.*ring"):
-        Config(algorithm="dfedavg", quant_bits=8, topology="random-symmetric").resolved()
+        Config(algorithm="dfedavg", quant_bits=8, topology="random-symmetric")
     with pytest.raises(ConfigError, match=r"quant_step=0.01, consensus_step=0.5 set, but quant_bits is not"):
-        Config(algorithm="dfedsam", quant_step=0.01, consensus_step=0.5).resolved()
+        Config(algorithm="dfedsam", quant_step=0.01, consensus_step=0.5)
     with pytest.raises(ConfigError, match=r"consensus_step must be in \(0.0, 1.0\]"):
-        Config(algorithm="dfedavg", quant_bits=8, consensus_step=0.0).resolved()
+        Config(algorithm="dfedavg", quant_bits=8, consensus_step=0.0)
     # the other two readings send no public copies, so a time-varying graph is fine for them
-    Config(algorithm="dfedavgm-q", quant_mixing="differences-only", topology="random-symmetric").resolved()
+    Config(algorithm="dfedavgm-q", quant_mixing="differences-only", topology="random-symmetric")
 
 
 def test_the_untransmittable_reading_says_so_on_stderr_and_in_its_results(capsys):
@@ -179,14 +179,14 @@ def test_the_untransmittable_reading_says_so_on_stderr_and_in_its_results(capsys
 
 def test_former_reading_names_still_load():
     """Results files and checkpoints written before the readings were renamed ('models', 'difference')."""
-    old = Config(algorithm="dfedavgm-q", quant_bits=8).resolved().to_dict()
+    old = Config(algorithm="dfedavgm-q", quant_bits=8).to_dict()
     old.pop("consensus_step")                                  # a file written before the field existed
     for former, now in (("models", "exact-neighbour-models"), ("difference", "differences-only")):
         upgraded = Config.upgraded(dict(old, quant_mixing=former))
         assert upgraded["quant_mixing"] == now and upgraded["consensus_step"] == 1.0
         assert stored_config({"config": dict(old, quant_mixing=former)}) == upgraded
     with pytest.raises(ConfigError, match="unknown quant_mixing 'models'"):
-        Config(algorithm="dfedavgm-q", quant_mixing="models").resolved()
+        Config(algorithm="dfedavgm-q", quant_mixing="models")
 
 
 def test_coarse_messages_need_a_smaller_consensus_step():

@@ -196,5 +196,5 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path):
 def test_bad_values_are_refused_with_a_clear_message(changes, message):
     base = dict(algorithm="dispfl", dispfl_density=0.3) if changes.get("algorithm") else dict(algorithm="dispfl")
     with pytest.raises(ConfigError) as err:
-        Config(**{**base, **changes}).resolved()
+        Config(**{**base, **changes})
     assert message in str(err.value)

@@ -73,7 +73,7 @@ def test_blocks_need_a_process_count_dividing_m():
 
 
 def test_a_rank_keeps_only_its_own_clients_samples():
-    cfg = tiny("dfedavg", "ring").resolved()
+    cfg = tiny("dfedavg", "ring")
     full = federated_data(cfg)
     own = block_of(2, NPROC, 8)
     mine = private_data(full, own)
@@ -143,7 +143,7 @@ def test_four_processes_equal_the_simulator(tmp_path):
                for name, cfg in EQUALITY.items()}
     run_configs(NPROC, configs, tmp_path, env=ENV)
     for name, cfg in configs.items():
-        assert make_topology(cfg.topology, 8, **cfg.resolved().topology_options()).time_varying == \
+        assert make_topology(cfg.topology, 8, **cfg.topology_options()).time_varying == \
             (cfg.topology == "random-as-coded")
         gap = float((load_final_params(tmp_path / name) - simulated(cfg)).abs().max())
         assert gap < 1e-10, (name, gap)

@@ -135,11 +135,11 @@ def test_adversary_lowers_accuracy_within_its_bounds():
 ])
 def test_bad_config_values_are_refused(changes, message):
     with pytest.raises(ConfigError, match=message):
-        Config(**{**SMALL, **changes}).resolved()
+        Config(**{**SMALL, **changes})
 
 
 def test_defaults_and_memory_limit(monkeypatch):
-    cfg = Config(algorithm="fedrobust").resolved()
+    cfg = Config(algorithm="fedrobust")
     assert (cfg.robust_lambda, cfg.robust_ascent_lr, cfg.server_lr) == (1.0, 0.1, 1.0)
     monkeypatch.setattr(fedrobust, "MAX_SHIFT_BYTES", 1000)
     with pytest.raises(ConfigError, match=r"full 64x64 matrix .* 8 clients need 0\.0 GiB"):

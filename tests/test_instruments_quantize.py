@@ -224,21 +224,21 @@ def test_bad_rounding_is_refused_naming_the_choices():
 
 # --------------------------------------------------------------- the config fields
 def test_config_fields_belong_to_the_gossiping_algorithms():
-    cfg = Config(algorithm="dfedavgm-q").resolved()
+    cfg = Config(algorithm="dfedavgm-q")
     resolved = (cfg.quant_bits, cfg.quant_step, cfg.quant_stochastic, cfg.momentum, cfg.gossip_steps,
                 cfg.quant_mixing, cfg.consensus_step)
     assert resolved == (16, None, False, 0.9, 1, "public-copies", 1.0)
-    assert Config(algorithm="dfedavgm", quant_bits=8).resolved().uses_public_copies       # compressed gossip
-    assert Config(algorithm="dfedsam").resolved().quant_bits is None                      # exact by default
+    assert Config(algorithm="dfedavgm", quant_bits=8).uses_public_copies       # compressed gossip
+    assert Config(algorithm="dfedsam").quant_bits is None                      # exact by default
     for algorithm in ("dispfl", "fedavg"):                   # no r.gossip: the field would be ignored
         with pytest.raises(ConfigError, match="quant_bits=8 is not used by algorithm"):
-            Config(algorithm=algorithm, quant_bits=8).resolved()
+            Config(algorithm=algorithm, quant_bits=8)
     with pytest.raises(ConfigError, match="quant_mixing=differences-only is not used"):
-        Config(algorithm="dfedsam", quant_bits=8, quant_mixing="differences-only").resolved()
+        Config(algorithm="dfedsam", quant_bits=8, quant_mixing="differences-only")
     for bad in (dict(quant_bits=1), dict(quant_bits=33), dict(quant_step=0.0), dict(quant_stochastic=1),
                 dict(gossip_steps=2)):
         with pytest.raises(ConfigError):
-            Config(algorithm="dfedavgm-q", **bad).resolved()
+            Config(algorithm="dfedavgm-q", **bad)
 
 
 # ------------------------------------------------------- quantized DFedAvgM itself

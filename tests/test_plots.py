@@ -85,7 +85,7 @@ def test_a_legend_outside_covers_no_data_where_the_default_one_did():
         outside.remove()
 
 
-class Comparison:   # duck-typed like dfl_core.stats.PairedComparison
+class Comparison:   # duck-typed like dfl_book.stats.PairedComparison
     def __init__(self, label, mean, low, high, verdict):
         self.label, self.mean, self.low, self.high, self.verdict = label, mean, low, high, verdict
 
@@ -236,7 +236,7 @@ def test_the_committed_dfedavg_showcase_sent_what_its_topologies_say():
 
 def test_no_difference_summary_words_each_verdict():
     from dfl_book.plots import no_difference_summary
-    from dfl_core.stats import compare_paired
+    from dfl_book.stats import compare_paired
 
     reference = [80.0, 81.0, 82.0, 80.5, 81.5]
     equivalent = compare_paired(reference, [v + d for v, d in zip(reference, [0.01, -0.02, 0.0, 0.01, -0.01])],

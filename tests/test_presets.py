@@ -10,7 +10,7 @@ import pytest
 
 from dfl_core.algorithms import ALGORITHMS
 from dfl_core.config import ALGORITHM_FIELDS, Config, ConfigError
-from dfl_core.presets import PRESETS, Preset, epochs_to_steps, get_preset
+from dfl_book.presets import PRESETS, Preset, epochs_to_steps, get_preset
 
 EXPECTED_PRESETS = {
     "dfedsam-table1-cifar10", "dfedsam-table1-cifar100", "dfedsam-table2-cifar10",
@@ -35,7 +35,7 @@ def test_every_row_and_column_resolves(name, algorithm, setting):
         cfg = preset.config(algorithm, setting, fedgf_threshold=0.5)
     else:
         cfg = preset.config(algorithm, setting)
-    resolved = cfg.resolved()
+    resolved = cfg
     assert resolved.algorithm == algorithm
     # the column's values reach every row that uses them, unless the row overrides them
     uses = ALGORITHMS[algorithm].defaults
@@ -51,7 +51,7 @@ def test_fedgf_threshold_is_required_then_used():
     with pytest.raises(ConfigError) as err:
         preset.config("fedgf", "alpha0-n5")
     assert "fedgf_threshold" in str(err.value) and "fedgf-table1-cifar10" in str(err.value)
-    cfg = preset.config("fedgf", "alpha0-n5", fedgf_threshold=2.0).resolved()
+    cfg = preset.config("fedgf", "alpha0-n5", fedgf_threshold=2.0)
     assert cfg.fedgf_threshold == 2.0 and cfg.fedgf_window == 30 and cfg.clients_per_round == 5
     assert any("fedgf_threshold" in note for note in preset.notes)
 
@@ -63,7 +63,7 @@ def test_dfedsam_table1_matches_appendix_b(dataset, model):
     assert list(p.settings) == ["dir0.3", "dir0.6", "iid"]
     assert p.algorithms == ("fedavg", "fedsam", "dpsgd", "dfedavg", "dfedavgm", "dispfl", "dfedsam", "dfedsam-mgs")
     assert p.not_implemented == ()
-    cfgs = {a: p.config(a, "dir0.6").resolved() for a in p.algorithms}
+    cfgs = {a: p.config(a, "dir0.6") for a in p.algorithms}
     for a, c in cfgs.items():
         assert (c.dataset, c.model, c.num_clients, c.rounds) == (dataset, model, 100, 1000)
         assert (c.lr, c.lr_decay, c.batch_size) == (0.1, 0.998, 128)
@@ -75,12 +75,12 @@ def test_dfedsam_table1_matches_appendix_b(dataset, model):
     assert cfgs["dfedavgm"].momentum == 0.9
     for a in ("dpsgd", "dfedavg", "dfedavgm", "dfedsam", "dfedsam-mgs"):
         assert cfgs[a].topology == "random-symmetric" and cfgs[a].max_degree == 10
-        assert cfgs[a].client_fraction is None
+        assert not hasattr(cfgs[a].params, "client_fraction")              # decentralized: no sampling
     for a in ("fedavg", "fedsam"):
-        assert cfgs[a].topology is None
+        assert not hasattr(cfgs[a].params, "topology")                      # centralized: no graph
         assert (cfgs[a].client_fraction, cfgs[a].server_lr) == (0.1, 1.0)
-    assert p.config("dfedsam", "iid").resolved().partition == "iid"
-    assert p.config("dfedsam", "dir0.3").resolved().alpha == 0.3
+    assert p.config("dfedsam", "iid").partition == "iid"
+    assert p.config("dfedsam", "dir0.3").alpha == 0.3
     assert any("dfedavg" in n and "local_steps=4" in n for n in p.notes)      # D-PSGD's 1 epoch
     assert any("random-as-coded" in n for n in p.notes)
 
@@ -91,9 +91,9 @@ def test_dfedsam_table2_columns_are_topologies():
     expected = {"ring": "ring", "grid": "grid", "exponential": "exponential", "full": "complete"}
     for setting, topology in expected.items():
         for a in p.algorithms:
-            c = p.config(a, setting).resolved()
+            c = p.config(a, setting)
             assert c.topology == topology and c.rounds == 1000 and c.model == "vgg11-gn"
-    assert p.config("dfedsam-mgs", "grid").resolved().gossip_steps == 4
+    assert p.config("dfedsam-mgs", "grid").gossip_steps == 4
     assert any("exponential-mh" in n for n in p.notes)
     assert any("not stated" in n and "Table 2" in n for n in p.notes)
 
@@ -102,7 +102,7 @@ def test_dfedsam_table2_columns_are_topologies():
 def test_dfedsam_table3_is_pathological(dataset):
     p = get_preset(f"dfedsam-table3-{dataset}")
     for a in p.algorithms:
-        c = p.config(a, "pathological").resolved()
+        c = p.config(a, "pathological")
         assert (c.partition, c.shards_per_client, c.rounds) == ("shards", 2, 500)
         assert c.num_clients * c.shards_per_client == 200                  # App. C: 200 partitions
     assert p.algorithms[3] == "dispfl" and p.not_implemented == ()      # Table 3's row order
@@ -114,16 +114,16 @@ def test_fedgf_table1_grid(dataset, rounds):
     assert p.algorithms == ("fedavg", "fedavgm", "fedprox", "scaffold", "feddyn", "fedsam", "fedasam", "mofedsam",
                             "fedgamma", "fedsmoo", "fedgf")
     assert p.not_implemented == ()
-    assert p.config("fedprox").resolved().prox_mu == 0.01 and p.config("fedavgm").resolved().server_momentum == 0.9
+    assert p.config("fedprox").prox_mu == 0.01 and p.config("fedavgm").server_momentum == 0.9
     assert len(p.settings) == 9
     for alpha in (0.0, 0.005, 10.0):
         for n in (5, 10, 20):
             s = p.settings[f"alpha{alpha:g}-n{n}"]
             assert (s["alpha"], s["clients_per_round"]) == (alpha, n)
-    c = p.config("fedsam", "alpha0.005-n20").resolved()
+    c = p.config("fedsam", "alpha0.005-n20")
     assert (c.model, c.num_clients, c.rounds, c.alpha, c.clients_per_round) == ("cnn-cifar", 100, rounds, 0.005, 20)
     assert (c.lr, c.lr_decay, c.weight_decay, c.batch_size, c.local_steps) == (0.01, 1.0, 4e-4, 64, 8)
-    asam = p.config("fedasam", "alpha0-n10").resolved()
+    asam = p.config("fedasam", "alpha0-n10")
     assert asam.sam_variant == "asam" and asam.asam_eta == 0.2
     assert asam.rho == (0.7 if dataset == "cifar10" else 0.5)
 
@@ -134,15 +134,15 @@ def test_fedsam_presets():
         assert p.algorithms == ("fedavg", "scaffold", "fedrobust", "fedcm", "mimelite", "fedsam", "mofedsam")
         assert p.not_implemented == ()
         assert list(p.settings) == ["iid", "dir0.6", "dir0.3"]
-        base = p.config("mofedsam").resolved()
+        base = p.config("mofedsam")
         assert (base.dataset, base.model, base.num_clients) == (dataset, model, 100)
         assert (base.partition, base.alpha, base.client_fraction) == ("dirichlet", 0.6, 0.2)
         assert base.mofedsam_alpha == 0.1
         assert (base.batch_size, base.lr, base.lr_decay, base.weight_decay, base.rho) == (50, 0.1, 0.998, 1e-3, 0.1)
         assert any("public code" in n for n in p.notes)
-    emnist = get_preset("fedsam-emnist").config("fedavg").resolved()
+    emnist = get_preset("fedsam-emnist").config("fedavg")
     assert emnist.train_size == 139_586 and emnist.local_steps == 5 * math.ceil(139_586 // 100 / 50)
-    assert get_preset("fedsam-cifar10").config("fedavg").resolved().local_steps == 50     # 5 * ceil(500/50)
+    assert get_preset("fedsam-cifar10").config("fedavg").local_steps == 50     # 5 * ceil(500/50)
 
 
 @pytest.mark.parametrize("model", ["2nn", "cnn-mnist"])
@@ -150,7 +150,7 @@ def test_dfedavgm_mnist(model):
     p = get_preset("dfedavgm-mnist-" + ("2nn" if model == "2nn" else "cnn"))
     assert set(p.settings) == {f"{s}-e{e}" for s in ("iid", "noniid") for e in (1, 2, 5)}
     for setting in p.settings:
-        c = p.config("dfedavgm", setting).resolved()
+        c = p.config("dfedavgm", setting)
         assert (c.dataset, c.model, c.num_clients, c.topology) == ("mnist", model, 20, "ring")
         assert (c.batch_size, c.lr, c.momentum) == (50, 0.01, 0.9)
         epochs = int(setting.split("-e")[1])
@@ -161,9 +161,9 @@ def test_dfedavgm_mnist(model):
             assert c.partition == "iid"
     assert any("16" in n and "bits" in n for n in p.notes)
     if model == "2nn":
-        fedavg = p.config("fedavg", "iid-e1").resolved()
+        fedavg = p.config("fedavg", "iid-e1")
         assert (fedavg.lr, fedavg.client_fraction, fedavg.batch_size) == (0.1, 1.0, 50)
-        assert p.config("dpsgd", "noniid-e5").resolved().local_steps == 1
+        assert p.config("dpsgd", "noniid-e5").local_steps == 1
 
 
 def test_epochs_to_steps():
@@ -204,7 +204,7 @@ def test_config_refuses_unknown_algorithm_and_setting():
 
 def test_changes_are_applied_and_checked():
     p = get_preset("dfedsam-table1-cifar10")
-    c = p.config("dfedsam", "iid", rho=0.05, rounds=3, topology="random-as-coded").resolved()
+    c = p.config("dfedsam", "iid", rho=0.05, rounds=3, topology="random-as-coded")
     assert (c.rho, c.rounds, c.topology) == (0.05, 3, "random-as-coded")
     with pytest.raises(ConfigError, match="momentum=0.5 is not used by algorithm 'dfedsam'"):
         p.config("dfedsam", "iid", momentum=0.5)

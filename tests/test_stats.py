@@ -1,4 +1,4 @@
-"""Paired comparisons over seeds (dfl_core.stats) on cases whose answer is known."""
+"""Paired comparisons over seeds (dfl_book.stats) on cases whose answer is known."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from dfl_core.stats import (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, PairedComparison, compare_paired, markdown_table,
+from dfl_book.stats import (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, PairedComparison, compare_paired, markdown_table,
                             summarize)
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from dfl_core.cli import main
-from dfl_core.presets import PRESETS
-from dfl_core.stats import compare_paired
+from dfl_book.presets import PRESETS
+from dfl_book.stats import compare_paired
 from dfl_book.tables import (CLAIMS, FAST, FAST_ROUNDS, TableResult, check_claims, fast_config, orderings,
                              paper_value, read_result, read_table, write_table)
 

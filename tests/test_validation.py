@@ -34,7 +34,7 @@ from dfl_core.topology import MixingMatrix, TopologyError
 ])
 def test_bad_config_values_are_refused_with_a_clear_message(changes, message):
     with pytest.raises(ConfigError) as err:
-        Config().replace(**changes).resolved()
+        Config().replace(**changes)
     assert message in str(err.value)
 
 
@@ -71,3 +71,61 @@ def test_divergence_stops_the_run_naming_round_and_client():
         sim.run()
     msg = str(err.value)
     assert "round" in msg and "client" in msg and "lr=1000000.0" in msg
+
+
+# ------------------------------------------------ configs written by earlier versions
+def _former_flat_dict(cfg: Config) -> dict:
+    """``cfg`` as versions before the typed params wrote it: every algorithm's hyperparameter, ``None`` where
+    the algorithm did not read it, ρ and θ 0.0 for every algorithm that had none."""
+    from dfl_core.config import ALGORITHM_FIELDS
+    d = {name: None for name in ALGORITHM_FIELDS} | {"rho": 0.0, "momentum": 0.0} | cfg.to_dict()
+    for name in ("precision", "channels_last"):          # fields added since
+        d.pop(name)
+    return d
+
+
+@pytest.mark.parametrize("algorithm, settings", [
+    ("dfedavg", {}), ("dfedsam", {"rho": 0.05}), ("fedavg", {"clients_per_round": 3}),
+    ("fedgf", {"fedgf_threshold": 1.0}), ("dfedavgm-q", {"quant_mixing": "difference"}),
+])
+def test_configs_of_earlier_versions_load_as_the_same_config(algorithm, settings):
+    """Results files and checkpoints written before the typed params (flat, every hyperparameter of every
+    algorithm) load as the config they were, and compare equal to a run of now (Config.upgraded)."""
+    former = {"quant_mixing": "differences-only"} if "quant_mixing" in settings else {}
+    now = Config(algorithm=algorithm, num_clients=6, **(settings | former))
+    old = _former_flat_dict(now) | {k: v for k, v in settings.items() if k == "quant_mixing"}
+    assert Config.from_dict(old) == now
+    assert Config.upgraded(old) == now.to_dict()
+    with pytest.raises(ConfigError, match="rho=0.3 is not used by algorithm 'dfedavg'"):
+        Config.from_dict(_former_flat_dict(Config(algorithm="dfedavg")) | {"rho": 0.3})   # a real setting refused
+
+
+def test_every_committed_result_loads_as_the_config_it_was_run_with():
+    """The showcase's committed runs (written before and after the typed params) load; each file's configs
+    round-trip through to_dict."""
+    import json
+    from pathlib import Path
+    files = sorted((Path(__file__).resolve().parent.parent / "dfl_book" / "showcase" / "results").glob("*.json"))
+    assert len(files) >= 5
+    count = 0
+    for path in files:
+        for record in json.loads(path.read_text())["runs"]:
+            cfg = Config.from_dict(record["config"])
+            assert Config.from_dict(cfg.to_dict()) == cfg
+            count += 1
+    assert count >= 100
+
+
+def test_a_config_is_checked_when_built_and_hyperparameters_live_on_params():
+    from dfl_core.algorithms.decentralized import DFedSAMParams
+    cfg = Config(algorithm="dfedsam", rho=0.05, rounds=3)
+    assert isinstance(cfg.params, DFedSAMParams) and cfg.params.rho == cfg.rho == 0.05
+    assert cfg.replace(algorithm="fedsam").rho == 0.05                 # set explicitly: kept
+    assert Config(algorithm="dfedsam").replace(algorithm="fedsam").rho == 0.05 != Config().rho   # fedsam's default
+    assert Config(algorithm="dfedsam", params=DFedSAMParams(rho=0.2)).rho == 0.2
+    with pytest.raises(ConfigError, match="rho must be in"):
+        Config(algorithm="dfedsam", rho=-1.0)
+    with pytest.raises(ConfigError, match="params must be a DFedSAMParams"):
+        Config(algorithm="dfedsam", params=DFedSAMParams(), rho=0.1)
+    with pytest.raises(AttributeError, match="algorithm 'dfedavg' has no hyperparameter 'rho'"):
+        Config(algorithm="dfedavg").rho

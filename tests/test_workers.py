@@ -9,7 +9,7 @@ import pytest
 # The parent starts a pool, has its worker print its pid and then nap for ten minutes, and waits.
 PARENT = """
 import time
-from dfl_core.workers import process_pool
+from dfl_book.workers import process_pool
 pool = process_pool(1)
 pool.submit(exec, "import os, time; print(os.getpid(), flush=True); time.sleep(600)")
 time.sleep(600)

@@ -57,22 +57,21 @@ _CHUNK_ELEMENTS = 1 << 24
 
 
 def theory_config(config: Config) -> tuple[Config, dict[str, tuple]]:
-    """``config`` with :data:`REQUIRED_SETTINGS` set, resolved; and ``{field: (old, new)}`` of what changed.
+    """``config`` with :data:`REQUIRED_SETTINGS` set; and ``{field: (old, new)}`` of what changed.
 
-    Refuses (``ConfigError``) what the bounds do not cover: other algorithms,
-    momentum, weight decay, adaptive SAM.
+    Refuses (``ConfigError``) what the bounds do not cover: other algorithms (momentum among them),
+    weight decay, adaptive SAM.
     """
     if config.algorithm not in SUPPORTED_ALGORITHMS:
         raise ConfigError(f"measure_against_bounds covers {', '.join(SUPPORTED_ALGORITHMS)} (Theorem 4.5), "
                           f"not {config.algorithm!r}")
     adjusted = {k: (getattr(config, k), v) for k, v in REQUIRED_SETTINGS.items() if getattr(config, k) != v}
-    cfg = config.replace(**REQUIRED_SETTINGS).resolved()
-    if cfg.momentum:
-        raise ConfigError(f"momentum={cfg.momentum}: Theorem 4.5 has no momentum")
+    cfg = config.replace(**REQUIRED_SETTINGS)
     if cfg.weight_decay:
         raise ConfigError(f"weight_decay={cfg.weight_decay}: the constants are for plain cross-entropy")
-    if cfg.rho and cfg.sam_variant != "sam":
-        raise ConfigError(f"sam_variant={cfg.sam_variant!r}: Theorem 4.5 is for SAM's ρg/‖g‖ perturbation")
+    variant = getattr(cfg.params, "sam_variant", "sam")        # DFedAvg has no SAM step
+    if variant != "sam" and cfg.params.rho:
+        raise ConfigError(f"sam_variant={variant!r}: Theorem 4.5 is for SAM's ρg/‖g‖ perturbation")
     return cfg, adjusted
 
 
@@ -166,7 +165,7 @@ def measure_against_bounds(config: Config, *, constants: ProblemConstants | None
             adjusted["lr"] = (cfg.lr, lr)
             cfg = cfg.replace(lr=lr)
             sim = Simulation(cfg, data=sim.data)        # same split, same x¹
-    eta_v, rho_v = cfg.lr, cfg.rho
+    eta_v, rho_v = cfg.lr, getattr(cfg.params, "rho", 0.0)   # DFedAvg: ρ = 0
 
     # the run's own mixing matrices: λ (max over the rounds for a time-varying scheme), Definition 4.1
     mats = [M for t in range(max(T, 1)) for M in sim.matrices(t)]

@@ -16,7 +16,7 @@ clients. Those runs take hours on a CPU, so they are precomputed:
   finished run (rerunning the command continues an interrupted regeneration);
 * the chapters :func:`load` those files, plot the curves and judge each claim
   by the per-seed paired difference (:meth:`ShowcaseResult.compare`, a 95%
-  t-interval from :mod:`dfl_core.stats`).
+  t-interval from :mod:`dfl_book.stats`).
 
 Two runs with the same seed share the initial model, the data split and the
 mini-batches (:mod:`dfl_core.rng`), which is what makes the paired difference

@@ -11,7 +11,7 @@ the comparison over a grid instead:
 * columns: SAM's radius ρ, from the paper's value up.
 
 Each cell is the per-seed paired difference ``treated − baseline`` in final
-test accuracy (a 95% t-interval, :func:`dfl_core.stats.compare_paired`), beside
+test accuracy (a 95% t-interval, :func:`dfl_book.stats.compare_paired`), beside
 what the regime was: the baseline's train accuracy and train − test gap, how
 steep its test curve still was at the end (:func:`curve_slope`), and λ_max
 of the Hessian where the experiment measures it. The map is an ordinary
@@ -106,7 +106,7 @@ class Cell:
     local_epochs: float
     local_steps: int
     rho: float
-    comparison: Any                 # dfl_core.stats.PairedComparison, treated − baseline, test accuracy (points)
+    comparison: Any                 # dfl_book.stats.PairedComparison, treated − baseline, test accuracy (points)
     baseline_train_acc: float       # % (mean over seeds, last 5 evaluations)
     baseline_gap: float             # train − test accuracy of the baseline, points
     treated_train_acc: float
@@ -129,10 +129,10 @@ def _mean(xs) -> float:
 def cells(result: ShowcaseResult, rmap: RegimeMap, margin: float | None = None, last: int = 5) -> list[Cell]:
     """Every cell of ``rmap`` from its results file, row by row (E), then by ρ.
 
-    ``margin`` (points) turns on the equivalence test (:func:`dfl_core.stats.compare_paired`); accuracies
+    ``margin`` (points) turns on the equivalence test (:func:`dfl_book.stats.compare_paired`); accuracies
     are the means of the ``last`` evaluations of each run (:func:`~.runner.final_value`).
     """
-    from dfl_core.stats import compare_paired
+    from ..stats import compare_paired
 
     out = []
     for e in rmap.local_epochs:

@@ -67,12 +67,12 @@ def regime(result: ShowcaseResult, arm: str) -> str:
 
 
 def judge(result: ShowcaseResult, claims: list[Claim], margin: float | None = None):
-    """One :class:`~dfl_core.stats.PairedComparison` per claim (95% t-interval over the seeds), carrying the
+    """One :class:`~dfl_book.stats.PairedComparison` per claim (95% t-interval over the seeds), carrying the
     paper's own difference (if the claim names one) and the regime of the claim's ``worse`` arm (:func:`regime`).
     ``margin`` turns on the equivalence test (EQUIVALENT within ±margin)."""
     import dataclasses
 
-    from dfl_core.stats import compare_paired, signed
+    from ..stats import compare_paired, signed
 
     out = []
     for c in claims:
@@ -98,7 +98,7 @@ def as_markdown(text: str):
 
 def verdict_table(verdicts, digits: int = 2, unit: str = "points"):
     """The verdicts as a Markdown table (claim, mean paired difference, 95% interval, detectable effect, verdict)."""
-    from dfl_core.stats import markdown_table
+    from ..stats import markdown_table
     margin = next((v.margin for v in verdicts if v.margin), None)
     equivalence = f" EQUIVALENT: within ±{margin:g} {unit} (two one-sided tests)." if margin else ""
     return as_markdown(markdown_table(verdicts, digits=digits) + f"\n\nDifferences in {unit}; 95% t-intervals over "

@@ -50,7 +50,7 @@ class Experiment:
         if arm not in self.arms:
             raise ConfigError(f"experiment {self.name!r} has no arm {arm!r}; arms: {', '.join(self.arms)}")
         changes = {**self.base, **self.profile_changes.get(profile.name, {}), **self.arms[arm], "seed": seed}
-        return profile.config(**changes).resolved()
+        return profile.config(**changes)
 
 
 def stored_config(record: dict) -> dict:
@@ -132,8 +132,8 @@ class ShowcaseResult:
 
     def compare(self, better: str, worse: str, metric: str = "test_acc", last: int = 5, scale: float = 100.0,
                 expect: str = "greater", label: str | None = None):
-        """The per-seed paired comparison of two arms (:func:`dfl_core.stats.compare_paired`)."""
-        from dfl_core.stats import compare_paired
+        """The per-seed paired comparison of two arms (:func:`dfl_book.stats.compare_paired`)."""
+        from ..stats import compare_paired
         return compare_paired(self.per_seed(better, metric, last, scale), self.per_seed(worse, metric, last, scale),
                               expect=expect, label=label or f"{better} vs {worse}")
 
@@ -225,7 +225,7 @@ def run(experiment: Experiment, profile: str = "showcase", jobs: int = 1, out: s
     from tqdm import tqdm
 
     from ..profiles import checkpoint_dir, get_profile
-    from dfl_core.workers import process_pool
+    from ..workers import process_pool
 
     name, prof = experiment.name, get_profile(profile)
     seeds = tuple(seeds or experiment.seeds)

@@ -2,17 +2,19 @@ r"""What an algorithm is, and the narrow set of tools it may use.
 
 An algorithm is a small, explicit object, :class:`Algorithm`:
 
-* ``params``: a frozen dataclass of the hyperparameters it reads, whose
-  defaults are its paper's settings (so what ``fedgf`` takes, and its
-  defaults, stand in one place: ``FedGFParams``);
-* ``local_rule(cfg, state) -> LocalRule``: the rule its K local steps follow,
-  *declared*, e.g. DFedSAM's ``chain(sharpness_aware(cfg), sgd(cfg.weight_decay, cfg.momentum))``
-  (:mod:`dfl_core.local`); DFedSAM differs from DFedAvg in this rule, nothing else;
+* ``params``: a :func:`~dfl_core.settings.params` dataclass of the hyperparameters it reads, whose
+  defaults are its paper's settings (so what ``fedgf`` takes, and its defaults, stand in one place:
+  ``FedGFParams``); each hyperparameter is declared once, with ``setting(default, help, allowed)``, on the
+  class that introduces it (ρ on :class:`SAMRadius`), and subclasses only change defaults;
+* ``local_rule(p, state, run) -> LocalRule``: the rule its K local steps follow, from its hyperparameters
+  ``p``, the state at the round's start and the run's settings, *declared*, e.g. DFedSAM's
+  ``chain(sharpness_aware(p), sgd(run.weight_decay))`` (:mod:`dfl_core.local`); DFedSAM differs from
+  DFedAvg in this rule, nothing else;
 * ``init(x0, r) -> state``: its state before round 0, a NamedTuple of tensors;
   the checkpoint of a run is this state plus the round number and counters;
 * ``round(state, r) -> state``: one round, written like the paper's Algorithm box.
 
-``r`` is :class:`RoundTools`, what the engine (:class:`dfl_core.engine.Simulation`)
+``r`` is :class:`RoundTools`: ``r.params`` (the hyperparameters), ``r.config`` (the run's settings) and what the engine (:class:`dfl_core.engine.Simulation`)
 or the distributed backend (:mod:`dfl_core.distributed`) lends for round t:
 local training, gossip, client sampling, gradients over a client's data, the
 round's random generators, and a place to record per-round quantities.
@@ -21,30 +23,45 @@ Nothing else of the engine is visible to an algorithm.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, NamedTuple, Protocol, TypeVar
 
 from torch import Tensor
 
-from ..local import LocalRule, chain, sgd, sharpness_aware
+from ..errors import ConfigError
+from ..local import SAM_VARIANTS, LocalRule, chain, sgd, sharpness_aware
+from ..settings import REQUIRED, Flag, Integer, Number, OneOf, params, setting
+from ..topology import TOPOLOGIES
 
 if TYPE_CHECKING:
     import torch
 
-    from ..config import Config
     from ..stacked import StackedModel
     from ..topology import MixingMatrix
 
-__all__ = ["Algorithm", "RoundTools", "REQUIRED", "ClientModels", "GlobalModel",
-           "DecentralizedParams", "GossipParams", "SampledParams", "CentralizedParams", "SAMParams", "sgd_rule", "sam_rule"]
+__all__ = ["Algorithm", "RoundTools", "RunSettings", "REQUIRED", "ClientModels", "GlobalModel", "LocalParams",
+           "DecentralizedParams", "GossipParams", "SampledParams", "CentralizedParams", "SAMRadius", "SAMParams",
+           "HeavyBallParams", "sgd_rule", "heavy_ball_rule", "sam_rule"]
 
-#: Marks a hyperparameter an algorithm needs but has no default for (the papers give none).
-REQUIRED = "<required>"
+State = TypeVar("State")
+P = TypeVar("P")
 
 
-class RoundTools(Protocol):
+class RunSettings(Protocol):
+    """The run's own settings an algorithm may read (a :class:`dfl_core.config.Config`; its hyperparameters are
+    the algorithm's ``params``)."""
+
+    num_clients: int        # m
+    rounds: int             # T
+    seed: int
+    weight_decay: float     # L2 weight decay of the local steps
+    bits_per_param: int     # bits of one parameter on the wire
+
+
+class RoundTools(Protocol[P]):
     """What an algorithm may use in round t (the engine's and the distributed backend's tools)."""
 
-    config: Config          # the resolved config: the hyperparameters (r.config.rho, r.config.server_lr, …)
+    params: P               # the algorithm's hyperparameters (r.params.server_lr, …)
+    config: RunSettings     # the run's own settings (r.config.num_clients, …)
     t: int                  # rounds completed before this one
     lr: float               # η_t = η · decay^t
     num_clients: int        # m
@@ -83,13 +100,13 @@ class RoundTools(Protocol):
 
 
 @dataclass(frozen=True)
-class Algorithm:
+class Algorithm(Generic[State, P]):
     """One algorithm: its hyperparameters, its declared local rule, its state and its round.
 
     ``kind`` is ``"decentralized"`` (the state holds every client's model,
     ``state.x`` of shape ``(m, d)``) or ``"centralized"`` (a server's global
-    model, ``state.w`` of shape ``(d,)``). ``fixed`` lists config fields that
-    must take one value (D-PSGD's single local step). ``distributable``: its
+    model, ``state.w`` of shape ``(d,)``). ``fixed`` lists hyperparameters
+    that must take one value (D-PSGD's single local step). ``distributable``: its
     state is only ``x`` and its round uses only local training and gossip, so
     a rank of the distributed backend (:mod:`dfl_core.distributed`) can run it
     on its block of rows.
@@ -97,10 +114,10 @@ class Algorithm:
 
     name: str
     summary: str
-    params: type                                    # frozen dataclass: the hyperparameters and their defaults
-    local_rule: Callable[[Any, Any], LocalRule]     # (resolved config, state at the round's start) -> rule
-    round: Callable[[Any, RoundTools], Any]         # (state, tools) -> state
-    init: Callable[[Tensor, RoundTools], Any]       # (x0 (m, d), tools) -> state before round 0
+    params: type[P]                                         # its hyperparameters: a @params dataclass
+    local_rule: Callable[[P, State, RunSettings], LocalRule]  # (params, state at the round's start, run) -> rule
+    round: Callable[[State, RoundTools[P]], State]          # (state, tools) -> state
+    init: Callable[[Tensor, RoundTools[P]], State]          # (x0 (m, d), tools) -> state before round 0
     kind: str = "decentralized"
     fixed: Mapping[str, object] = field(default_factory=dict)
     distributable: bool = False
@@ -110,7 +127,7 @@ class Algorithm:
         """The hyperparameters this algorithm reads, with their defaults (``params``' fields)."""
         return {f.name: f.default for f in fields(self.params)}
 
-    def client_models(self, state, num_clients: int) -> Tensor:
+    def client_models(self, state: State, num_clients: int) -> Tensor:
         """Every client's model, ``(m, d)`` (the global model repeated, for centralized FL)."""
         return state.x if self.kind == "decentralized" else state.w.expand(num_clients, -1)
 
@@ -137,16 +154,33 @@ class GlobalModel(NamedTuple):
 
 
 # ------------------------------------------------------ hyperparameter families
-@dataclass(frozen=True)
-class DecentralizedParams:
+# Each hyperparameter is declared once, with setting(default, help, allowed), on the class that introduces
+# it; a subclass changes only its default (``gossip_steps: int = 4``).
+@params
+class LocalParams:
+    """Every algorithm's local work: K = 5 local steps a round (DFedSAM App. B.3)."""
+
+    local_steps: int = setting(5, "K, local steps per round", Integer(1))
+
+
+@params
+class GraphParams:
+    """A communication graph and Q gossip steps a round: a ring, Q = 1 (DFedSAM App. B.3)."""
+
+    topology: str = setting("ring", "communication graph / mixing scheme (decentralized)", OneOf(TOPOLOGIES))
+    gossip_steps: int = setting(1, "Q, gossip steps per round (decentralized)", Integer(1))
+
+
+@params
+class DecentralizedParams(LocalParams, GraphParams):
     """The decentralized family (DFedSAM App. B.3): a ring, one gossip step per round, K = 5."""
 
-    topology: str = "ring"
-    gossip_steps: int = 1                           # Q
-    local_steps: int = 5                            # K
+
+#: The deterministic roundings (``quant_stochastic`` selects unbiased stochastic rounding instead).
+QUANT_ROUNDINGS = ("nearest", "floor")
 
 
-@dataclass(frozen=True)
+@params
 class GossipParams(DecentralizedParams):
     r"""… whose rounds gossip with ``r.gossip``, which can send compressed messages (public copies, CHOCO-Gossip).
 
@@ -154,45 +188,101 @@ class GossipParams(DecentralizedParams):
     :math:`Q(x_i - \hat x_i)` instead, b-bit integers and one scale (:mod:`dfl_core.gossip`, Koloskova et al. 2019).
     """
 
-    quant_bits: int | None = None                   # b; None: exact (32-bit float) messages
-    quant_step: float | None = None                 # s; None: max|v|/(2^(b-1)-1) per message
-    quant_rounding: str = "nearest"                 # or "floor" (the two readings of DFedAvgM §3.2)
-    quant_stochastic: bool = False                  # unbiased stochastic rounding instead
-    consensus_step: float = 1.0                     # γ, the step toward the neighbours' public copies
+    quant_bits: int | None = setting(
+        None, "b, bits per coordinate of a gossip message (decentralized; none: 32-bit floats). "
+        "dfedsam, dfedavg, …: compressed gossip with public copies (CHOCO)", Integer(2, 32))
+    quant_step: float | None = setting(None, "h, quantization step (none: max|v|/(2^(b-1)-1) per message)",
+                                       Number(0.0, low_open=True))
+    quant_rounding: str = setting("nearest", "rounding to a level: 'nearest' or 'floor' (round down; the DFedAvgM "
+                                  "seed's text copy lost the bracket that says which)", OneOf(QUANT_ROUNDINGS))
+    quant_stochastic: bool = setting(False, "unbiased stochastic rounding instead", Flag())
+    consensus_step: float = setting(1.0, "γ, compressed gossip's step toward the neighbours' public copies: "
+                                    "x + γ(W − I)x̂ (CHOCO-Gossip)", Number(0.0, 1.0, low_open=True))
+
+    #: The quantizer's settings, which mean nothing without quant_bits.
+    QUANTIZER_FIELDS = ("quant_step", "quant_rounding", "quant_stochastic", "consensus_step")
+
+    def check(self) -> None:
+        if self.quant_bits is None:
+            idle = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
+                    if f.name in self.QUANTIZER_FIELDS and getattr(self, f.name) != f.default]
+            if idle:
+                raise ConfigError(f"{', '.join(idle)} set, but quant_bits is not: messages are exact 32-bit "
+                                  f"floats; give quant_bits (2..32) to compress them")
+        if self.quant_stochastic and self.quant_rounding == "floor":
+            raise ConfigError("quant_stochastic=True rounds at random (up or down, unbiased); it cannot be combined "
+                              "with quant_rounding='floor'")
+        if self.uses_public_copies and TOPOLOGIES[self.topology].time_varying:
+            raise ConfigError(f"quant_bits={self.quant_bits} with the time-varying topology {self.topology!r}: "
+                              f"compressed gossip keeps public copies of the neighbours' models, which a client "
+                              f"meeting a new neighbour does not hold; use a static topology "
+                              f"({', '.join(k for k, v in TOPOLOGIES.items() if not v.time_varying)})")
+
+    @property
+    def uses_public_copies(self) -> bool:
+        """Whether gossip sends compressed messages against public copies x̂."""
+        return self.quant_bits is not None
+
+    @property
+    def quantizer(self) -> dict[str, Any]:
+        """The b-bit quantizer's arguments, for :func:`dfl_core.operators.quantize` and
+        :func:`~dfl_core.operators.encode`: ``bits``, ``step``, ``rounding`` and ``stochastic``."""
+        return dict(bits=self.quant_bits, step=self.quant_step, rounding=self.quant_rounding,
+                    stochastic=self.quant_stochastic)
 
 
-@dataclass(frozen=True)
-class SampledParams:
+@params
+class SampledParams(LocalParams):
     """Centralized FL with client sampling: K = 5 local steps, 10% of the clients per round."""
 
-    local_steps: int = 5
-    client_fraction: float = 0.1
-    clients_per_round: int | None = None            # a count instead of a fraction
+    client_fraction: float | None = setting(0.1, "C, fraction of clients sampled per round (centralized)",
+                                            Number(0.0, 1.0, low_open=True))
+    clients_per_round: int | None = setting(None, "|S_t|, number of clients sampled per round (centralized; "
+                                            "instead of a fraction)", Integer(1))
 
 
-@dataclass(frozen=True)
+@params
 class CentralizedParams(SampledParams):
     """… with a server learning rate η_g (1: the server takes the clients' average)."""
 
-    server_lr: float = 1.0
+    server_lr: float = setting(1.0, "η_g, server learning rate (centralized)", Number(0.0, low_open=True))
 
 
-@dataclass(frozen=True)
-class SAMParams:
-    """SAM's radius and variant (DFedSAM App. B.3: ρ = 0.01; ASAM, Kwon et al. 2021: η = 0.2)."""
+@params
+class SAMRadius:
+    """SAM's radius ρ (DFedSAM App. B.3: ρ = 0.01), shared by every sharpness-aware algorithm."""
 
-    rho: float = 0.01
-    sam_variant: str = "sam"
-    asam_eta: float = 0.2
-    asam_scale_all: bool = True                     # the paper's ASAM; false: only "weight" tensors (the code)
+    rho: float = setting(0.01, "ρ, SAM perturbation radius", Number(0.0), step_size=True)
+
+
+@params
+class SAMParams(SAMRadius):
+    """SAM's radius and variant (ASAM, Kwon et al. 2021: η = 0.2)."""
+
+    sam_variant: str = setting("sam", "'sam' or 'asam' (adaptive SAM, Kwon et al. 2021)", OneOf(SAM_VARIANTS))
+    asam_eta: float = setting(0.2, "ASAM's offset: it scales each parameter w by |w| + asam_eta (the ASAM "
+                              "paper's η)", Number(0.0))
+    asam_scale_all: bool = setting(True, "ASAM scales every parameter (paper); false: only weights (code)", Flag())
+
+
+@params
+class HeavyBallParams:
+    """Heavy-ball momentum θ of the local steps (DFedAvgM: θ = 0.9, DFedSAM App. B.3)."""
+
+    momentum: float = setting(0.9, "θ, heavy-ball momentum of the local steps", Number(0.0, 1.0, high_open=True))
 
 
 # -------------------------------------------------------------- common local rules
-def sgd_rule(cfg: Config, state=None) -> LocalRule:
-    """K steps of SGD (with the config's weight decay and heavy-ball momentum, if any)."""
-    return sgd(cfg.weight_decay, cfg.momentum)
+def sgd_rule(p: LocalParams, s: Any, run: RunSettings) -> LocalRule:
+    """K steps of SGD (with the run's weight decay)."""
+    return sgd(run.weight_decay)
 
 
-def sam_rule(cfg: Config, state=None) -> LocalRule:
+def heavy_ball_rule(p: HeavyBallParams, s: Any, run: RunSettings) -> LocalRule:
+    """K steps of heavy-ball SGD (momentum θ = ``p.momentum``)."""
+    return sgd(run.weight_decay, p.momentum)
+
+
+def sam_rule(p: SAMParams, s: Any, run: RunSettings) -> LocalRule:
     """K steps of SAM (or ASAM): the gradient at the perturbed point, then SGD's descent."""
-    return chain(sharpness_aware(cfg), sgd(cfg.weight_decay, cfg.momentum))
+    return chain(sharpness_aware(p), sgd(run.weight_decay))

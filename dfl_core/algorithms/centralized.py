@@ -12,18 +12,17 @@ FedGF is in :mod:`.fedgf`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 from torch import Tensor
 
 from ..local import LocalRule, blend_direction, chain, clip_by_global_norm, proximal, sgd, sharpness_aware
+from ..settings import Number, OneOf, params, setting
 from .base import Algorithm, CentralizedParams, GlobalModel, SampledParams, SAMParams, sam_rule, sgd_rule
 
 if TYPE_CHECKING:
-    from ..config import Config
-    from .base import RoundTools
+    from .base import RoundTools, RunSettings
 
 __all__ = ["client_update", "fedavg_round", "fedavgm_round", "client_momentum_round", "mimelite_round",
            "FEDAVG", "FEDSAM", "FEDASAM", "FEDPROX", "FEDAVGM", "FEDCM", "MOFEDSAM", "MIMELITE", "MOFEDSAM_VARIANTS"]
@@ -54,17 +53,17 @@ def fedavg_round(s: GlobalModel, r: RoundTools) -> GlobalModel:
     3. :math:`w^{t+1} = w^t + \eta_g \sum_{i \in S_t} p_i\, (y_i^K - w^t)`
     """
     update = client_update(s.w, r)                                 # l.1–2, Σ p_i (y_i − w)
-    return GlobalModel(s.w + r.config.server_lr * update)           # l.3
+    return GlobalModel(s.w + r.params.server_lr * update)           # l.3
 
 
-def fedprox_rule(cfg: Config, s: GlobalModel) -> LocalRule:
+def fedprox_rule(p: FedProxParams, s: GlobalModel, run: RunSettings) -> LocalRule:
     r"""FedProx's local steps (Li et al., MLSys 2020, Algorithm 2): SGD on :math:`F_i(y) + \frac{\mu}{2}\lVert y - w^t\rVert^2`.
 
     The gradient is :math:`\nabla F_i(y) + \mu (y - w^t)`; μ is ``prox_mu`` (μ = 0 is FedAvg).
     The paper's variable local work of stragglers (γ-inexactness) is not
     modelled: every client takes the same K steps.
     """
-    return chain(proximal(cfg.prox_mu, s.w), sgd(cfg.weight_decay, cfg.momentum))
+    return chain(proximal(p.prox_mu, s.w), sgd(run.weight_decay))
 
 
 class ServerMomentum(NamedTuple):
@@ -86,8 +85,8 @@ def fedavgm_round(s: ServerMomentum, r: RoundTools) -> ServerMomentum:
     θ_g is ``server_momentum`` (the paper's β); with θ_g = 0 this is FedAvg.
     """
     delta = -client_update(s.w, r)                                  # Δ^t
-    v = r.config.server_momentum * s.velocity + delta
-    return ServerMomentum(s.w - r.config.server_lr * v, v)
+    v = r.params.server_momentum * s.velocity + delta
+    return ServerMomentum(s.w - r.params.server_lr * v, v)
 
 
 # ------------------------------------------------------ client momentum: FedCM, MoFedSAM
@@ -100,19 +99,18 @@ class ServerDirection(NamedTuple):
         return cls(x0[0].clone(), torch.zeros_like(x0[0]))
 
 
-def fedcm_rule(cfg: Config, s: ServerDirection) -> LocalRule:
+def fedcm_rule(p: FedCMParams, s: ServerDirection, run: RunSettings) -> LocalRule:
     r"""FedCM's local direction :math:`v = \alpha\, g + (1-\alpha)\, \Delta^t` (α = ``fedcm_alpha``), then SGD."""
-    return chain(blend_direction(cfg.fedcm_alpha, s.delta), sgd(cfg.weight_decay, cfg.momentum))
+    return chain(blend_direction(p.fedcm_alpha, s.delta), sgd(run.weight_decay))
 
 
-def mofedsam_rule(cfg: Config, s: ServerDirection) -> LocalRule:
+def mofedsam_rule(p: MoFedSAMParams, s: ServerDirection, run: RunSettings) -> LocalRule:
     r"""MoFedSAM's local direction :math:`v = \alpha\, \tilde g + (1-\alpha)\, \Delta^t`, :math:`\tilde g` the SAM gradient.
 
     ``mofedsam_variant="fl-simulator"`` also clips v to norm 10, as that code does.
     """
-    clip = (clip_by_global_norm(10.0),) if cfg.mofedsam_variant == "fl-simulator" else ()
-    return chain(sharpness_aware(cfg), blend_direction(cfg.mofedsam_alpha, s.delta), *clip,
-                 sgd(cfg.weight_decay, cfg.momentum))
+    clip = (clip_by_global_norm(10.0),) if p.mofedsam_variant == "fl-simulator" else ()
+    return chain(sharpness_aware(p), blend_direction(p.mofedsam_alpha, s.delta), *clip, sgd(run.weight_decay))
 
 
 def client_momentum_round(s: ServerDirection, r: RoundTools) -> ServerDirection:
@@ -134,12 +132,12 @@ def client_momentum_round(s: ServerDirection, r: RoundTools) -> ServerDirection:
     (hwan-sig/Official-FedGF ``mofedsam.py``: :math:`w^{t+1} = w^t - \eta_g \Delta^{t+1}`,
     a step of :math:`\eta_g \bar u / (\eta_l K)`, larger than FedAvg's by :math:`1/(\eta_l K)`).
     """
-    cfg = r.config
+    p = r.params
     update = client_update(s.w, r, messages_per_client=3)            # 1.–2.: w and Δ down, y_i up
-    delta = -update / (r.lr * cfg.local_steps)                      # Δ^{t+1}
-    if cfg.mofedsam_variant == "official-fedgf":
-        return ServerDirection(s.w - cfg.server_lr * delta, delta)
-    return ServerDirection(s.w + cfg.server_lr * update, delta)     # 3.
+    delta = -update / (r.lr * p.local_steps)                        # Δ^{t+1}
+    if getattr(p, "mofedsam_variant", "paper") == "official-fedgf":  # (FedCM has only the paper's step)
+        return ServerDirection(s.w - p.server_lr * delta, delta)
+    return ServerDirection(s.w + p.server_lr * update, delta)       # 3.
 
 
 # -------------------------------------------------------------------- MimeLite
@@ -152,9 +150,9 @@ class ServerStatistics(NamedTuple):
         return cls(x0[0].clone(), torch.zeros_like(x0[0]))
 
 
-def mimelite_rule(cfg: Config, s: ServerStatistics) -> LocalRule:
+def mimelite_rule(p: MimeLiteParams, s: ServerStatistics, run: RunSettings) -> LocalRule:
     r"""MimeLite's local direction :math:`(1-\beta)\, \nabla f_i(y; \zeta) + \beta\, m`, m fixed during the round."""
-    return chain(blend_direction(1 - cfg.server_momentum, s.momentum), sgd(cfg.weight_decay, cfg.momentum))
+    return chain(blend_direction(1 - p.server_momentum, s.momentum), sgd(run.weight_decay))
 
 
 def mimelite_round(s: ServerStatistics, r: RoundTools) -> ServerStatistics:
@@ -170,7 +168,7 @@ def mimelite_round(s: ServerStatistics, r: RoundTools) -> ServerStatistics:
 
     θ_g is ``server_momentum`` (the paper's β, 0.9 by default). Each client receives (w, m) and sends (y_i, c_i).
     """
-    beta = r.config.server_momentum
+    beta = r.params.server_momentum
     clients = r.sample_clients()
     start = s.w.expand(len(clients), -1)
     y = r.local_train(start, clients)                               # 1., the declared direction
@@ -180,14 +178,14 @@ def mimelite_round(s: ServerStatistics, r: RoundTools) -> ServerStatistics:
 
 
 # --------------------------------------------------------------- hyperparameters
-@dataclass(frozen=True)
+@params
 class FedSAMParams(SAMParams, CentralizedParams):
     """FedSAM (Qu et al. 2022): ρ = 0.05."""
 
     rho: float = 0.05
 
 
-@dataclass(frozen=True)
+@params
 class FedASAMParams(FedSAMParams):
     """FedASAM (Caldarola et al. 2022): adaptive SAM with ρ = 0.7, η = 0.2 (CIFAR-10 heterogeneous)."""
 
@@ -195,40 +193,47 @@ class FedASAMParams(FedSAMParams):
     sam_variant: str = "asam"
 
 
-@dataclass(frozen=True)
+@params
 class FedProxParams(CentralizedParams):
     """FedProx: proximal coefficient μ = 0.01."""
 
-    prox_mu: float = 0.01
+    prox_mu: float = setting(0.01, "μ, proximal coefficient of fedprox", Number(0.0))
 
 
-@dataclass(frozen=True)
-class FedAvgMParams(CentralizedParams):
+@params
+class ServerMomentumParams:
+    """A server momentum θ_g = 0.9 (FedAvgM's and MimeLite's)."""
+
+    server_momentum: float = setting(0.9, "θ_g, server momentum of fedavgm and mimelite",
+                                     Number(0.0, 1.0, high_open=True))
+
+
+@params
+class FedAvgMParams(ServerMomentumParams, CentralizedParams):
     """FedAvgM: server momentum θ_g = 0.9."""
 
-    server_momentum: float = 0.9
 
-
-@dataclass(frozen=True)
+@params
 class FedCMParams(CentralizedParams):
     """FedCM: α_CM = 0.1 (the paper's α and default)."""
 
-    fedcm_alpha: float = 0.1
+    fedcm_alpha: float = setting(0.1, "α_CM, FedCM's weight of the gradient: α_CM·g + (1 − α_CM)·Δ",
+                                 Number(0.0, 1.0))
 
 
-@dataclass(frozen=True)
+@params
 class MoFedSAMParams(FedSAMParams):
     """MoFedSAM: ρ = 0.05, α_Mo = 0.1 (the paper's α), the paper's server step."""
 
-    mofedsam_alpha: float = 0.1
-    mofedsam_variant: str = "paper"
+    mofedsam_alpha: float = setting(0.1, "α_Mo, MoFedSAM's weight of the SAM gradient: α_Mo·g_SAM + (1 − α_Mo)·Δ",
+                                    Number(0.0, 1.0))
+    mofedsam_variant: str = setting("paper", "MoFedSAM server step: " + ", ".join(MOFEDSAM_VARIANTS),
+                                    OneOf(MOFEDSAM_VARIANTS))
 
 
-@dataclass(frozen=True)
-class MimeLiteParams(SampledParams):
+@params
+class MimeLiteParams(ServerMomentumParams, SampledParams):
     """MimeLite: server momentum θ_g = 0.9; its server takes the plain average (no η_g)."""
-
-    server_momentum: float = 0.9
 
 
 FEDAVG = Algorithm("fedavg", "FedAvg: sampled clients run K SGD steps, the server averages (McMahan et al. 2017)",

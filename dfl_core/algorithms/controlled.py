@@ -3,12 +3,11 @@ r"""Centralized FL whose clients keep state across rounds: SCAFFOLD, FedGAMMA, F
 Each client's state is one row of an ``(m, d)`` tensor in the algorithm's
 state (SCAFFOLD's :math:`c_i`, FedDyn's :math:`\nabla L_i(\theta_i^{t-1})`,
 FedSMOO's :math:`\mu_i`), read by the local rule through the step's client
-ids (``ctx.clients``) and replaced row-wise after the round; only sampled
+ids (``step.clients``) and replaced row-wise after the round; only sampled
 clients' rows change. These algorithms average with :math:`1/|S|` as their papers do.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
@@ -16,11 +15,11 @@ from torch import Tensor
 
 from ..local import (LocalRule, add_decayed_weights, chain, clip_by_global_norm, control_variate, corrected_sam,
                      proximal, sam_perturbation, sgd, sharpness_aware)
-from .base import Algorithm, CentralizedParams, SampledParams, SAMParams
+from ..settings import Number, OneOf, params, setting
+from .base import Algorithm, CentralizedParams, SampledParams, SAMParams, SAMRadius
 
 if TYPE_CHECKING:
-    from ..config import Config
-    from .base import RoundTools
+    from .base import RoundTools, RunSettings
 
 __all__ = ["controlled_round", "feddyn_round", "fedsmoo_round", "SCAFFOLD", "FEDGAMMA", "FEDDYN", "FEDSMOO",
            "SCAFFOLD_OPTIONS", "FEDSMOO_VARIANTS"]
@@ -47,14 +46,14 @@ class ControlVariates(NamedTuple):
         return cls(x0[0].clone(), torch.zeros_like(x0[0]), _zeros(x0))
 
 
-def scaffold_rule(cfg: Config, s: ControlVariates) -> LocalRule:
+def scaffold_rule(p: ScaffoldParams, s: ControlVariates, run: RunSettings) -> LocalRule:
     r"""SCAFFOLD's corrected local step :math:`y \leftarrow y - \eta_l\,(g_i(y) - c_i + c)` (l.10)."""
-    return chain(control_variate(s.c_clients, s.c), sgd(cfg.weight_decay, cfg.momentum))
+    return chain(control_variate(s.c_clients, s.c), sgd(run.weight_decay))
 
 
-def fedgamma_rule(cfg: Config, s: ControlVariates) -> LocalRule:
+def fedgamma_rule(p: FedGAMMAParams, s: ControlVariates, run: RunSettings) -> LocalRule:
     r"""FedGAMMA's local step: the SAM gradient, corrected as SCAFFOLD's, :math:`\nabla F_i(y + \delta) - c_i + c`."""
-    return chain(sharpness_aware(cfg), control_variate(s.c_clients, s.c), sgd(cfg.weight_decay, cfg.momentum))
+    return chain(sharpness_aware(p), control_variate(s.c_clients, s.c), sgd(run.weight_decay))
 
 
 def controlled_round(s: ControlVariates, r: RoundTools, option: str) -> ControlVariates:
@@ -79,7 +78,7 @@ def controlled_round(s: ControlVariates, r: RoundTools, option: str) -> ControlV
     by N (|S| times smaller than SCAFFOLD's sum / N).
     Each client receives (w, c) and sends (Δy_i, Δc_i): four model-sized messages.
     """
-    cfg, w = r.config, s.w
+    p, w = r.params, s.w
     clients = r.sample_clients()
     rows = clients.to(s.c_clients.device)
     start = w.expand(len(clients), -1)
@@ -87,16 +86,16 @@ def controlled_round(s: ControlVariates, r: RoundTools, option: str) -> ControlV
     if option == "I":
         c_new = r.full_gradient(start, clients)                                          # l.12, option I
     else:
-        c_new = s.c_clients[rows] - s.c + (w - y) / (cfg.local_steps * r.lr)             # l.12, option II
-    c = s.c + (c_new - s.c_clients[rows]).sum(0) / cfg.num_clients                       # l.17
+        c_new = s.c_clients[rows] - s.c + (w - y) / (p.local_steps * r.lr)               # l.12, option II
+    c = s.c + (c_new - s.c_clients[rows]).sum(0) / r.config.num_clients                  # l.17
     r.count_transmissions(4 * len(clients))
-    return ControlVariates(w + cfg.server_lr * (y - w).mean(0), c,                       # l.16
+    return ControlVariates(w + p.server_lr * (y - w).mean(0), c,                         # l.16
                            s.c_clients.index_copy(0, rows, c_new))                       # l.13
 
 
 def scaffold_round(s: ControlVariates, r: RoundTools) -> ControlVariates:
     """SCAFFOLD with the configured option for l.12 (:func:`controlled_round`)."""
-    return controlled_round(s, r, r.config.scaffold_option)
+    return controlled_round(s, r, r.params.scaffold_option)
 
 
 def fedgamma_round(s: ControlVariates, r: RoundTools) -> ControlVariates:
@@ -115,9 +114,9 @@ class DynamicRegularization(NamedTuple):
         return cls(x0[0].clone(), torch.zeros_like(x0[0]), _zeros(x0))
 
 
-def feddyn_rule(cfg: Config, s: DynamicRegularization) -> LocalRule:
+def feddyn_rule(p: FedDynParams, s: DynamicRegularization, run: RunSettings) -> LocalRule:
     r"""FedDyn's local steps along :math:`\nabla L_k(\theta; \xi) - \nabla L_k(\theta_k^{t-1}) + \alpha(\theta - \theta^{t-1})`."""
-    return chain(control_variate(s.local_grads), proximal(cfg.dyn_alpha, s.w), sgd(cfg.weight_decay, cfg.momentum))
+    return chain(control_variate(s.local_grads), proximal(p.dyn_alpha, s.w), sgd(run.weight_decay))
 
 
 def feddyn_round(s: DynamicRegularization, r: RoundTools) -> DynamicRegularization:
@@ -132,12 +131,12 @@ def feddyn_round(s: DynamicRegularization, r: RoundTools) -> DynamicRegularizati
     α is ``dyn_alpha``. The paper solves step 1 with SGD epochs, as here; FL-Simulator's
     ``feddyn.py`` computes the same update and also clips the gradient at norm 10.
     """
-    cfg, alpha, w = r.config, r.config.dyn_alpha, s.w
+    alpha, w = r.params.dyn_alpha, s.w
     clients = r.sample_clients()
     rows = clients.to(s.local_grads.device)
     theta = r.local_train(w.expand(len(clients), -1), clients)                          # 1.
     local_grads = s.local_grads.index_copy(0, rows, s.local_grads[rows] - alpha * (theta - w))   # 2.
-    h = s.h - alpha * (theta - w).sum(0) / cfg.num_clients                              # 3.
+    h = s.h - alpha * (theta - w).sum(0) / r.config.num_clients                         # 3.
     r.count_transmissions(2 * len(clients))
     return DynamicRegularization(theta.mean(0) - h / alpha, h, local_grads)              # 4.
 
@@ -157,7 +156,7 @@ class FedSMOOState(NamedTuple):
         return cls(x0[0].clone(), zero, _zeros(x0), _zeros(x0), _zeros(x0), zero.clone())
 
 
-def fedsmoo_rule(cfg: Config, s: FedSMOOState, duals: Tensor | None = None,
+def fedsmoo_rule(p: FedSMOOParams, s: FedSMOOState, run: RunSettings, duals: Tensor | None = None,
                  last: Tensor | None = None) -> LocalRule:
     r"""FedSMOO's local step: SAM with the corrected perturbation, then FedDyn's terms (see :func:`fedsmoo_round`).
 
@@ -167,13 +166,13 @@ def fedsmoo_rule(cfg: Config, s: FedSMOOState, duals: Tensor | None = None,
     """
     duals = s.duals.clone() if duals is None else duals
     last = s.last_perturbations.clone() if last is None else last
-    pieces = [corrected_sam(cfg.rho, duals, s.s, last)]
-    if cfg.fedsmoo_variant != "no-regularizer":              # − ∇L_i(θ_i^{t-1}) − λθ^t, then + λθ
-        pieces.append(control_variate(s.local_grads, -cfg.dyn_alpha * s.w))
-        if cfg.fedsmoo_variant == "fl-simulator":
+    pieces = [corrected_sam(p.rho, duals, s.s, last)]
+    if p.fedsmoo_variant != "no-regularizer":                # − ∇L_i(θ_i^{t-1}) − λθ^t, then + λθ
+        pieces.append(control_variate(s.local_grads, -p.dyn_alpha * s.w))
+        if p.fedsmoo_variant == "fl-simulator":
             pieces.append(clip_by_global_norm(10.0))
-        pieces.append(add_decayed_weights(cfg.dyn_alpha))
-    return chain(*pieces, sgd(cfg.weight_decay, cfg.momentum))
+        pieces.append(add_decayed_weights(p.dyn_alpha))
+    return chain(*pieces, sgd(run.weight_decay))
 
 
 def fedsmoo_round(s: FedSMOOState, r: RoundTools) -> FedSMOOState:
@@ -199,50 +198,59 @@ def fedsmoo_round(s: FedSMOOState, r: RoundTools) -> FedSMOOState:
     ``"no-regularizer"`` (Official-FedGF's ``fedSMOO_woReg``: steps 1 and 3
     without FedDyn's terms, and a FedAvg server). λ is ``dyn_alpha``.
     """
-    cfg, lam, variant, w = r.config, r.config.dyn_alpha, r.config.fedsmoo_variant, s.w
+    p, w = r.params, s.w
+    lam, variant = p.dyn_alpha, p.fedsmoo_variant
     clients = r.sample_clients()
     rows = clients.to(s.duals.device)
     duals, last = s.duals.clone(), s.last_perturbations.clone()   # this round's μ_i, ŝ_i (written by the rule)
-    theta = r.local_train(w.expand(len(clients), -1), clients, rule=fedsmoo_rule(cfg, s, duals, last))   # 1.
+    theta = r.local_train(w.expand(len(clients), -1), clients, rule=fedsmoo_rule(p, s, r.config, duals, last))   # 1.
     s_bar = duals[rows].mean(0) if variant == "fl-simulator" else (duals[rows] - last[rows]).mean(0)
     r.count_transmissions(4 * len(clients))                       # (θ, s) down, (θ_i, μ_i) up
-    kept = dict(duals=duals, last_perturbations=last, s=sam_perturbation(s_bar, cfg.rho))   # 3.
+    kept = dict(duals=duals, last_perturbations=last, s=sam_perturbation(s_bar, p.rho))     # 3.
     if variant == "no-regularizer":
         return s._replace(w=(r.client_weights(clients) * theta).sum(0), **kept)
     local_grads = s.local_grads.index_copy(0, rows, s.local_grads[rows] - lam * (theta - w))   # 2.
-    h = s.h - lam * (theta - w).sum(0) / cfg.num_clients
+    h = s.h - lam * (theta - w).sum(0) / r.config.num_clients
     return FedSMOOState(theta.mean(0) - h / lam, h, local_grads, **kept)
 
 
 # --------------------------------------------------------------- hyperparameters
-@dataclass(frozen=True)
+@params
 class ScaffoldParams(CentralizedParams):
     """SCAFFOLD: option II for c_i (what the paper's experiments favour)."""
 
-    scaffold_option: str = "II"
+    scaffold_option: str = setting("II", "SCAFFOLD's refresh of c_i: 'I' (gradient at w over the local data) "
+                                   "or 'II' (from the local update)", OneOf(SCAFFOLD_OPTIONS))
 
 
-@dataclass(frozen=True)
+@params
 class FedGAMMAParams(SAMParams, CentralizedParams):
     """FedGAMMA: ρ = 0.05, SCAFFOLD's option II."""
 
     rho: float = 0.05
 
 
-@dataclass(frozen=True)
-class FedDynParams(SampledParams):
+@params
+class DynamicRegularizationParams:
+    """FedDyn's α = 0.01."""
+
+    dyn_alpha: float = setting(0.01, "α_dyn, dynamic regularization coefficient of feddyn and fedsmoo",
+                               Number(0.0, low_open=True))
+
+
+@params
+class FedDynParams(DynamicRegularizationParams, SampledParams):
     """FedDyn: α = 0.01; its server step has no η_g."""
 
-    dyn_alpha: float = 0.01
 
-
-@dataclass(frozen=True)
-class FedSMOOParams(SampledParams):
+@params
+class FedSMOOParams(DynamicRegularizationParams, SAMRadius, SampledParams):
     """FedSMOO: ρ = 0.1 and λ = 0.1 (FL-Simulator's defaults), the paper's server."""
 
     rho: float = 0.1
     dyn_alpha: float = 0.1
-    fedsmoo_variant: str = "paper"
+    fedsmoo_variant: str = setting("paper", "FedSMOO: " + ", ".join(FEDSMOO_VARIANTS)
+                                   + " (see dfl_core.algorithms.controlled)", OneOf(FEDSMOO_VARIANTS))
 
 
 SCAFFOLD = Algorithm("scaffold", "SCAFFOLD: local steps corrected by control variates c − c_i, option I or II "

@@ -11,11 +11,12 @@ does not change.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..operators import message_bits, quantize
-from .base import Algorithm, ClientModels, GossipParams, SAMParams, sam_rule, sgd_rule
+from ..settings import OneOf, params, setting
+from .base import (QUANT_ROUNDINGS, Algorithm, ClientModels, GossipParams, HeavyBallParams, SAMParams,
+                   heavy_ball_rule, sam_rule, sgd_rule)
 
 if TYPE_CHECKING:
     from .base import RoundTools
@@ -57,8 +58,6 @@ def local_steps_then_gossip(s: ClientModels, r: RoundTools) -> ClientModels:
     return ClientModels(r.gossip(z))          # l.6–9: Q gossip steps
 
 
-#: The deterministic roundings (``quant_stochastic`` selects unbiased stochastic rounding instead).
-QUANT_ROUNDINGS = ("nearest", "floor")
 #: dfedavgm-q's three readings of its gossip: the default sends what it counts; see quantized_dfedavgm_round.
 QUANT_MIXINGS = ("public-copies", "differences-only", "exact-neighbour-models")
 #: The readings whose messages cannot be sent as counted (a run says so on stderr and in its results).
@@ -89,47 +88,53 @@ def quantized_dfedavgm_round(s: ClientModels, r: RoundTools) -> ClientModels:
     and :func:`~dfl_core.operators.quantize` says how the quantizer is. Stochastic rounding
     (``quant_stochastic``) draws from the round's ``"quantize"`` stream. One gossip step a round.
     """
-    cfg, x = r.config, s.x
+    p, x = r.params, s.x
     z = r.local_train(x)                                             # (4): K heavy-ball steps
-    if cfg.quant_mixing == "public-copies":
+    if p.quant_mixing == "public-copies":
         return ClientModels(r.gossip(z))                            # compressed gossip of z
-    gen = r.generator("quantize") if cfg.quant_stochastic else None
-    q = quantize(z - x, **cfg.quantizer, generator=gen)             # (6): a message per row
-    bits = message_bits(x.shape[1], cfg.quant_bits)
-    if cfg.quant_mixing == "exact-neighbour-models":                 # W (x + Q(z − x)): DFedAvgM when Q = id
+    gen = r.generator("quantize") if p.quant_stochastic else None
+    q = quantize(z - x, **p.quantizer, generator=gen)               # (6): a message per row
+    bits = message_bits(x.shape[1], p.quant_bits)
+    if p.quant_mixing == "exact-neighbour-models":                 # W (x + Q(z − x)): DFedAvgM when Q = id
         return ClientModels(r.gossip(x + q, bits_per_message=bits))
     return ClientModels(x + r.gossip(q, bits_per_message=bits))      # (7)
 
 
 # --------------------------------------------------------------- hyperparameters
-@dataclass(frozen=True)
+@params
 class DPSGDParams(GossipParams):
     """D-PSGD: one SGD step per round."""
 
     local_steps: int = 1
 
 
-@dataclass(frozen=True)
-class DFedAvgMParams(GossipParams):
+@params
+class DFedAvgMParams(HeavyBallParams, GossipParams):
     """DFedAvgM: heavy-ball momentum θ = 0.9 (DFedSAM App. B.3)."""
 
-    momentum: float = 0.9
 
-
-@dataclass(frozen=True)
+@params
 class QuantizedDFedAvgMParams(DFedAvgMParams):
     """Quantized DFedAvgM: b = 16 bits, the step s chosen per message, gossip that sends what it counts."""
 
     quant_bits: int = 16
-    quant_mixing: str = "public-copies"
+    quant_mixing: str = setting("public-copies", "dfedavgm-q's gossip: 'public-copies' (CHOCO: sends 𝒬(z − x̂)), "
+                                "'differences-only' x + W·𝒬(z − x) (eq. (7) as read here; the clients' "
+                                "disagreement is never averaged), or 'exact-neighbour-models' "
+                                "W·(x + 𝒬(z − x)) (needs the neighbours' exact x: cannot be sent as counted)",
+                                OneOf(QUANT_MIXINGS))
+
+    @property
+    def uses_public_copies(self) -> bool:
+        return self.quant_bits is not None and self.quant_mixing == "public-copies"
 
 
-@dataclass(frozen=True)
+@params
 class DFedSAMParams(SAMParams, GossipParams):
     """DFedSAM (Shi et al. 2023, App. B.3): ρ = 0.01, ring, Q = 1, K = 5."""
 
 
-@dataclass(frozen=True)
+@params
 class DFedSAMMGSParams(DFedSAMParams):
     """DFedSAM-MGS: Q = 4 gossip steps per round."""
 
@@ -142,9 +147,9 @@ DPSGD = Algorithm("dpsgd", "D-PSGD: one local SGD step, then gossip (Lian et al.
 DFEDAVG = Algorithm("dfedavg", "DFedAvg: K local SGD steps, then gossip (Sun et al. 2022)",
                     GossipParams, sgd_rule, local_steps_then_gossip, ClientModels.init, distributable=True)
 DFEDAVGM = Algorithm("dfedavgm", "DFedAvgM: K local heavy-ball SGD steps, then gossip (Sun et al. 2022)",
-                     DFedAvgMParams, sgd_rule, local_steps_then_gossip, ClientModels.init, distributable=True)
+                     DFedAvgMParams, heavy_ball_rule, local_steps_then_gossip, ClientModels.init, distributable=True)
 DFEDAVGM_Q = Algorithm("dfedavgm-q", "Quantized DFedAvgM: K heavy-ball steps, then gossip of b-bit messages "
-                       "(Sun et al. 2022, §3.2; reconstructed)", QuantizedDFedAvgMParams, sgd_rule,
+                       "(Sun et al. 2022, §3.2; reconstructed)", QuantizedDFedAvgMParams, heavy_ball_rule,
                        quantized_dfedavgm_round, ClientModels.init, fixed={"gossip_steps": 1}, distributable=True)
 DFEDSAM = Algorithm("dfedsam", "DFedSAM: K local SAM steps, then one gossip step (Shi et al. 2023)",
                     DFedSAMParams, sam_rule, local_steps_then_gossip, ClientModels.init, distributable=True)

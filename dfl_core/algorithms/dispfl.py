@@ -17,20 +17,20 @@ the paper.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..local import LocalRule, StepContext, chain, sgd
+from ..local import EmptyState, LocalRule, LocalStep, chain, no_state, sgd
 from ..rng import purpose_seed
+from ..settings import Integer, Number, OneOf, params, setting
 from .base import Algorithm, DecentralizedParams
 
 if TYPE_CHECKING:
     from ..stacked import StackedModel
-    from . import RoundTools
+    from .base import RoundTools, RunSettings
 
 __all__ = ["DisPFLState", "dispfl_rule", "dispfl_round", "DISPFL", "erk_densities", "layer_counts", "initial_masks", "drop_fraction", "prune_and_regrow",
            "sparse_average", "mask_gradient", "message_bits", "DISPFL_REGROW", "DISPFL_MASK_INIT"]
@@ -160,11 +160,11 @@ def mask_gradient(masks: Tensor) -> LocalRule:
     The code masks the parameters after each SGD step instead; from a masked
     starting point both give the same iterates (without its norm clipping).
     """
-    def update(g: Tensor, s, x: Tensor, ctx: StepContext):
-        rows = masks if ctx.clients is None else masks[ctx.clients.to(masks.device)]
-        return g * rows.to(g.dtype), s
+    def update(g: Tensor, state: EmptyState, y: Tensor, step: LocalStep):
+        rows = masks if step.clients is None else masks[step.clients.to(masks.device)]
+        return g * rows.to(g.dtype), state
 
-    return LocalRule(lambda x: (), update)
+    return LocalRule(no_state, update)
 
 
 def message_bits(d: int, nonzeros: int, bits_per_param: int) -> int:
@@ -181,16 +181,16 @@ class DisPFLState(NamedTuple):
     @classmethod
     def init(cls, x0: Tensor, r: RoundTools) -> "DisPFLState":
         """Random ERK masks m_i^0 at ``dispfl_density`` (one shared mask with ``dispfl_mask_init="shared"``)."""
-        cfg = r.config
-        gen = torch.Generator().manual_seed(purpose_seed(cfg.seed, "masks"))
-        masks = initial_masks(r.model, cfg.num_clients, cfg.dispfl_density, gen,
-                              shared=cfg.dispfl_mask_init == "shared").to(x0.device)
+        p = r.params
+        gen = torch.Generator().manual_seed(purpose_seed(r.config.seed, "masks"))
+        masks = initial_masks(r.model, r.config.num_clients, p.dispfl_density, gen,
+                              shared=p.dispfl_mask_init == "shared").to(x0.device)
         return cls(x0, masks, masks.clone())
 
 
-def dispfl_rule(cfg, s: DisPFLState) -> LocalRule:
+def dispfl_rule(p: DisPFLParams, s: DisPFLState, run: RunSettings) -> LocalRule:
     """Sparse local SGD, eq. (3): the gradient masked by the client's current mask."""
-    return chain(mask_gradient(s.masks), sgd(cfg.weight_decay, cfg.momentum))
+    return chain(mask_gradient(s.masks), sgd(run.weight_decay))
 
 
 def dispfl_round(s: DisPFLState, r: RoundTools) -> DisPFLState:
@@ -235,17 +235,17 @@ def dispfl_round(s: DisPFLState, r: RoundTools) -> DisPFLState:
     Communication: each message is :func:`message_bits` (a d-bit bitmap plus
     the nonzeros at ``bits_per_param`` bits), one per edge :math:`j \to i`, :math:`j \ne i`.
     """
-    cfg, model, x = r.config, r.model, s.x
+    p, model, x = r.params, r.model, s.x
     (M,) = r.matrices()                                                 # one gossip step per round
     W = torch.as_tensor(M.W, dtype=x.dtype, device=x.device)
-    nonzeros = sum(layer_counts(model, cfg.dispfl_density))
-    r.count_transmissions(M.num_messages, message_bits(model.d, nonzeros, cfg.bits_per_param))
+    nonzeros = sum(layer_counts(model, p.dispfl_density))
+    r.count_transmissions(M.num_messages, message_bits(model.d, nonzeros, r.config.bits_per_param))
 
     y0 = sparse_average(x, s.sent_masks, W) * s.masks.to(x.dtype)     # (2)
     x_next = r.local_train(y0)                                          # (3), the masked rule
 
-    drop = drop_fraction(cfg.dispfl_anneal, r.t, cfg.dispfl_anneal_rounds or cfg.rounds)
-    if cfg.dispfl_regrow == "gradient":                                 # (4)
+    drop = drop_fraction(p.dispfl_anneal, r.t, p.dispfl_anneal_rounds or r.config.rounds)
+    if p.dispfl_regrow == "gradient":                                 # (4)
         new = prune_and_regrow(model, s.masks, x_next, drop, grad=r.full_gradient(x_next))
     else:
         new = prune_and_regrow(model, s.masks, x_next, drop, generator=r.generator("masks"))
@@ -254,17 +254,23 @@ def dispfl_round(s: DisPFLState, r: RoundTools) -> DisPFLState:
     return DisPFLState(x_next, new, s.masks)
 
 
-@dataclass(frozen=True)
+@params
 class DisPFLParams(DecentralizedParams):
     """DisPFL's public code (rong-dai/DisPFL ``main_dispfl.py`` and scripts): density 0.5, anneal 0.5,
     10 random neighbours a round (``random-as-coded``)."""
 
     topology: str = "random-as-coded"
-    dispfl_density: float = 0.5
-    dispfl_anneal: float = 0.5
-    dispfl_anneal_rounds: int | None = None         # T of the cosine (default: rounds)
-    dispfl_regrow: str = "gradient"
-    dispfl_mask_init: str = "independent"
+    dispfl_density: float = setting(0.5, "DisPFL: density of every client's mask, ERK over layers",
+                                    Number(0.0, 1.0, low_open=True))
+    dispfl_anneal: float = setting(0.5, "DisPFL: fraction of each layer's mask updated per round, annealed: "
+                                   "dispfl_anneal/2·(1 + cos(πt/dispfl_anneal_rounds)) in round t", Number(0.0, 1.0))
+    dispfl_anneal_rounds: int | None = setting(None, "DisPFL: the rounds over which that cosine falls to 0 "
+                                               "(default: rounds)", Integer(1))
+    dispfl_regrow: str = setting("gradient", "DisPFL regrowth: 'gradient' (largest |gradient|, the code's "
+                                 "default) or 'random' (the published scripts)", OneOf(DISPFL_REGROW))
+    dispfl_mask_init: str = setting("independent", "DisPFL initial masks: 'independent' per client (the "
+                                    "published scripts) or 'shared' by all (the code's default)",
+                                    OneOf(DISPFL_MASK_INIT))
 
 
 DISPFL = Algorithm("dispfl", "DisPFL: personalized sparse masks, masked aggregation and local steps, "

@@ -6,18 +6,18 @@ global one built from the server's last update.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 from torch import Tensor
 
 from ..local import LocalRule, chain, fedgf_perturbation, sam, sam_perturbation, sgd
-from .base import REQUIRED, Algorithm, CentralizedParams
+from ..local import FEDGF_READINGS
+from ..settings import REQUIRED, Integer, Number, OneOf, params, setting
+from .base import Algorithm, CentralizedParams, SAMRadius
 
 if TYPE_CHECKING:
-    from ..config import Config
-    from .base import RoundTools
+    from .base import RoundTools, RunSettings
 
 __all__ = ["FedGFState", "fedgf_c", "fedgf_rule", "fedgf_round", "FEDGF", "FEDGF_C_READINGS"]
 
@@ -38,25 +38,25 @@ class FedGFState(NamedTuple):
         return cls(x0[0].clone(), None, ())
 
 
-def fedgf_c(cfg: Config, s: FedGFState) -> float:
+def fedgf_c(p: FedGFParams, s: FedGFState) -> float:
     r"""The interpolation weight c of this round, eq. (16), from the completed rounds' indicators."""
-    window = s.indicators[-cfg.fedgf_window:]
-    if cfg.fedgf_c_reading == "seen":
+    window = s.indicators[-p.fedgf_window:]
+    if p.fedgf_c_reading == "seen":
         return sum(window) / len(window) if window else 0.0
-    return sum(window) / cfg.fedgf_window
+    return sum(window) / p.fedgf_window
 
 
-def fedgf_rule(cfg: Config, s: FedGFState) -> LocalRule:
+def fedgf_rule(p: FedGFParams, s: FedGFState, run: RunSettings) -> LocalRule:
     r"""The gradient at :math:`c\,\tilde w^r + (1-c)\,\tilde w_{i,k}`, eqs. (9)–(13); plain SAM in round 0.
 
     :math:`\tilde w^r = w^r + \rho\, \Delta^r/\lVert \Delta^r \rVert` with :math:`\Delta^r = w^{r-1} - w^r`
     (10)–(11); in round 0 there is no :math:`\Delta`, and the official code takes plain SAM steps.
     """
     if s.previous is None:
-        return chain(sam(cfg.rho), sgd(cfg.weight_decay, cfg.momentum))
-    global_delta = sam_perturbation(s.previous - s.w, cfg.rho)                     # (10)–(11)
-    return chain(fedgf_perturbation(cfg.rho, fedgf_c(cfg, s), s.w + global_delta, global_delta,
-                                    cfg.fedgf_reading), sgd(cfg.weight_decay, cfg.momentum))
+        return chain(sam(p.rho), sgd(run.weight_decay))
+    global_delta = sam_perturbation(s.previous - s.w, p.rho)                       # (10)–(11)
+    return chain(fedgf_perturbation(p.rho, fedgf_c(p, s), s.w + global_delta, global_delta, p.fedgf_reading),
+                 sgd(run.weight_decay))
 
 
 def fedgf_round(s: FedGFState, r: RoundTools) -> FedGFState:
@@ -75,25 +75,29 @@ def fedgf_round(s: FedGFState, r: RoundTools) -> FedGFState:
     and as coded) or ``"vectors"`` (see :func:`dfl_core.local.fedgf_perturbation`).
     c and :math:`D^r` are recorded every round (``fedgf_c``, ``fedgf_drift``).
     """
-    cfg, w = r.config, s.w
+    p, w = r.params, s.w
     clients = r.sample_clients()
     y = r.local_train(w.expand(len(clients), -1), clients)                         # 1.–2.
     r.count_transmissions((2 if s.previous is None else 3) * len(clients))        # w (and w̃) down, y_i up
     drift = float(torch.linalg.vector_norm(y - w, dim=1).mean())                   # 3., (15)
-    r.record(fedgf_c=fedgf_c(cfg, s), fedgf_drift=drift)
-    indicators = (*s.indicators, int(drift > cfg.fedgf_threshold))[-cfg.fedgf_window:]   # 4., (16)
-    return FedGFState(w + cfg.server_lr * (r.client_weights(clients) * (y - w)).sum(0), w, indicators)   # 5.
+    r.record(fedgf_c=fedgf_c(p, s), fedgf_drift=drift)
+    indicators = (*s.indicators, int(drift > p.fedgf_threshold))[-p.fedgf_window:]       # 4., (16)
+    return FedGFState(w + p.server_lr * (r.client_weights(clients) * (y - w)).sum(0), w, indicators)   # 5.
 
 
-@dataclass(frozen=True)
-class FedGFParams(CentralizedParams):
+@params
+class FedGFParams(SAMRadius, CentralizedParams):
     """FedGF: ρ = 0.05, W = 30 (the public script); T_D has no published value and must be set."""
 
     rho: float = 0.05
-    fedgf_threshold: float = REQUIRED               # T_D
-    fedgf_window: int = 30                          # W
-    fedgf_reading: str = "points"
-    fedgf_c_reading: str = "window"
+    fedgf_threshold: float = setting(REQUIRED, "T_D, FedGF's drift threshold (required: the papers give no value)",
+                                     Number(0.0))
+    fedgf_window: int = setting(30, "W_c, FedGF's window of rounds for c", Integer(1))
+    fedgf_reading: str = setting("points", "FedGF eq. (12): 'points' (as printed and coded) or 'vectors'",
+                                 OneOf(FEDGF_READINGS))
+    fedgf_c_reading: str = setting("window", "FedGF eq. (16) in the first W_c rounds: 'window' (sum of the "
+                                   "indicators over W_c, missing rounds count 0) or 'seen' (mean of the rounds "
+                                   "seen, as the official code)", OneOf(FEDGF_C_READINGS))
 
 
 FEDGF = Algorithm("fedgf", "FedGF: local SAM towards a global perturbation, adaptive c (Lee & Yoon 2024)",

@@ -38,7 +38,6 @@ Runs that would need more than :data:`MAX_SHIFT_BYTES` for them (CIFAR, D = 3072
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
 import torch
@@ -46,6 +45,7 @@ from torch import Tensor
 
 from ..errors import ConfigError
 from ..operators import shift_inputs
+from ..settings import Number, params, setting
 from .base import Algorithm, CentralizedParams, sgd_rule
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def robust_gradient(r: RoundTools, shift_matrix: Tensor, shift_offset: Tensor) -
     takes its ascent step in place (``shift_matrix``, ``shift_offset``: this round's copies), and :math:`\nabla_w` goes on to
     the local rule (weight decay, the step :math:`-\eta_1`), so descent and ascent are simultaneous.
     """
-    lam, ascent_lr, model = r.config.robust_lambda, r.config.robust_ascent_lr, r.model
+    lam, ascent_lr, model = r.params.robust_lambda, r.params.robust_ascent_lr, r.model
     eye = torch.eye(shift_matrix.shape[-1], dtype=shift_matrix.dtype, device=shift_matrix.device)
 
     def gradient(y: Tensor, inputs: Tensor, labels: Tensor, weights: Tensor, clients: Tensor):
@@ -131,7 +131,7 @@ def fedrobust_round(s: FedRobustState, r: RoundTools) -> FedRobustState:
     when clients hold equally many samples (the engine's default), and η_g = 1 is the paper's
     server. With η₂ = 0 the shifts stay at (I, 0) and this is FedAvg.
     """
-    cfg, w = r.config, s.w
+    w = s.w
     clients = r.sample_clients()
     shift_matrix, shift_offset = s.shift_matrix.clone(), s.shift_offset.clone()   # this round's (Λ_i, δ_i)
     y = r.local_train(w.expand(len(clients), -1), clients,                            # 2.
@@ -141,18 +141,19 @@ def fedrobust_round(s: FedRobustState, r: RoundTools) -> FedRobustState:
     eye = torch.eye(shift_matrix.shape[-1], dtype=w.dtype, device=w.device)
     r.record(fedrobust_shift_matrix_dist=float(torch.linalg.matrix_norm(shift_matrix[sampled] - eye).mean()),
              fedrobust_shift_offset_norm=float(torch.linalg.vector_norm(shift_offset[sampled], dim=1).mean()))
-    return FedRobustState(w + cfg.server_lr * (r.client_weights(clients) * (y - w)).sum(0),   # 3.
+    return FedRobustState(w + r.params.server_lr * (r.client_weights(clients) * (y - w)).sum(0),   # 3.
                           shift_matrix, shift_offset)
 
 
 # λ and η₂: not in the sources at hand (see the module docstring); chosen so that on digits the learnt
 # ‖Λ_i − I‖_F is of the order of the evaluation radius 0.4 and 2λη₂ < 1 keeps the ascent stable.
-@dataclass(frozen=True)
+@params
 class FedRobustParams(CentralizedParams):
     """FedRobust: penalty λ = 1, ascent step η₂ = 0.1 (our choice; see the comment above)."""
 
-    robust_lambda: float = 1.0
-    robust_ascent_lr: float = 0.1
+    robust_lambda: float = setting(1.0, "γ_R, fedrobust's penalty γ_R·(‖Λ_i − I‖_F² + ‖δ_i‖²) on the clients' "
+                                   "affine shifts", Number(0.0))
+    robust_ascent_lr: float = setting(0.1, "η_R, fedrobust's ascent step on (Λ_i, δ_i) (0: FedAvg)", Number(0.0))
 
 
 FEDROBUST = Algorithm("fedrobust", "FedRobust: local descent on w, ascent on each client's affine shift "

@@ -256,7 +256,7 @@ class DatasetSpec:
 
 def _read_digits(spec: DatasetSpec, folder: Path | None) -> Dataset:
     """scikit-learn's digits: 0..16 -> [0, 1], then standardized with the train mean/std."""
-    from sklearn.datasets import load_digits
+    from sklearn.datasets import load_digits     # deferred: a second to import; only digits needs it
 
     bunch = load_digits()
     x = bunch.data.astype(np.float32).reshape(-1, *spec.input_shape) / 16.0
@@ -347,7 +347,7 @@ def _read_fashion_mnist(spec: DatasetSpec, folder: Path | None) -> Dataset:
     # Last resort, for users online (e.g. Colab): torchvision downloads the same IDX files.
     root = folder if folder is not None else Path(DEFAULT_ROOT).expanduser()
     try:
-        from torchvision.datasets import FashionMNIST
+        from torchvision.datasets import FashionMNIST     # deferred: optional; only this download needs it
 
         train = FashionMNIST(root=str(root), train=True, download=True)
         test = FashionMNIST(root=str(root), train=False, download=True)
@@ -387,7 +387,7 @@ def _read_torchvision(cls_name: str, spec: DatasetSpec, folder: Path | None, *, 
     """
     root = folder if folder is not None else Path(DEFAULT_ROOT).expanduser()
     try:
-        import torchvision.datasets as tv_datasets
+        import torchvision.datasets as tv_datasets     # deferred: optional (the error below says so)
     except ImportError as e:
         raise DataError(f"dataset {spec.name!r} is read through torchvision, which is not installed: "
                         "pip install torchvision") from e

@@ -21,9 +21,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Sequence
 
+import torch
+
+from ..algorithms import ALGORITHMS
 from ..checkpoint import CheckpointError
-from ..cli import add_config_arguments, config_overrides
+from ..cli import add_config_arguments, config_overrides, find_preset
 from ..config import Config, ConfigError
+from ..errors import DivergenceError
+from ..results import write_results
+from .data import block_of
 
 __all__ = ["main", "build_parser", "BACKENDS", "torchrun_command", "init_process_group"]
 
@@ -86,7 +92,7 @@ def init_process_group(backend: str, rank: int, world_size: int, timeout_s: floa
     bound to MASTER_ADDR only. On a loopback address gloo's own sockets are
     kept on the loopback interface too (``GLOO_SOCKET_IFNAME=lo``).
     """
-    import torch.distributed as dist
+    import torch.distributed as dist        # deferred: see _run
 
     host = os.environ.get("MASTER_ADDR", "127.0.0.1")
     port = int(os.environ.get("MASTER_PORT", "29500"))
@@ -129,16 +135,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.timeout_s > 0:
             raise ConfigError(f"--timeout-s must be > 0, got {args.timeout_s}")
         if args.preset:
-            from ..presets import get_preset
-            cfg = get_preset(args.preset).config(args.algorithm, args.setting, seed=args.seed, **overrides)
+            changes = {**overrides, "seed": args.seed}
+            changes.pop("algorithm", None)                  # the preset's row, passed as such
+            cfg = find_preset(args.preset).config(args.algorithm, args.setting, **changes)
         else:
             if args.setting:
                 raise ConfigError("--setting needs --preset")
             cfg = Config(algorithm=args.algorithm, seed=args.seed).replace(**overrides)
-        cfg = cfg.resolved()
-        from ..algorithms import ALGORITHMS
-        from .data import block_of
-        from .rank import distributed_algorithms
+        from .rank import distributed_algorithms      # deferred: .rank loads torch.distributed (see _run)
         if not ALGORITHMS[cfg.algorithm].distributable:
             kind = "centralized" if ALGORITHMS[cfg.algorithm].kind == "centralized" else "not run over processes"
             raise ConfigError(f"algorithm {cfg.algorithm!r} is {kind}; the distributed backend runs "
@@ -150,11 +154,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args, cfg: Config, rank: int, world_size: int) -> int:
-    import torch
+    # Deferred: torch.distributed (and .exchange and .rank, built on it) loads only once a rank runs, so that
+    # building and checking the command line (--help, a bad option, torchrun_command) does without it.
     import torch.distributed as dist
 
-    from ..engine import DivergenceError
-    from ..results import write_results
     from .exchange import EXIT_PEER_FAILURE, Exchange, PeerFailure, Watchdog
     from .rank import run_rank
 

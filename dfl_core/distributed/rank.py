@@ -372,7 +372,7 @@ def run_rank(cfg: Config, rank: int, world_size: int, exchange: Exchange, out: s
     The engine's driver loop (:func:`dfl_core.engine.drive`) with this rank's tools, the gathered
     evaluation and per-rank checkpoints. Returns the history, which every rank holds (records are gathered).
     """
-    rank_run = _RankRun(cfg.resolved(), rank, world_size, exchange, Path(out), checkpoint_every)
+    rank_run = _RankRun(cfg, rank, world_size, exchange, Path(out), checkpoint_every)
     cfg = rank_run.cfg
     if resume:
         rank_run.resume()

@@ -43,7 +43,6 @@ class DataCache:
         self._splits: dict[tuple, FederatedData] = {}
 
     def __call__(self, cfg) -> FederatedData:
-        cfg = cfg.resolved()
         key_data = tuple(getattr(cfg, f) for f in self.DATA_FIELDS)
         key = key_data + tuple(getattr(cfg, f) for f in self.SPLIT_FIELDS)
         if key not in self._splits:

@@ -120,8 +120,8 @@ def play_round(algorithm, run: RunState, tools, num_clients: int) -> RunState:
         client = int((~torch.isfinite(models)).any(1).nonzero()[0])
         cfg = tools.config
         raise DivergenceError(f"parameters of client {client} became NaN/inf in round {run.t + 1}; "
-                              f"the learning rate or the SAM radius is likely too large; lower lr={cfg.lr}"
-                              + (f" or rho={cfg.rho}" if cfg.rho else ""))
+                              f"the learning rate or the SAM radius is likely too large; lower "
+                              + " or ".join(cfg.step_sizes()))
     return run._replace(t=run.t + 1, state=state, rule_state=tools.rule_state,   # 4.
                         transmissions=run.transmissions + tools.transmissions,
                         bits_sent=run.bits_sent + tools.bits, bits_last_round=tools.bits,

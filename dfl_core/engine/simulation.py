@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 from torch import Tensor
+from tqdm import tqdm
 
 from .. import checkpoint as ckpt
 from ..algorithms import ALGORITHMS
@@ -31,7 +32,7 @@ from ..errors import DivergenceError
 from ..models import build_model
 from ..results import History
 from ..rng import purpose_seed
-from ..stacked import StackedModel
+from ..stacked import AUTOCAST_DTYPES, StackedModel
 from ..topology import MixingMatrix, make_topology
 from .allocator import retain_freed_memory
 from .buffers import OutputBuffers
@@ -52,7 +53,7 @@ class Simulation:
     """All clients of one run. Build it, then call :meth:`step` or :meth:`run`.
 
     Attributes a reader can check a run with:
-        config: the resolved :class:`Config`.
+        config: the run's :class:`Config`.
         algorithm: the :class:`~dfl_core.algorithms.Algorithm` being run.
         data: the clients' data (``data.train.client_indices()`` lists each client's samples).
         model: the :class:`StackedModel` (parameter layout, forward pass).
@@ -64,7 +65,7 @@ class Simulation:
     """
 
     def __init__(self, config: Config, data: FederatedData | None = None):
-        cfg = config.resolved()
+        cfg = config
         self.config, self.algorithm = cfg, ALGORITHMS[cfg.algorithm]
         for note in cfg.transmission_notes:               # said before anything runs, and kept in the history
             if note not in announced_notes:               # once per process: a sweep of runs says it once
@@ -81,7 +82,8 @@ class Simulation:
         ds = self.data.dataset
         # 2. model and initial parameters
         self.model = StackedModel(partial(build_model, cfg.model, ds.input_shape, ds.num_classes),
-                                  cfg.forward_strategy, self.device)
+                                  cfg.forward_strategy, self.device, autocast_dtype=AUTOCAST_DTYPES[cfg.precision],
+                                  channels_last=cfg.channels_last)
         same_init = cfg.same_init or self.centralized
         # equal rows are kept once: at m = 1000 a 2NN's (m, d) copy is 0.74 GiB (restart() clones what it needs)
         x0 = self.model.init_params(1 if same_init else m, purpose_seed(cfg.seed, "init"), same_init=same_init,
@@ -90,11 +92,11 @@ class Simulation:
         # 3. communication graph (decentralized); a bad graph fails here, before training
         self.topology = None
         if not self.centralized:
-            self.topology = make_topology(cfg.topology, m, seed=purpose_seed(cfg.seed, "topology") % 2**32,
+            self.topology = make_topology(cfg.params.topology, m, seed=purpose_seed(cfg.seed, "topology") % 2**32,
                                           **cfg.topology_options())
             self.matrices(0)
         # 4. local training and evaluation
-        self.trainer = LocalTrainer(self.model, self.data, local_steps=cfg.local_steps, batch_size=cfg.batch_size,
+        self.trainer = LocalTrainer(self.model, self.data, local_steps=cfg.params.local_steps, batch_size=cfg.batch_size,
                                     full_batch=cfg.full_batch, client_chunk=cfg.client_chunk or m, dtype=self.dtype)
         if cfg.client_chunk is None:
             self.trainer.client_chunk = default_client_chunk(self.model.d, m, self.device,
@@ -159,7 +161,7 @@ class Simulation:
         """The mixing matrices of round t, one per gossip step (the same W repeated by default)."""
         if self.topology is None:
             return []
-        q = self.config.gossip_steps
+        q = self.config.params.gossip_steps
         if self.topology.time_varying and self.config.fresh_matrix_per_gossip_step:
             return [self.topology.matrix(t, step) for step in range(q)]
         return [self.topology.matrix(t, 0)] * q
@@ -311,7 +313,6 @@ class ProgressBar(Hooks):
     """A tqdm bar over the rounds, with the last accuracy and consensus distance."""
 
     def __init__(self, total: int, done: int, desc: str):
-        from tqdm import tqdm
         self.bar = tqdm(total=total, initial=done, desc=desc, leave=False)
 
     def after_evaluate(self, run: RunState, record: dict) -> None:

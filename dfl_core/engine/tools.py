@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from ..gossip import MixingOperator
-from ..local import LocalRule
+from ..local import LocalRule, map_state, typed_state
 from ..operators import message_bits, quantize
 from .buffers import OutputBuffers
 from .trainer import Gradient, LocalTrainer, RoundStreams
@@ -31,7 +31,7 @@ class SimulationTools:
     r"""The tools of round ``t`` of one simulated run, for an algorithm whose state at the round's start is ``state``.
 
     Args:
-        config: the resolved config.
+        config: the run's config (its ``params``: the algorithm's hyperparameters).
         algorithm: the :class:`~dfl_core.algorithms.Algorithm` (its declared local rule is built from ``state``).
         state: the algorithm's state at the start of the round.
         t: rounds completed before this one.
@@ -47,6 +47,7 @@ class SimulationTools:
                  input_shape: tuple, rule_state: Any = None, hooks=None, operators: dict | None = None,
                  outputs: OutputBuffers | None = None, public_copies: Tensor | None = None):
         self.config, self.algorithm, self.state, self.t = config, algorithm, state, t
+        self.params = config.params                                         # the algorithm's hyperparameters
         self.trainer, self.model = trainer, trainer.model
         self.num_clients, self.input_shape = config.num_clients, input_shape
         self.lr = learning_rate(config, t)                                 # η_t
@@ -67,7 +68,7 @@ class SimulationTools:
     def rule(self) -> LocalRule:
         """The algorithm's declared local rule for this round (built once, from the state at the round's start)."""
         if self._rule is None:
-            self._rule = self.algorithm.local_rule(self.config, self.state)
+            self._rule = self.algorithm.local_rule(self.params, self.state, self.config)
         return self._rule
 
     # ------------------------------------------------------------- local training
@@ -76,11 +77,13 @@ class SimulationTools:
         """K steps of the declared local rule (or ``rule``) from ``x`` (rows = ``clients``, default all); y^{t,K}."""
         cfg = self.config
         clients = torch.arange(cfg.num_clients) if clients is None else clients.cpu()
-        hint = f"lr={cfg.lr}" + (f", rho={cfg.rho}" if cfg.rho else "")
+        hint = ", ".join(cfg.step_sizes())
         rule = self.rule if rule is None else rule
         if not cfg.reset_momentum and self.rule_state is None:             # every client's buffer starts at 0
             self.rule_state = rule.init(torch.zeros(cfg.num_clients, self.model.d, dtype=self.trainer.dtype,
                                                     device=self.model.device))
+        elif not cfg.reset_momentum:                                       # read from a checkpoint: plain tuples
+            self.rule_state = typed_state(rule, self.rule_state, x)
         y = self.trainer.train(x, clients, rule, lr=self.lr, t=self.t,
                                streams=self.streams, rule_state=None if cfg.reset_momentum else self.rule_state,
                                gradient=gradient, hint=hint)
@@ -105,7 +108,7 @@ class SimulationTools:
         unless ``bits_per_message`` says the caller quantized what it mixes itself (dfedavgm-q's
         other readings): then ``x`` is mixed exactly and each message is charged ``bits_per_message``.
         """
-        if self.config.quant_bits is not None and bits_per_message is None:
+        if self.config.uses_public_copies and bits_per_message is None:
             return self.compressed_gossip(x)
         return self.exact_gossip(x, bits_per_message)
 
@@ -136,14 +139,14 @@ class SimulationTools:
         (checkpointed with the run): the error of one message is sent again in the next (error feedback).
         Stochastic rounding draws from the round's ``"quantize"`` stream, one ``(m, d)`` draw per step.
         """
-        cfg = self.config
-        public, gen = self.public_copies, (self.generator("quantize") if cfg.quant_stochastic else None)
-        bits = message_bits(x.shape[1], cfg.quant_bits)
+        p = self.params
+        public, gen = self.public_copies, (self.generator("quantize") if p.quant_stochastic else None)
+        bits = message_bits(x.shape[1], p.quant_bits)
         for q, M in enumerate(self._matrices):
             self.count_transmissions(M.num_messages, bits)
-            message = quantize(x - public, **cfg.quantizer, generator=gen)                              # 1.
+            message = quantize(x - public, **p.quantizer, generator=gen)                                # 1.
             public = public + message                                                                  # 2.
-            before, x = x, x + cfg.consensus_step * (self._operator(M)(public) - public)               # 3.
+            before, x = x, x + p.consensus_step * (self._operator(M)(public) - public)                 # 3.
             if self.hooks is not None:
                 self.hooks.after_gossip(before, x, q)
         self.public_copies = public
@@ -204,8 +207,4 @@ class SimulationTools:
 
 
 def _clone(tree):
-    if tree is None:
-        return None
-    if isinstance(tree, Tensor):
-        return tree.clone()
-    return tuple(_clone(t) for t in tree)
+    return None if tree is None else map_state(Tensor.clone, tree)     # a typed rule state keeps its types

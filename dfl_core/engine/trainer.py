@@ -8,7 +8,10 @@ stacked model, K, B) and nothing else:
 2. :meth:`~LocalTrainer.gradient`: every client's gradient of its mean loss
    on its own batch, one batched forward and backward pass (:mod:`dfl_core.stacked`);
 3. :meth:`~LocalTrainer.train`: per chunk of clients and per step,
-   ``g ← gradient``, ``(u, state) ← rule.update(g, state, y, ctx)``, ``y ← y + u``.
+   ``(u, state) ← local_step(rule, state, y, step)``, ``y ← y + u``, where
+   ``step`` (:class:`~dfl_core.local.LocalStep`) holds the step's mini-batch
+   and the rule calls ``step.gradient(point)`` for every gradient it needs
+   (:mod:`dfl_core.local`: SGD once, SAM twice).
 
 Clients are independent during local training, so they run in chunks of
 ``client_chunk``; chunking changes memory use and speed, never results.
@@ -22,15 +25,12 @@ from torch import Tensor
 
 from ..data import FederatedData
 from ..errors import DivergenceError
-from ..local import LocalRule, StepContext
+from ..local import Gradient, LocalRule, LocalStep, local_step, map_state
 from ..rng import round_generator
 from ..stacked import StackedModel
 from .buffers import OutputBuffers
 
 __all__ = ["LocalTrainer", "RoundStreams", "Gradient", "default_client_chunk", "tree_rows", "tree_assign_rows"]
-
-#: ``gradient(p (n, d), inputs, labels, weights, clients) -> (g (n, d), losses (n,))``
-Gradient = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], tuple[Tensor, Tensor]]
 
 
 def default_client_chunk(d: int, m: int, device: torch.device,
@@ -159,9 +159,9 @@ class LocalTrainer:
         """K steps of ``rule`` from ``x`` (one row per client in ``clients``); returns y^{t,K}.
 
         ``rule_state`` is ``None`` (every client's rule state starts afresh with
-        ``rule.init``) or a tree of ``(m, …)`` tensors indexed by client id,
-        read at the start and written back at the end (momentum kept across
-        rounds). ``gradient`` replaces :meth:`gradient` (FedRobust).
+        ``rule.init``) or the rule's state (as ``rule.init`` types it) with ``(m, …)``
+        tensors indexed by client id, read at the start and written back at the
+        end (momentum kept across rounds). ``gradient`` replaces :meth:`gradient` (FedRobust).
         """
         gradient = self.gradient if gradient is None else gradient
         batches = self.batches(clients, streams)
@@ -174,14 +174,10 @@ class LocalTrainer:
             y, evals = out[rows], []                    # trained in place in the output (rules keep no y)
             y.copy_(x[rows])
             for inputs, labels, weights in batches:
-                def grad_fn(p: Tensor, batch=(inputs[rows], labels[rows], weights[rows])) -> Tensor:
-                    g, loss = gradient(p, *batch, ids)
-                    evals.append(loss)
-                    return g
-                g = grad_fn(y)
-                u, state = rule.update(g, state, y, StepContext(grad_fn, lr, ids, self.model))
+                step = LocalStep(gradient, lr, (inputs[rows], labels[rows], weights[rows]), ids, self.model, evals)
+                u, state = local_step(rule, state, y, step)
                 y.add_(u)
-            losses.append(torch.stack(evals).cpu())
+            losses.append(torch.stack(evals).cpu())     # every gradient evaluation's losses, in order
             if rule_state is not None:
                 tree_assign_rows(rule_state, ids, state)
         self._check_finite(torch.cat(losses, dim=1), clients, t, hint)
@@ -214,10 +210,8 @@ class LocalTrainer:
 
 
 def tree_rows(state, ids: Tensor):
-    """Rows ``ids`` of every tensor in a rule state (a nested tuple of ``(m, …)`` tensors)."""
-    if isinstance(state, Tensor):
-        return state[ids.to(state.device)]
-    return tuple(tree_rows(s, ids) for s in state)
+    """Rows ``ids`` of every tensor in a rule state (nested NamedTuples and tuples of ``(m, …)`` tensors), typed as it."""
+    return map_state(lambda s: s[ids.to(s.device)], state)
 
 
 def tree_assign_rows(state, ids: Tensor, part) -> None:

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .algorithms import ALGORITHMS
-from .config import ALGORITHM_FIELDS, Config, ConfigError
+from dfl_core.algorithms import ALGORITHMS
+from dfl_core.config import ALGORITHM_FIELDS, RUN_FIELDS, Config, ConfigError
 
 __all__ = ["Preset", "PRESETS", "get_preset", "epochs_to_steps"]
 
@@ -67,7 +67,7 @@ class Preset:
     notes: tuple[str, ...] = field(default=())          # every value not stated in the paper: where it comes from
 
     def __post_init__(self) -> None:
-        names = {f for f in Config.__dataclass_fields__}
+        names = {*RUN_FIELDS, *ALGORITHM_FIELDS}
         unknown_algos = [a for a in self.algorithms if a not in ALGORITHMS]
         if unknown_algos:
             raise ValueError(f"preset {self.name!r}: unknown algorithm(s) {unknown_algos}; "
@@ -96,10 +96,8 @@ class Preset:
 
         ``base + settings[setting] + per_algorithm[algorithm] + changes``, where
         algorithm-specific fields of ``base`` and of the setting go only to rows
-        that use them. The result is validated with :meth:`Config.resolved`
-        (errors name the preset) and returned unresolved, so fields left ``None``
-        still mean "the algorithm's default". An unknown algorithm or setting
-        raises :class:`ValueError` listing the allowed ones.
+        that use them. The config checks every value (errors name the preset).
+        An unknown algorithm or setting raises :class:`ValueError` listing the allowed ones.
         """
         if algorithm not in self.algorithms:
             missing = [r for r in self.not_implemented if r.lower() == str(algorithm).lower()]
@@ -113,12 +111,10 @@ class Preset:
         shared = {**self.base, **(self.settings[setting] if setting is not None else {})}
         shared = {k: v for k, v in shared.items() if k not in ALGORITHM_FIELDS or k in uses}
         values = {**shared, **self.per_algorithm.get(algorithm, {}), **changes}
-        cfg = Config().replace(algorithm=algorithm, **values)
         try:
-            cfg.resolved()
+            return Config(algorithm=algorithm, **values)
         except ConfigError as err:
             raise ConfigError(f"preset {self.name!r}, algorithm {algorithm!r}, setting {setting!r}: {err}") from err
-        return cfg
 
     def configs(self, setting: str | None = None, **changes: Any) -> dict[str, Config]:
         """``{algorithm: config(algorithm, setting, **changes)}`` for every row of the table."""
