@@ -135,14 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         p.error(f"unknown benchmark(s) {bad}; allowed: {', '.join(BENCHMARKS)}")
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    if args.out:
-        out = Path(args.out)
-    elif args.quick:
-        out = Path(tempfile.mkdtemp(prefix="dfl-bench-")) / "RESULTS.md"
-    else:
-        out = RESULTS
-    if args.quick and out.resolve() == RESULTS:
-        p.error("--quick does not overwrite benchmarks/RESULTS.md; give another --out")
+    out = _out_path(p, args, RESULTS, "--quick")
 
     def log(line: str) -> None:
         print(line, flush=True)
@@ -216,6 +209,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _out_path(p: argparse.ArgumentParser, args: argparse.Namespace, committed: Path, quick_flags: str) -> Path:
+    """``--out``; else a temporary file for a smoke run, else the committed results file (which a smoke run
+    never overwrites)."""
+    if args.out:
+        out = Path(args.out)
+    elif args.quick:
+        out = Path(tempfile.mkdtemp(prefix="dfl-bench-")) / committed.name
+    else:
+        out = committed
+    if args.quick and out.resolve() == committed:
+        p.error(f"{quick_flags} does not overwrite benchmarks/{committed.name}; give another --out")
+    return out
+
+
 def _gpu_main(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str] | None) -> int:
     """``--gpu``: the checks of the command line, then :func:`benchmarks.gpu.main`."""
     if args.device == "auto":
@@ -241,14 +248,7 @@ def _gpu_main(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[s
                                 repeats=args.repeats, budget_s=args.budget_s, loop_clients=args.loop_clients)
     except ValueError as err:
         p.error(str(err))
-    if args.out:
-        out = Path(args.out)
-    elif args.quick:
-        out = Path(tempfile.mkdtemp(prefix="dfl-gpu-bench-")) / "gpu.json"
-    else:
-        out = GPU_RESULTS
-    if args.quick and out.resolve() == GPU_RESULTS:
-        p.error("--gpu --quick does not overwrite benchmarks/GPU_RESULTS.json; give another --out")
+    out = _out_path(p, args, GPU_RESULTS, "--gpu --quick")
     raw = argv if argv is not None else sys.argv[1:]
     return gpu_bench.main(st, out, "python -m benchmarks " + shlex.join(raw),
                           log=lambda line: print(line, flush=True))
