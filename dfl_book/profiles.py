@@ -71,7 +71,7 @@ class Profile:
         """Run ``cfg`` to the end on cached data; returns its :class:`~dfl_core.results.History`.
 
         Under ``full`` every run checkpoints every 10 rounds into
-        :func:`checkpoint_dir`, named by a hash of its resolved config, and
+        :func:`checkpoint_dir`, named by a hash of its config, and
         resumes from there: a chapter rerun after a disconnected Colab session
         continues where it stopped, and finished runs are not recomputed.
         """

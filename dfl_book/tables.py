@@ -193,7 +193,7 @@ def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 
     ``checkpoint_dir()/tables/NAME``) each run saves its state there every 10
     rounds and resumes from it, and each finished run's accuracy is recorded
     in ``done.json``, so an interrupted table continues where it stopped and
-    finished runs are not recomputed (a run is reused only if its resolved
+    finished runs are not recomputed (a run is reused only if its
     config is unchanged). ``jobs`` trains that many runs at once, one process
     and one thread each (the numbers do not depend on it). Each run's CPU time
     is kept with its accuracy, and ``meta["cpu_time_s"]`` sums them over every

@@ -251,7 +251,7 @@ def compare(configs: dict[str, Config], seeds: Sequence[int], progress: bool = T
     With ``checkpoints`` (a folder), each run saves ``<algorithm>-seed<seed>.pt``
     there every ``checkpoint_every`` rounds; with ``resume`` a run continues from
     its file, and runs found in ``done`` (keyed by algorithm and seed, with the
-    same resolved config) are not rerun. ``on_run_done`` sees the results so
+    same config) are not rerun. ``on_run_done`` sees the results so
     far after every finished run (the CLI writes its results file there).
     """
     runs = [cfg.replace(seed=seed) for cfg in configs.values() for seed in seeds]

@@ -60,7 +60,7 @@ SCHEMA = "dfl-book/results/v1"
 
 @dataclass
 class History:
-    """Evaluation records of one run, in round order, plus its resolved config."""
+    """Evaluation records of one run, in round order, plus its config (``Config.to_dict``)."""
 
     config: dict[str, Any]
     records: list[dict[str, Any]] = field(default_factory=list)

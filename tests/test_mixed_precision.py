@@ -106,7 +106,7 @@ def test_float16_loss_scale_is_a_power_of_two():
 
 def test_float64_refuses_mixed_precision():
     with pytest.raises(ConfigError, match="precision='bfloat16'.*float64"):
-        Config(dtype="float64", precision="bfloat16").resolved()
+        Config(dtype="float64", precision="bfloat16")
     model = _model("2nn", (1, 8, 8), "mlp", autocast_dtype=torch.bfloat16)
     x, y, w = _batch(2, 4, (1, 8, 8), dtype=torch.float64)
     with pytest.raises(ValueError, match="needs float32 parameters, got torch.float64"):

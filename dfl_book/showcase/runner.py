@@ -46,7 +46,7 @@ class Experiment:
     profile_changes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def config(self, arm: str, seed: int, profile) -> Config:
-        """The resolved config of one run: the profile's sizes, then ``base``, the profile's changes, the arm."""
+        """The config of one run: the profile's sizes, then ``base``, the profile's changes, the arm."""
         if arm not in self.arms:
             raise ConfigError(f"experiment {self.name!r} has no arm {arm!r}; arms: {', '.join(self.arms)}")
         changes = {**self.base, **self.profile_changes.get(profile.name, {}), **self.arms[arm], "seed": seed}
@@ -54,8 +54,8 @@ class Experiment:
 
 
 def stored_config(record: dict) -> dict:
-    """A run record's config as this version resolves it (:meth:`Config.upgraded`): a file written before
-    ``local_epochs`` or compressed gossip existed still matches the configs planned now."""
+    """A run record's config as this version writes it (:meth:`Config.upgraded`): a file written before
+    ``local_epochs``, compressed gossip or the typed params existed still matches the configs planned now."""
     return Config.upgraded(record["config"])
 
 
