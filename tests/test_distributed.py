@@ -29,7 +29,7 @@ import torch
 from dfl_core import ALGORITHMS, Config, Simulation, read_results
 from dfl_core.config import ConfigError
 from dfl_core.distributed import GossipPlan, block_of, load_final_params, private_data
-from dfl_core.distributed.exchange import decode_pieces, wire_pieces
+from dfl_core.distributed.exchange import Exchange, PeerFailure, decode_pieces, wire_pieces
 from dfl_core.distributed.rank import distributed_algorithms
 from dfl_core.distributed.cli import torchrun_command
 from dfl_core.distributed.launch import free_port, run_configs, spawn
@@ -302,6 +302,22 @@ def test_a_killed_rank_stops_the_others_and_the_checkpoints_resume(tmp_path):
     assert [p.wait(timeout=300) for p in procs] == [0] * NPROC, [p.stderr.read() for p in procs]
     assert float((load_final_params(tmp_path) - simulated(cfg)).abs().max()) < 1e-10
     assert read_results(tmp_path / "results.json")[0].rounds == [0, 3, 5]
+
+
+def test_a_peer_lost_while_posting_is_a_peer_failure():
+    """gloo can refuse to put an operation on the wire at once when a peer has gone (connection reset): that is
+    the same failure as one seen while waiting (exit 4, the peer named), not a crash of the program (exit 1)."""
+    exchange = Exchange(rank=0, world_size=4, timeout_s=1.0)
+    exchange.round = 3
+
+    def post():
+        raise RuntimeError("[gloo/transport/tcp/pair.cc:545] Read error [127.0.0.1]:20688: Connection reset by peer.")
+
+    with pytest.raises(PeerFailure, match=r"round 3: gossip with ranks \[1, 3\]: lost rank 1 \(.*Connection reset"):
+        exchange.posted(post, "gossip with ranks [1, 3]", peer=1)
+    with pytest.raises(PeerFailure, match="round 3: evaluation: lost a rank of the collective"):
+        exchange.posted(post, "evaluation")
+    assert exchange.posted(lambda: "work", "evaluation") == "work"
 
 
 def test_a_frozen_rank_times_out_the_others_naming_it(tmp_path):

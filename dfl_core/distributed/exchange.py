@@ -44,6 +44,7 @@ import sys
 import threading
 import time
 from datetime import timedelta
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -172,10 +173,7 @@ class Exchange:
                 try:
                     ok = work.wait(timeout)
                 except Exception as err:          # gloo: connection closed, or its own timeout
-                    who = f"rank {peer}" if peer is not None else self._behind()
-                    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-                    first = first.split(" This is typically")[0]           # gloo's generic advice
-                    raise PeerFailure(f"round {self.round}: {what}: lost {who} ({first})") from None
+                    raise self._lost(what, peer, err) from None
                 if ok is False:
                     who = f"rank {peer}" if peer is not None else self._behind()
                     raise PeerFailure(f"round {self.round}: {what}: {who} did not answer within "
@@ -183,6 +181,24 @@ class Exchange:
         finally:
             if self.watchdog is not None:
                 self.watchdog.disarm()
+
+    def posted(self, post: Callable[[], Any], what: str, peer: int | None = None) -> Any:
+        """``post()``, the call that puts operations on the wire (their works, for :meth:`wait_all`).
+
+        A peer already gone can make the call itself raise (gloo: connection reset by peer): the same failure
+        :meth:`wait_all` reports, and reported the same way, not as an error of the program.
+        """
+        try:
+            return post()
+        except Exception as err:
+            raise self._lost(what, peer, err) from None
+
+    def _lost(self, what: str, peer: int | None, err: Exception) -> PeerFailure:
+        """The failure of ``what`` with ``peer`` (None: any rank of a collective), from the backend's error."""
+        who = f"rank {peer}" if peer is not None else self._behind()
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = first.split(" This is typically")[0]           # gloo's generic advice
+        return PeerFailure(f"round {self.round}: {what}: lost {who} ({first})")
 
     def start_round(self, round_: int) -> None:
         """Mark in the rendezvous store that this rank has started round ``round_`` (1-based).
@@ -229,7 +245,8 @@ class Exchange:
         n = pieces[0].shape[0]
         if plan.collective:
             outs = [[torch.empty_like(p) for _ in range(self.world_size)] for p in pieces]
-            works = [(dist.all_gather(out, p.contiguous(), async_op=True), None) for out, p in zip(outs, pieces)]
+            works = [(self.posted(lambda: dist.all_gather(out, p.contiguous(), async_op=True), label), None)
+                     for out, p in zip(outs, pieces)]
             self._count(pieces * (self.world_size - 1), n * (self.world_size - 1))
             self.wait_all(works, f"{label} (all_gather)")
             return [(torch.arange(len(plan.columns)), [torch.cat(o) for o in outs])]
@@ -246,7 +263,7 @@ class Exchange:
                 ops.append(dist.P2POp(dist.irecv, p, s))
                 peers_of_ops.append(s)
         if ops:
-            works = dist.batch_isend_irecv(ops)
+            works = self.posted(lambda: dist.batch_isend_irecv(ops), f"{label} with ranks {plan.peers}")
             self.wait_all(list(zip(works, peers_of_ops)), f"{label} with ranks {plan.peers}")
         return [(plan.receive_positions[s], got) for s, got in incoming.items()]
 
@@ -291,7 +308,7 @@ class Exchange:
     def barrier(self, what: str) -> None:
         """All ranks reached this point (before a checkpoint is written), under the same deadline."""
         flag = torch.ones(1)
-        self.wait_all([(dist.all_reduce(flag, async_op=True), None)], what)
+        self.wait_all([(self.posted(lambda: dist.all_reduce(flag, async_op=True), what), None)], what)
 
 
 def wire_pieces(message: Encoded, dtype: torch.dtype) -> list[Tensor]:

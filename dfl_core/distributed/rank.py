@@ -253,7 +253,8 @@ class _RankRun(Hooks):
     def _gather(self, values: Tensor) -> Tensor:
         """Every rank's ``values`` (same shape), stacked in rank order (evaluation traffic, not counted)."""
         out = [torch.empty_like(values) for _ in range(self.world_size)]
-        self.exchange.wait_all([(dist.all_gather(out, values, async_op=True), None)], "evaluation")
+        work = self.exchange.posted(lambda: dist.all_gather(out, values, async_op=True), "evaluation")
+        self.exchange.wait_all([(work, None)], "evaluation")
         return torch.stack(out)
 
     def evaluate(self, run: RunState) -> dict:
