@@ -29,7 +29,7 @@ from .algorithms.base import GossipParams, SampledParams
 from .data import DATASETS, DIRICHLET_METHODS, PARTITIONS
 from .errors import ConfigError
 from .models import MODELS
-from .settings import REQUIRED, Flag, Integer, Number, OneOf, check_int, setting
+from .settings import Flag, Integer, Number, OneOf, check_int, check_settings, setting
 from .topology import TOPOLOGIES
 
 __all__ = ["Config", "ConfigError", "RUN_FIELDS", "ALGORITHM_FIELDS", "algorithm_fields", "algorithm_users", "check_int", "OneOf",
@@ -114,7 +114,8 @@ class Config:
         set_field("algorithm", algorithm)
         for name, f in RUN_FIELDS.items():
             set_field(name, settings.pop(name, f.default))
-        check_settings_of(self, RUN_FIELDS)
+        set_field("params", None)                          # built below, from the run's checked fields
+        check_settings(self)
         given = {k: v for k, v in settings.items() if v is not None}   # None: the algorithm's default
         if params is None:
             params = self._build_params(algo, given)
@@ -142,10 +143,6 @@ class Config:
                 raise ConfigError(f"give client_fraction ({given['client_fraction']}) or clients_per_round "
                                   f"({given['clients_per_round']}), not both")
             values["client_fraction"] = None                  # the count replaces the fraction
-        missing = [name for name, value in defaults.items() if value == REQUIRED and name not in values]
-        if missing:
-            raise ConfigError(f"algorithm {algo.name!r} needs {', '.join(missing)}, which has no default "
-                              f"(the papers give none); set it explicitly")
         for name, value in algo.fixed.items():
             if values.get(name, defaults[name]) != value:
                 raise ConfigError(f"{name}={values[name]} is not allowed for algorithm {algo.name!r}, "
@@ -304,14 +301,6 @@ class Config:
         count = getattr(self.params, "clients_per_round", None)
         if count is not None and count > self.num_clients:
             raise ConfigError(f"clients_per_round={count} exceeds num_clients={self.num_clients}")
-
-
-def check_settings_of(obj: Any, declared: Mapping[str, dataclasses.Field]) -> None:
-    """Every field in ``declared`` of ``obj`` within its allowed values (``None`` allowed where it is the default)."""
-    for name, f in declared.items():
-        value, allowed = getattr(obj, name), f.metadata.get("allowed")
-        if allowed is not None and not (value is None and f.default is None):
-            allowed(name, value)
 
 
 #: The run's own fields (all but ``algorithm`` and ``params``), by name.
