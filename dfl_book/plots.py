@@ -134,6 +134,16 @@ def curves(ax, rounds: Sequence[float], runs_by_method: Mapping[str, Any], *, yl
     return lines
 
 
+def _label_categories(ax, x, labels, ylabel: str, xlabel: str | None) -> None:
+    """A categorical axis's finish: one tick per category, the axis labels, horizontal grid lines, the legend."""
+    ax.set_xticks(x, labels)
+    ax.set_ylabel(ylabel)
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    ax.grid(True, axis="y", alpha=0.3)
+    legend_outside(ax)
+
+
 def legend_outside(ax, where: str = "right", handles: list | None = None, **kwargs):
     """Put ``ax``'s legend outside the axes, so that it cannot cover data.
 
@@ -310,12 +320,7 @@ def per_seed_points(ax, labels: Sequence[str], values: Any, *, seeds: Sequence[i
                 color=COLORS[j % len(COLORS)], alpha=0.8, label=f"seed {seed}")
     ax.plot(x, values.mean(1), linestyle="none", marker="_", markersize=22, markeredgewidth=2, color="black",
             label=f"mean of {len(seeds)} seeds")
-    ax.set_xticks(x, labels)
-    ax.set_ylabel(ylabel)
-    if xlabel:
-        ax.set_xlabel(xlabel)
-    ax.grid(True, axis="y", alpha=0.3)
-    legend_outside(ax)
+    _label_categories(ax, x, labels, ylabel, xlabel)
 
 
 def gossip_decay(ax, distances: Mapping[str, Any], lams: Mapping[str, float], *, floor: float = 1e-12) -> None:
@@ -359,12 +364,7 @@ def grouped_bars(ax, groups: Sequence[str], values_by_series: Mapping[str, Seque
         for bar, value in zip(bars, values_by_series[name]):
             ax.annotate(fmt.format(value), (bar.get_x() + bar.get_width() / 2, bar.get_height()), xytext=(0, 2),
                         textcoords="offset points", ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(x, groups)
-    ax.set_ylabel(ylabel)
-    if xlabel:
-        ax.set_xlabel(xlabel)
-    ax.grid(True, axis="y", alpha=0.3)
-    legend_outside(ax)
+    _label_categories(ax, x, groups, ylabel, xlabel)
 
 
 # --- chapters 11, 12, 90 ---
