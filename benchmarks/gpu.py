@@ -20,8 +20,10 @@ model and each *variant* of the engine's options (precision, channels-last, forw
   for the round; achieved TFLOP/s = round FLOPs / round time.
 
 Variants are strings of ``+``-joined tokens: a precision (``float32``, ``bfloat16``, ``float16``), ``cl``
-(channels-last), a strategy (``batched``, ``vmap``, ``loop``; default the engine's ``auto``) and
-``cudnn-benchmark`` (``torch.backends.cudnn.benchmark = True`` for that variant). Jobs run variant by
+(channels-last), a strategy (``batched``, ``vmap``, ``loop``; default the engine's ``auto``),
+``cudnn-benchmark`` (``torch.backends.cudnn.benchmark = True`` for that variant), ``compile``
+(``Config.compile``: the timed simulation then runs one untimed round first, since a new model compiles
+anew) and ``chunkN`` (``Config.client_chunk = N``; default the engine's choice for the device). Jobs run variant by
 variant, each over all models, so that when the budget runs out the first variants are complete. The
 results are written (JSON, and a markdown table beside it) after every job, so a run cut short still
 leaves what it measured.
@@ -72,17 +74,21 @@ class Variant:
     channels_last: bool = False
     strategy: str = "auto"
     cudnn_benchmark: bool = False
+    compile: bool = False
+    client_chunk: int | None = None          # None: the engine's default for the device
 
     @property
     def label(self) -> str:
         return "+".join([self.precision] + (["cl"] if self.channels_last else [])
                         + ([self.strategy] if self.strategy != "auto" else [])
-                        + (["cudnn-benchmark"] if self.cudnn_benchmark else []))
+                        + (["cudnn-benchmark"] if self.cudnn_benchmark else [])
+                        + (["compile"] if self.compile else [])
+                        + ([f"chunk{self.client_chunk}"] if self.client_chunk else []))
 
 
 def parse_variant(text: str) -> Variant:
     """``"bfloat16+cl+batched"`` -> :class:`Variant`; unknown or repeated tokens raise ValueError."""
-    precision, cl, strategy, bench = None, False, None, False
+    precision, cl, strategy, bench, compiled, chunk = None, False, None, False, False, None
     for token in (t.strip() for t in text.split("+")):
         if token in PRECISIONS and precision is None:
             precision = token
@@ -92,11 +98,15 @@ def parse_variant(text: str) -> Variant:
             strategy = token
         elif token == "cudnn-benchmark" and not bench:
             bench = True
+        elif token == "compile" and not compiled:
+            compiled = True
+        elif token.startswith("chunk") and token[5:].isdigit() and int(token[5:]) > 0 and chunk is None:
+            chunk = int(token[5:])
         else:
             raise ValueError(f"variant {text!r}: token {token!r} unknown or repeated; allowed: one of "
                              f"{', '.join(PRECISIONS)}, 'cl', one of {', '.join(STRATEGY_TOKENS)}, "
-                             "'cudnn-benchmark', joined by '+'")
-    return Variant(precision or "float32", cl, strategy or "auto", bench)
+                             "'cudnn-benchmark', 'compile', 'chunkN' (N clients trained together), joined by '+'")
+    return Variant(precision or "float32", cl, strategy or "auto", bench, compiled, chunk)
 
 
 @dataclass
@@ -144,6 +154,7 @@ def config(s: GpuSettings, model: str, v: Variant, K: int | None = None) -> Conf
     return Config(algorithm="dfedsam-mgs", model=model, dataset="cifar10", partition="iid", num_clients=s.m,
                   local_steps=K or s.K, batch_size=s.B, gossip_steps=s.Q, lr=s.lr, rho=s.rho, device=s.device,
                   precision=v.precision, channels_last=v.channels_last, forward_strategy=v.strategy,
+                  compile=v.compile, cudnn_benchmark=v.cudnn_benchmark, client_chunk=v.client_chunk,
                   eval_every=10**6)
 
 
@@ -252,7 +263,7 @@ def run(s: GpuSettings, log: Callable[[str], None] = print, on_row: Callable[[li
             bench_before = torch.backends.cudnn.benchmark
             try:
                 resolved = _resolved_strategy(s, model, v)
-                key = (model, v.precision, v.channels_last, resolved, v.cudnn_benchmark)
+                key = (model, v.precision, v.channels_last, resolved, v.cudnn_benchmark, v.compile, v.client_chunk)
                 if key in done:
                     row.strategy = resolved
                     row.notes.append(f"not rerun: the same configuration as {done[key]} (strategy {resolved})")
@@ -304,7 +315,8 @@ def _resolved_strategy(s: GpuSettings, model: str, v: Variant) -> str:
 
     from dfl_core.stacked import StackedModel
     return StackedModel(partial(build_model, model, INPUT_SHAPE, 10), v.strategy, s.device,
-                        autocast_dtype=AUTOCAST_DTYPES[v.precision], channels_last=v.channels_last).strategy
+                        autocast_dtype=AUTOCAST_DTYPES[v.precision], channels_last=v.channels_last,
+                        compile=v.compile).strategy
 
 
 def _job(s: GpuSettings, model: str, v: Variant, row: Row, data, left, log) -> None:
@@ -315,13 +327,17 @@ def _job(s: GpuSettings, model: str, v: Variant, row: Row, data, left, log) -> N
     row.warmup_s = _timed(warm.step, s.device)
     del warm
     _free(s.device)
-    predicted = row.warmup_s * s.K * s.repeats
+    predicted = row.warmup_s * s.K * (s.repeats + v.compile)        # compile: an untimed first round too
     if predicted > left():
         row.notes.append(f"engine skipped: predicted {fmt_s(predicted)} (K × the warm-up's round), "
                          f"{max(left(), 0):.0f} s of the budget left")
         return
     sim = Simulation(config(s, model, v), data=data)
     row.strategy, row.client_chunk = sim.model.strategy, sim.client_chunk
+    if v.compile:                       # a new model compiles anew: its first round is not the one timed
+        log(f"gpu: {model} {v.label}: untimed first round (compiles)")
+        row.notes.append(f"compiled: the timed simulation's first round, untimed, took "
+                         f"{fmt_s(_timed(sim.step, s.device))} (compiling)")
     _peak_reset(s.device)
     for _ in range(s.repeats):
         log(f"gpu: {model} {v.label}: timed round (predicted {fmt_s(row.warmup_s * s.K)})")

@@ -15,17 +15,13 @@ everything a run carries from one round to the next (format ``dfl-book/checkpoin
      "history": [records...], "elapsed_s": 3.2,
      "public_copies": None or tensor (m, d)}  # compressed gossip's x̂ (absent in files written before it)
 
-The local rule's state is typed in memory (:class:`dfl_core.local.Momentum`, ...)
-and plain tuples in the file (``weights_only`` loading builds no classes):
-``Momentum(v)`` is stored as ``(v,)``. Files written before rule states were
-typed hold ``v`` itself; both resume (:func:`dfl_core.local.typed_state`).
-
-Randomness needs no state: every round draws from generators derived from
-``(seed, purpose, round)``, so a resumed run draws the same numbers as an
-uninterrupted one and ends with bit-for-bit the same parameters and history.
+The local rule's typed state is stored as plain tuples (:func:`dfl_core.local.typed_state` types it again).
+Randomness needs no state (:mod:`dfl_core.rng`): a resumed run ends with bit-for-bit the same parameters
+and history as an uninterrupted one.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from pathlib import Path
@@ -51,12 +47,10 @@ class CheckpointError(ValueError):
 def write_atomic(path: str | os.PathLike, content: bytes | Callable[[BinaryIO], Any]) -> Path:
     """Write ``content`` (bytes, or a function writing to a binary file) to ``path`` atomically.
 
-    A temporary file in the same folder, fsync, then :func:`os.replace`: a crash
-    at any moment leaves either the previous file or the new one, never a
-    half-written file, and a failed write leaves no temporary file behind.
-    The file gets the mode the user's umask gives a new file (0644 under umask
-    022): the temporary file is created with ``os.open(..., 0o666)``, not
-    ``tempfile.mkstemp``, whose private 0600 would outlive the rename.
+    A temporary file in the same folder, fsync, then :func:`os.replace`: a crash at any moment leaves either the
+    previous file or the new one, never a half-written file, and a failed write leaves no temporary file behind. The
+    file gets the mode the user's umask gives a new file (0644 under umask 022): the temporary file is created with
+    ``os.open(..., 0o666)``, not ``tempfile.mkstemp``, whose private 0600 would outlive the rename.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -79,22 +73,13 @@ def write_atomic(path: str | os.PathLike, content: bytes | Callable[[BinaryIO], 
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_folder(path.parent)
+    with contextlib.suppress(OSError):              # the rename made durable too (POSIX; where folders open)
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     return path
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Make the rename itself durable (POSIX); a no-op where folders cannot be opened."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def save_atomic(state: dict[str, Any], path: str | os.PathLike) -> Path:
@@ -148,18 +133,14 @@ def to_device(obj, device):
 def to_cpu(obj):
     """A CPU copy of ``obj`` (tensors nested in dicts, lists and tuples), safe to write while training goes on.
 
-    What it returns is plain containers only, as a checkpoint file must be:
-    a NamedTuple (a rule state's :class:`~dfl_core.local.Momentum`) becomes a
-    tuple of its fields, which ``torch.load(weights_only=True)`` can read back.
+    Plain containers only, as a checkpoint file must be: a NamedTuple becomes a tuple of its fields.
     """
     if isinstance(obj, torch.Tensor):
         return obj.detach().to("cpu", copy=True)
     if isinstance(obj, dict):
         return {k: to_cpu(v) for k, v in obj.items()}
-    if isinstance(obj, tuple):
-        return tuple(to_cpu(v) for v in obj)
-    if isinstance(obj, list):
-        return [to_cpu(v) for v in obj]
+    if isinstance(obj, (tuple, list)):
+        return (tuple if isinstance(obj, tuple) else list)(to_cpu(v) for v in obj)
     return obj
 
 

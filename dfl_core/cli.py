@@ -1,16 +1,15 @@
 """Command line: ``python -m dfl_core run …`` and ``python -m dfl_core list``.
 
-With no options, ``run`` performs the default comparison: D-PSGD, DFedAvg,
-DFedAvgM, DFedSAM and DFedSAM-MGS (Q = 4) on 20 clients of the bundled digits
-data (Dirichlet 0.3, ring, 2NN, K = 5, 30 rounds), 5 seeds each. It prints the
-final test accuracy and consensus distance as mean ± std over seeds, then (with
-the book's package installed) each method's per-seed paired difference from
-DFedAvg with its 95% interval and verdict (``dfl_book.cli.paired_table``),
+With no options, ``run`` performs the default comparison: D-PSGD, DFedAvg, DFedAvgM, DFedSAM and DFedSAM-MGS (Q = 4)
+on 20 clients of the bundled digits data (Dirichlet 0.3, ring, 2NN, K = 5, 30 rounds), 5 seeds each. It prints the
+final test accuracy and consensus distance as mean ± std over seeds, then (with the book's package installed) each
+method's per-seed paired difference from DFedAvg with its 95% interval and verdict (``dfl_book.cli.paired_table``),
 writes a JSON results file (schema in :mod:`dfl_core.results`) and a plot.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import re
@@ -25,7 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 from tqdm import tqdm
 
 from .algorithms import ALGORITHMS
-from .config import ALGORITHM_FIELDS, RUN_FIELDS, Config, ConfigError
+from .config import ALGORITHM_FIELDS, RUN_FIELDS, Config, ConfigError, check_int
 from .data import DATASETS, PARTITIONS, DataError
 from .engine import DivergenceError, run
 from .models import MODEL_HELP
@@ -33,9 +32,9 @@ from .checkpoint import CheckpointError
 from .results import History, read_results, write_results
 from .topology import TOPOLOGIES
 
-__all__ = ["main", "DEFAULT_ALGORITHMS", "DEFAULT_SEEDS", "compare", "summary_table",
-           "add_config_arguments", "config_overrides", "parse_value", "parse_names", "parse_seeds",
-           "CliExtension", "cli_extensions", "cli_presets", "find_preset", "EXTENSION_GROUP"]
+__all__ = ["main", "DEFAULT_ALGORITHMS", "DEFAULT_SEEDS", "compare", "summary_table", "add_config_arguments",
+           "config_overrides", "configs_from_options", "parse_value", "parse_names", "parse_seeds", "CliExtension",
+           "cli_extensions", "cli_presets", "find_preset", "EXTENSION_GROUP"]
 
 #: The entry-point group through which installed packages add commands (and ``run``'s presets, figure and
 #: verdicts) to this CLI.
@@ -46,13 +45,12 @@ EXTENSION_GROUP = "dfl_core.cli"
 class CliExtension:
     """Commands another package adds to ``python -m dfl_core`` (the book's ``showcase`` and ``table``).
 
-    ``add_commands(subparsers)`` adds their parsers; ``run(name, parser, args, command)`` runs one and
-    returns the exit code; ``plot_comparison(results, path)`` (optional) draws ``run``'s figure;
-    ``paired_table(results)`` (optional) is the text of ``run``'s paired verdicts ("" for none);
-    ``presets`` (name -> preset) are what ``--preset`` starts from: each has ``description``, ``settings``,
-    ``algorithms`` and ``config(algorithm, setting, **changes)`` (the book's ``dfl_book.presets.Preset``).
-    The engine finds extensions by entry point (group :data:`EXTENSION_GROUP`), so it imports no package
-    above it.
+    ``add_commands(subparsers)`` adds their parsers; ``run(name, parser, args, command)`` runs one and returns the
+    exit code; ``plot_comparison(results, path)`` (optional) draws ``run``'s figure; ``paired_table(results)``
+    (optional) is the text of ``run``'s paired verdicts ("" for none); ``presets`` (name -> preset) are what
+    ``--preset`` starts from: each has ``description``, ``settings``, ``algorithms`` and
+    ``config(algorithm, setting, **changes)`` (the book's ``dfl_book.presets.Preset``). The engine finds extensions
+    by entry point (group :data:`EXTENSION_GROUP`), so it imports no package above it.
     """
 
     commands: tuple[str, ...]
@@ -106,27 +104,26 @@ def _catalogue() -> str:
     ])
 
 
+#: The spellings of true and false on the command line, and how numbers are read (with what they must be).
+_BOOLEANS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+_NUMBERS = {"int": (int, "an integer"), "float": (float, "a number")}
+
+
 def parse_value(text: str, annotation: str) -> Any:
     """Parse a command-line string by the dataclass field's annotation."""
     if "None" in annotation and text.lower() in ("none", "null", ""):
         return None
     base = annotation.replace("| None", "").strip()
     if base == "bool":
-        if text.lower() in ("1", "true", "yes", "on"):
-            return True
-        if text.lower() in ("0", "false", "no", "off"):
-            return False
-        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-    if base == "int":
+        if text.lower() not in _BOOLEANS:
+            raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+        return _BOOLEANS[text.lower()]
+    if base in _NUMBERS:
+        parse, expected = _NUMBERS[base]
         try:
-            return int(text)
+            return parse(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if base == "float":
-        try:
-            return float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
     return text
 
 
@@ -172,8 +169,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, skip: Sequence[str] = 
     """One ``--field-name`` option per run field of :class:`Config` and per hyperparameter of any algorithm
     (except ``skip``), each from its declaration (help, type, default); unset options stay absent.
 
-    Shared with the distributed launcher (``python -m dfl_core.distributed``),
-    so both take the same config options.
+    Shared with the distributed launcher (``python -m dfl_core.distributed``), so both take the same config options.
     """
     declared = {"algorithm": dataclasses.fields(Config)[0], **RUN_FIELDS, **ALGORITHM_FIELDS}
     for name, f in declared.items():
@@ -220,12 +216,26 @@ def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if hasattr(args, name)}
 
 
+def configs_from_options(preset: str | None, setting: str | None, algorithms: Sequence[str],
+                         overrides: Mapping[str, Any]) -> dict[str, Config]:
+    """One config per algorithm, as ``run`` and the distributed launcher build them from their options.
+
+    With ``preset``, its config for ``setting`` (its rows when ``algorithms`` is empty); else
+    :func:`configs_for` (default: :data:`DEFAULT_ALGORITHMS`); ``overrides`` change either.
+    """
+    if preset:
+        found = find_preset(preset)
+        return {a: found.config(a, setting, **overrides) for a in algorithms or found.algorithms}
+    if setting:
+        raise ConfigError("--setting needs --preset")
+    return configs_for(overrides, algorithms or DEFAULT_ALGORITHMS)
+
+
 def configs_for(base: Config | Mapping[str, Any], algorithms: Sequence[str]) -> dict[str, Config]:
     """One config per algorithm from ``base`` (a config, or the settings given: run fields and hyperparameters).
 
-    When several algorithms are compared, hyperparameters an algorithm does not
-    use (say ``rho`` for DFedAvg) are dropped for it; a single algorithm given
-    one it does not use is refused, as :class:`Config` refuses it.
+    When several algorithms are compared, hyperparameters an algorithm does not use (say ``rho`` for DFedAvg) are
+    dropped for it; a single algorithm given one it does not use is refused, as :class:`Config` refuses it.
     """
     settings = dict(base.settings() if isinstance(base, Config) else base)
     settings.pop("algorithm", None)
@@ -248,11 +258,10 @@ def compare(configs: dict[str, Config], seeds: Sequence[int], progress: bool = T
             on_run_done: Callable[[dict[str, list[History]]], None] | None = None) -> dict[str, list[History]]:
     """Run every config for every seed; every config is validated before anything runs.
 
-    With ``checkpoints`` (a folder), each run saves ``<algorithm>-seed<seed>.pt``
-    there every ``checkpoint_every`` rounds; with ``resume`` a run continues from
-    its file, and runs found in ``done`` (keyed by algorithm and seed, with the
-    same config) are not rerun. ``on_run_done`` sees the results so
-    far after every finished run (the CLI writes its results file there).
+    With ``checkpoints`` (a folder), each run saves ``<algorithm>-seed<seed>.pt`` there every ``checkpoint_every``
+    rounds; with ``resume`` a run continues from its file, and runs found in ``done`` (keyed by algorithm and seed,
+    with the same config) are not rerun. ``on_run_done`` sees the results so far after every finished run (the CLI
+    writes its results file there).
     """
     runs = [cfg.replace(seed=seed) for cfg in configs.values() for seed in seeds]
     out: dict[str, list[History]] = {name: [] for name in configs}
@@ -306,8 +315,7 @@ def _in_flags(message: str) -> str:
     """A data error's message with each config field it spells as in Python (``data_dir=``) spelt as its flag.
 
     The data layer speaks the Python API's language (``load_dataset(..., data_dir=...)``,
-    ``Config(train_size=...)``); on the command line the same value was given as
-    ``--data-dir`` or ``--train-size``.
+    ``Config(train_size=...)``); on the command line the same value was given as ``--data-dir`` or ``--train-size``.
     """
     fields = "|".join([*RUN_FIELDS, *ALGORITHM_FIELDS])
     return re.sub(rf"\b({fields})=(\S?)",
@@ -316,13 +324,6 @@ def _in_flags(message: str) -> str:
 
 #: Files a run writes into OUT; finding one there means an earlier invocation used the folder.
 _RESULT_FILES = ("results.json", "comparison.png")
-
-
-def _earlier_results(out: Path) -> tuple[list[str], list[Path]]:
-    """The result files and the runs' checkpoints that an earlier invocation left in ``out``."""
-    files = [name for name in _RESULT_FILES if (out / name).exists()]
-    folder = out / "checkpoints"
-    return files, (sorted(folder.glob("*-seed*.pt")) if folder.is_dir() else [])
 
 
 def _refusal(out: Path, files: list[str], checkpoints: list[Path]) -> str:
@@ -350,40 +351,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides = config_overrides(args)
     seeds = parse_seeds(parser, args.seeds)
     out = Path(args.out)
-    if args.resume and args.overwrite:
-        print("error: --resume and --overwrite contradict each other: --resume continues the runs in --out, "
-              "--overwrite replaces them", file=sys.stderr)
-        return 2
-    if out.exists() and not out.is_dir():
-        print(f"error: --out {str(out)!r} is a file; give a folder (it is created if missing)", file=sys.stderr)
-        return 2
-    earlier, stale_checkpoints = _earlier_results(out)
-    if (earlier or stale_checkpoints) and not (args.resume or args.overwrite):
-        print(f"error: {_refusal(out, earlier, stale_checkpoints)}", file=sys.stderr)
-        return 2
-    # --overwrite: the earlier files go once this command's first run is saved, not before (a bad
-    # option or a diverging first run leaves them as they were).
-    to_replace = [out / name for name in earlier if name != "results.json"] + stale_checkpoints \
-        if args.overwrite else []
     try:
-        if args.preset:
-            preset = find_preset(args.preset)
-            algorithms = parse_names(args.algorithms) or list(preset.algorithms)
-            configs = {a: preset.config(a, args.setting, **overrides) for a in algorithms}
-        else:
-            if args.setting:
-                raise ConfigError("--setting needs --preset")
-            algorithms = parse_names(args.algorithms) or list(DEFAULT_ALGORITHMS)
-            configs = configs_for(overrides, algorithms)
-        if args.checkpoint_every < 1:
-            raise ConfigError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
+        if args.resume and args.overwrite:
+            raise ConfigError("--resume and --overwrite contradict each other: --resume continues the runs in --out, "
+                              "--overwrite replaces them")
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"--out {str(out)!r} is a file; give a folder (it is created if missing)")
+        earlier = [name for name in _RESULT_FILES if (out / name).exists()]          # left by an earlier invocation
+        stale = sorted((out / "checkpoints").glob("*-seed*.pt")) if (out / "checkpoints").is_dir() else []
+        if (earlier or stale) and not (args.resume or args.overwrite):
+            raise ConfigError(_refusal(out, earlier, stale))
+        # --overwrite: the earlier files go once this command's first run is saved, not before (a bad option or a
+        # diverging first run leaves them as they were).
+        to_replace = [out / name for name in earlier if name != "results.json"] + stale if args.overwrite else []
+        configs = configs_from_options(args.preset, args.setting, parse_names(args.algorithms), overrides)
+        check_int("--checkpoint-every", args.checkpoint_every, 1)
         done = {}
         if args.resume and (out / "results.json").exists():
             done = {(h.config["algorithm"], h.config["seed"]): h for h in read_results(out / "results.json")}
 
         def save(results_so_far: dict[str, list[History]]) -> None:     # after every run: lose at most one run's rounds
-            write_results(out / "results.json", [h for hs in results_so_far.values() for h in hs],
-                          command=command)
+            write_results(out / "results.json", [h for hs in results_so_far.values() for h in hs], command=command)
             while to_replace:                            # (results.json itself was just replaced)
                 to_replace.pop().unlink(missing_ok=True)
 
@@ -398,12 +386,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DivergenceError as err:
         print(f"error: {err}", file=sys.stderr)
         return 3
-    path = out / "results.json"
     save(results)
-    try:
+    with contextlib.suppress(OSError):
         (out / "checkpoints").rmdir()                    # empty once every run has finished
-    except OSError:
-        pass
     print(summary_table(results))
     if len(results) > 1:
         tables = [e.paired_table for e in cli_extensions() if e.paired_table is not None]
@@ -411,7 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\npaired verdicts: none (they come with the book's package, dfl_book, which is not installed)")
         elif paired := tables[0](results):
             print("\n" + paired)
-    print(f"\nresults: {path}")
+    print(f"\nresults: {out / 'results.json'}")
     if not args.no_plot:
         figures = [e.plot_comparison for e in cli_extensions() if e.plot_comparison is not None]
         if figures:

@@ -1,19 +1,16 @@
 """The experiment configuration: the run's own settings, and the algorithm's typed hyperparameters.
 
-A :class:`Config` holds what every run has (data, model, m, T, η, the device …),
-each a field declared with its help text and allowed values, and ``params``:
-the running algorithm's hyperparameters, an instance of its params class
-(``DFedSAMParams``, ``FedGFParams``, … in :mod:`dfl_core.algorithms`), where
-each hyperparameter is declared once with its default. A config is checked
-when it is built, so every bad value is refused with a clear message before
+A :class:`Config` holds what every run has (data, model, m, T, η, the device …), each a field declared with its help
+text and allowed values, and ``params``: the running algorithm's hyperparameters, an instance of its params class
+(``DFedSAMParams``, ``FedGFParams``, … in :mod:`dfl_core.algorithms`), where each hyperparameter is declared once
+with its default. A config is checked when it is built, so every bad value is refused with a clear message before
 any data is loaded or any training starts::
 
     Config(algorithm="dfedsam", rho=0.05)          # ρ goes to DFedSAMParams(rho=0.05)
     cfg.params.rho, cfg.rho                         # 0.05, 0.05 (read through to params)
     Config(algorithm="dfedavg", rho=0.05)           # ConfigError: dfedavg does not use rho
 
-The CLI (``python -m dfl_core run --help``) is generated from the run's fields and
-every algorithm's params.
+The CLI (``python -m dfl_core run --help``) is generated from the run's fields and every algorithm's params.
 """
 from __future__ import annotations
 
@@ -32,7 +29,7 @@ from .models import MODELS
 from .settings import Flag, Integer, Number, OneOf, check_int, check_settings, setting
 from .topology import TOPOLOGIES
 
-__all__ = ["Config", "ConfigError", "RUN_FIELDS", "ALGORITHM_FIELDS", "algorithm_fields", "algorithm_users", "check_int", "OneOf",
+__all__ = ["Config", "ConfigError", "RUN_FIELDS", "ALGORITHM_FIELDS", "algorithm_fields", "check_int", "OneOf",
            "Integer", "Number", "Flag"]
 
 
@@ -93,6 +90,12 @@ class Config:
     channels_last: bool = setting(False, "channels-last layout of the convolutions' inputs and weights on the "
                                   "batched path (a CUDA speed option; never changes what is computed beyond "
                                   "rounding)", Flag())
+    compile: bool = setting(False, "torch.compile local training's forward pass on the batched path (a CUDA speed "
+                            "option: fuses the norms, activations and casts; the first round compiles, about a "
+                            "minute for VGG-11-GN on an H100; the same function up to rounding)", Flag())
+    cudnn_benchmark: bool = setting(False, "let cuDNN time its convolution algorithms for each shape in local "
+                                    "training and keep the fastest (a CUDA speed option; the choice, and so the "
+                                    "rounding, can differ between runs)", Flag())
     client_chunk: int | None = setting(None, "clients trained together (default: chosen for the device; never "
                                        "changes results)", Integer(1))
     gossip_mode: str = setting("auto", "how W·x is computed: 'auto' (dense W: one product; sparse W: row sums on a "
@@ -108,14 +111,13 @@ class Config:
         if unknown:
             raise ConfigError(f"unknown config field(s) {unknown}; allowed: "
                               f"{sorted({'algorithm', 'params', *RUN_FIELDS, *hyperparameters})}")
-        OneOf(ALGORITHMS)("algorithm", algorithm)
-        algo = ALGORITHMS[algorithm]
         set_field = object.__setattr__.__get__(self)
         set_field("algorithm", algorithm)
         for name, f in RUN_FIELDS.items():
             set_field(name, settings.pop(name, f.default))
         set_field("params", None)                          # built below, from the run's checked fields
-        check_settings(self)
+        check_settings(self)                               # (the algorithm's name first)
+        algo = ALGORITHMS[algorithm]
         given = {k: v for k, v in settings.items() if v is not None}   # None: the algorithm's default
         if params is None:
             params = self._build_params(algo, given)
@@ -133,8 +135,9 @@ class Config:
         defaults = algo.defaults
         for name, value in given.items():
             if name not in defaults:
-                raise ConfigError(f"{name}={value} is not used by algorithm {algo.name!r}; "
-                                  f"algorithms that use it: {', '.join(algorithm_users(name))}")
+                users = ", ".join(a.name for a in ALGORITHMS.values() if name in a.defaults)
+                raise ConfigError(f"{name}={value} is not used by algorithm {algo.name!r}; algorithms that use it: "
+                                  f"{users}")
         values = dict(given)
         if self.local_epochs is not None:
             values["local_steps"] = self._steps_for_epochs(algo, given.get("local_steps"))
@@ -227,15 +230,10 @@ class Config:
                 f"it counts use quant_mixing='public-copies' (the default)",)
 
     @property
-    def gossips(self) -> bool:
-        """Whether the algorithm's rounds gossip through ``r.gossip`` (and may compress its messages)."""
-        return isinstance(self.params, GossipParams)
-
-    @property
     def uses_public_copies(self) -> bool:
         """Whether gossip sends compressed messages against public copies x̂ (quant_bits, in every reading but
         dfedavgm-q's other two)."""
-        return self.gossips and self.params.uses_public_copies
+        return isinstance(self.params, GossipParams) and self.params.uses_public_copies
 
     def topology_options(self) -> dict[str, Any]:
         """The options of this config's topology, by the topology's own option names."""
@@ -318,11 +316,6 @@ def algorithm_fields() -> dict[str, dataclasses.Field]:
 
 #: The hyperparameters of all algorithms, by name (the CLI offers each once).
 ALGORITHM_FIELDS: dict[str, dataclasses.Field] = algorithm_fields()
-
-
-def algorithm_users(name: str) -> list[str]:
-    """The algorithms that read hyperparameter ``name``."""
-    return [a.name for a in ALGORITHMS.values() if name in a.defaults]
 
 
 #: quant_mixing's former names (results files and checkpoints written before the readings were renamed).

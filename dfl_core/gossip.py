@@ -1,20 +1,16 @@
 r"""Gossip: :math:`X \leftarrow W X`, applied Q times (DFedSAM eqs. (4)–(5)).
 
-Row i of ``X`` (shape ``(m, d)``) is client i's model, so one gossip step is a
-matrix product. When most of W's entries are zero only its nonzeros are used,
-so a ring costs O(m·degree·d) rather than O(m²·d). Gossip never sees a graph: the
-topology module builds ``W``, this module only multiplies by it.
+One gossip step is a matrix product (:mod:`dfl_core.topology` builds ``W``; this module only multiplies by it). When
+most of W's entries are zero only its nonzeros are used, so a ring costs O(m·degree·d) rather than O(m²·d).
 """
 from __future__ import annotations
 
 import warnings
-from typing import Sequence
-
 import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["MixingOperator", "mix", "SPARSE_DENSITY"]
+__all__ = ["MixingOperator", "SPARSE_DENSITY"]
 
 #: Below this fraction of nonzeros, W is treated as sparse.
 SPARSE_DENSITY = 0.25
@@ -23,17 +19,14 @@ SPARSE_DENSITY = 0.25
 class MixingOperator:
     """A mixing matrix on the device, ready to multiply ``(m, d)`` parameters.
 
-    Three ways to compute ``W @ x`` (``mode``), chosen from W's density and the device
-    unless ``mode`` is given:
+    Three ways to compute ``W @ x`` (``mode``), chosen from W's density and the device unless ``mode`` is given:
 
     * ``"dense"``: one matrix product (dense graphs; O(m²·d));
-    * ``"rows"`` (sparse W on a CPU): each output row is written once as the
-      weighted sum of the rows it mixes, ``out[i] = Σ_j w_ij x[j]`` over the
-      nonzeros of row i: O(nnz·d) arithmetic and no temporary; measured 2–3×
-      faster than a sparse CSR product on CPU, which zero-fills its output
-      and allocates an (m, d) temporary (``benchmarks/``);
-    * ``"csr"`` (sparse W on a GPU): one sparse CSR product, so the number of
-      kernel launches does not grow with m.
+    * ``"rows"`` (sparse W on a CPU): each output row is written once as the weighted sum of the rows it mixes,
+      ``out[i] = Σ_j w_ij x[j]`` over the nonzeros of row i: O(nnz·d) arithmetic and no temporary; measured 2–3×
+      faster than a sparse CSR product on CPU, which zero-fills its output and allocates an (m, d) temporary
+      (``benchmarks/``);
+    * ``"csr"`` (sparse W on a GPU): one sparse CSR product, so the number of kernel launches does not grow with m.
     """
 
     MODES = ("dense", "rows", "csr")
@@ -70,10 +63,3 @@ class MixingOperator:
             for j, w in zip(cols[1:], weights[1:]):
                 row.add_(x[j], alpha=w)
         return out
-
-
-def mix(x: Tensor, operators: Sequence[MixingOperator]) -> Tensor:
-    r"""One gossip step per operator: :math:`x^{t,q+1} = W_q\, x^{t,q}` (DFedSAM eq. (5))."""
-    for op in operators:
-        x = op(x)
-    return x

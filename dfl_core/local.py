@@ -7,11 +7,8 @@ once; nothing loops over clients) is :func:`local_step`::
     u, state = local_step(rule, state, y, step)                   # the rule asks step.gradient(point)
     y += u
 
-:class:`LocalStep` holds the step's mini-batch, η_t, the client ids and the
-parameter layout, and its :meth:`~LocalStep.gradient` evaluates
-:math:`\nabla F_i(\text{point}; \xi_i)` on *this same batch* at any point: every
-gradient evaluation of a step is a call of it in a rule's own code. DFedSAM's
-rule, eq. (3), is
+Every gradient evaluation of a step is a call of :meth:`LocalStep.gradient`, on the step's one
+batch, in a rule's own code. DFedSAM's rule, eq. (3), is
 
 .. code-block:: python
 
@@ -23,25 +20,13 @@ where :func:`sam` makes both of the step's evaluations itself::
     g = step.gradient(y)                                               # ∇F_i(y; ξ)
     return step.gradient(y + ρ g/‖g‖), state                           # ∇F_i(y + δ; ξ), the same ξ
 
-and the pieces after it transform that gradient into the update ``u``.
+and the pieces after it transform that gradient into the update ``u`` (:class:`LocalRule`; a piece
+that forms the gradient comes first in its :func:`chain`). Every algorithm declares its rule this way
+(:class:`dfl_core.algorithms.Algorithm`). The design is ``optax``'s (and ``optax.contrib.sam``'s: the
+second gradient on the same batch).
 
-A :class:`LocalRule` is ``init(x) -> state`` and ``update(g, state, y, step) -> (u, state)``.
-A piece that *forms* the gradient (``forms_gradient``: :func:`sam`, :func:`asam`,
-:func:`corrected_sam`, :func:`fedgf_perturbation`) comes first in its chain and
-is called with ``g = None``; for any other rule :func:`local_step` evaluates the
-plain gradient :math:`\nabla F_i(y; \xi)` first, so plain SGD makes exactly one
-evaluation. :func:`chain` passes the direction through its pieces in order.
-Every algorithm declares its rule this way (:class:`dfl_core.algorithms.Algorithm`),
-with the pieces a config leaves at 0 left out of :func:`sgd`. The design is
-``optax``'s (and ``optax.contrib.sam``'s: the second gradient on the same batch).
-
-A rule's state is typed: a NamedTuple of named tensors per piece
-(:class:`Momentum`, or the shared :class:`EmptyState`), a tuple of them for a
-chain. The engine keeps it across rounds (``reset_momentum=False``) and
-checkpoints it as plain tuples; :func:`typed_state` gives a loaded one its types back.
-
-SAM's normalized ascent step :math:`\rho\, g / \lVert g \rVert` is :func:`sam_scale`
-(the normalization) and :func:`sam_perturbation` (the step), the one place it is written.
+A rule's state is typed: a NamedTuple of named tensors per piece (:class:`Momentum`, or the shared
+:class:`EmptyState`), a tuple of them for a chain; checkpoints hold it as plain tuples (:func:`typed_state`).
 """
 from __future__ import annotations
 
@@ -51,12 +36,11 @@ from typing import Any, Callable, NamedTuple
 import torch
 from torch import Tensor
 
-__all__ = [
-    "LocalStep", "LocalRule", "Gradient", "local_step", "EmptyState", "EMPTY", "no_state", "Momentum", "map_state",
-    "typed_state", "chain", "identity", "scale_by_lr", "sgd", "add_decayed_weights", "trace", "sam_scale",
-    "sam_perturbation", "sam", "asam", "sharpness_aware", "blend_direction", "fedgf_perturbation",
-    "clip_by_global_norm", "proximal", "control_variate", "corrected_sam", "SAM_EPS", "FEDGF_READINGS", "SAM_VARIANTS",
-]
+__all__ = ["LocalStep", "LocalRule", "Gradient", "local_step", "EmptyState", "EMPTY", "no_state", "Momentum",
+           "map_state", "typed_state", "chain", "scale_by_lr", "sgd", "add_decayed_weights", "trace", "sam_scale",
+           "sam_perturbation", "sam", "asam", "sharpness_aware", "blend_direction", "fedgf_perturbation",
+           "clip_by_global_norm", "proximal", "control_variate", "corrected_sam", "SAM_EPS", "FEDGF_READINGS",
+           "SAM_VARIANTS"]
 
 #: Added to the gradient norm in SAM's ρ·g/‖g‖ so that a zero gradient gives a
 #: zero perturbation (the value of the davda54 SAM used by DP-FedSAM).
@@ -142,32 +126,27 @@ def map_state(fn: Callable[[Tensor], Tensor], state):
 def typed_state(rule: LocalRule, saved, x: Tensor):
     """``saved``, a state of ``rule`` as a checkpoint holds it, in the rule's own types (:class:`Momentum`, ...).
 
-    Checkpoints store rule states as plain tuples (``torch.load(weights_only=True)``
-    builds no classes); those written before states were typed hold a bare
-    tensor where a one-field state (:class:`Momentum`) is now. ``x``: parameters
-    of the rule's shape (only the shape is read, ``rule.init`` runs on the meta device).
+    Checkpoints store rule states as plain tuples (``torch.load(weights_only=True)`` builds no classes); those
+    written before states were typed hold a bare tensor where a one-field state (:class:`Momentum`) is now. ``x``:
+    parameters of the rule's shape (only the shape is read, ``rule.init`` runs on the meta device).
     """
     template = rule.init(torch.empty(x.shape, dtype=x.dtype, device="meta"))
     try:
         return _like(template, saved)
-    except _Mismatch:
+    except ValueError:                                   # (from _like: the structures differ somewhere)
         raise ValueError(f"a local-rule state {_shape(saved)} does not fit the rule, whose state is "
                          f"{_shape(template)}; was it saved by another algorithm or rule?") from None
-
-
-class _Mismatch(Exception):
-    """A saved state's structure differs from the rule's somewhere (reported whole by :func:`typed_state`)."""
 
 
 def _like(template, saved):
     if isinstance(template, Tensor):
         if not isinstance(saved, Tensor):
-            raise _Mismatch
+            raise ValueError
         return saved
     if isinstance(saved, Tensor) and hasattr(template, "_fields") and len(template) == 1:
         return type(template)(saved)                     # written before rule states were typed
     if not isinstance(saved, (tuple, list)) or len(saved) != len(template):
-        raise _Mismatch
+        raise ValueError
     parts = [_like(t, s) for t, s in zip(template, saved)]
     return type(template)(*parts) if hasattr(template, "_fields") else tuple(parts)
 
@@ -222,9 +201,8 @@ def asam(rho: float, eta: float, scale_all: bool = True) -> LocalRule:
         \delta = \rho\, \frac{T_w^2\, g}{\lVert T_w\, g \rVert_2}, \qquad
         \tilde g = \nabla F(w + \delta)
 
-    The paper scales every parameter (``scale_all=True``); the public ASAM and
-    FedASAM code scale only parameters whose name contains ``"weight"``
-    (biases get :math:`T_w = 1`), which ``scale_all=False`` reproduces with
+    The paper scales every parameter (``scale_all=True``); the public ASAM and FedASAM code scale only parameters
+    whose name contains ``"weight"`` (biases get :math:`T_w = 1`), which ``scale_all=False`` reproduces with
     :meth:`dfl_core.stacked.StackedModel.weight_mask` of the step's model.
     """
     def update(_, state: EmptyState, y: Tensor, step: LocalStep):
@@ -245,9 +223,7 @@ SAM_VARIANTS = ("sam", "asam")
 
 def sharpness_aware(cfg) -> LocalRule:
     """The config's SAM step: :func:`sam` with ``rho``, or :func:`asam` with ``rho``, ``asam_eta``, ``asam_scale_all``."""
-    if cfg.sam_variant == "asam":
-        return asam(cfg.rho, cfg.asam_eta, cfg.asam_scale_all)
-    return sam(cfg.rho)
+    return asam(cfg.rho, cfg.asam_eta, cfg.asam_scale_all) if cfg.sam_variant == "asam" else sam(cfg.rho)
 
 
 def corrected_sam(rho: float, duals: Tensor, global_perturbation: Tensor,
@@ -259,13 +235,11 @@ def corrected_sam(rho: float, duals: Tensor, global_perturbation: Tensor,
         \mu_i \leftarrow \mu_i + \hat s_i - s, \qquad
         \tilde g_i = \nabla F_i(y_i + \hat s_i; \xi_i)
 
-    ``duals`` is the ``(m, d)`` tensor of every client's :math:`\mu_i`
-    (updated *in place* for the rows of the step, so the server keeps them
-    across rounds); ``global_perturbation`` is the server's :math:`s`
-    (``(d,)``). If given, ``last_perturbation`` (``(m, d)``) receives each
-    client's latest :math:`\hat s_i`, which the server needs. The
-    update is read off the FedSMOO authors' code (FL-Simulator
-    ``optimizer/DRegSAM.py``), since the paper text is not among the seeds.
+    ``duals`` is the ``(m, d)`` tensor of every client's :math:`\mu_i` (updated *in place* for the rows of the step,
+    so the server keeps them across rounds); ``global_perturbation`` is the server's :math:`s` (``(d,)``). If given,
+    ``last_perturbation`` (``(m, d)``) receives each client's latest :math:`\hat s_i`, which the server needs. The
+    update is read off the FedSMOO authors' code (FL-Simulator ``optimizer/DRegSAM.py``), since the paper text is
+    not among the seeds.
     """
     def update(_, state: EmptyState, y: Tensor, step: LocalStep):
         g = step.gradient(y)                                                  # g_i = ∇F_i(y; ξ)
@@ -295,13 +269,12 @@ def fedgf_perturbation(rho: float, c: float, global_point: Tensor, global_delta:
 
     and the step uses :math:`\nabla F_i(\tilde w_{i,k,c})` (eq. (13)).
 
-    ``reading="points"`` is eq. (12) as printed and as the official code
-    computes it: an interpolation of two perturbed *points*, so c also pulls
-    the evaluation point towards the global model ``global_point`` = w̃.
-    ``reading="vectors"`` interpolates the two *perturbations* around the
-    client's own model, :math:`w_{i,k} + c\,\delta_g + (1-c)\,\delta_{i,k}`,
-    with ``global_delta`` = :math:`\rho\Delta/\lVert\Delta\rVert`; this is
-    how the slides' prose ("global and local perturbations") can be read.
+    ``reading="points"`` is eq. (12) as printed and as the official code computes it: an interpolation of two
+    perturbed *points*, so c also pulls the evaluation point towards the global model ``global_point`` = w̃.
+    ``reading="vectors"`` interpolates the two *perturbations* around the client's own model,
+    :math:`w_{i,k} + c\,\delta_g + (1-c)\,\delta_{i,k}`, with ``global_delta`` =
+    :math:`\rho\Delta/\lVert\Delta\rVert`; this is how the slides' prose ("global and local perturbations") can be
+    read.
     """
     if reading not in FEDGF_READINGS:
         raise ValueError(f"unknown FedGF reading {reading!r}; allowed: {FEDGF_READINGS}")
@@ -318,11 +291,6 @@ def fedgf_perturbation(rho: float, c: float, global_point: Tensor, global_delta:
 
 
 # ------------------------------------------------------ pieces that transform it
-def identity() -> LocalRule:
-    """Pass the direction through unchanged."""
-    return LocalRule(no_state, lambda g, state, y, step: (g, state))
-
-
 def scale_by_lr() -> LocalRule:
     r"""The descent step :math:`u = -\eta_t\, g`."""
     return LocalRule(no_state, lambda g, state, y, step: (-step.lr * g, state))
@@ -336,12 +304,10 @@ def add_decayed_weights(weight_decay: float) -> LocalRule:
 def trace(momentum: float) -> LocalRule:
     r"""Heavy-ball momentum in PyTorch's form: :math:`v \leftarrow \theta v + g`, :math:`u = v` (state :class:`Momentum`).
 
-    Followed by :func:`scale_by_lr` it gives
-    :math:`y^{k+1} = y^k - \eta g^k + \theta (y^k - y^{k-1})` with
-    :math:`y^{-1} = y^0`, the heavy-ball iteration of DFedAvgM eq. (4)
-    (*reconstructed*: the seed text lost the symbols of eq. (4); the DFedSAM
-    Algorithm 1 box keeps its initialisation :math:`y^{t,-1}(i) = y^{t,0}(i)`),
-    as long as η is constant within the round, which it is here.
+    Followed by :func:`scale_by_lr` it gives :math:`y^{k+1} = y^k - \eta g^k + \theta (y^k - y^{k-1})` with
+    :math:`y^{-1} = y^0`, the heavy-ball iteration of DFedAvgM eq. (4) (*reconstructed*: the seed text lost the
+    symbols of eq. (4); the DFedSAM Algorithm 1 box keeps its initialisation :math:`y^{t,-1}(i) = y^{t,0}(i)`), as
+    long as η is constant within the round, which it is here.
     """
     def init(x: Tensor) -> Momentum:
         return Momentum(torch.zeros_like(x))
@@ -365,11 +331,9 @@ def proximal(mu: float, anchor: Tensor) -> LocalRule:
 def control_variate(client_terms: Tensor | None = None, shared: Tensor | None = None) -> LocalRule:
     r"""A gradient correction :math:`g \leftarrow g - c_i + c` (SCAFFOLD, Karimireddy et al. 2020, Algorithm 1 l.10).
 
-    ``client_terms`` is an ``(m, d)`` tensor whose row i is client i's
-    :math:`c_i` (rows are picked by the step's client ids, ``step.clients``);
-    ``shared`` (shape ``(d,)``) is the server's :math:`c`, the same for every
-    client. Either may be ``None``. FedDyn uses it with
-    :math:`c_i = \nabla L_i(\theta_i^{t-1})` and no shared term.
+    ``client_terms`` is an ``(m, d)`` tensor whose row i is client i's :math:`c_i` (rows are picked by the step's
+    client ids, ``step.clients``); ``shared`` (shape ``(d,)``) is the server's :math:`c`, the same for every client.
+    Either may be ``None``. FedDyn uses it with :math:`c_i = \nabla L_i(\theta_i^{t-1})` and no shared term.
     """
     def update(g: Tensor, state: EmptyState, y: Tensor, step: LocalStep):
         if client_terms is not None:
@@ -397,8 +361,7 @@ def clip_by_global_norm(max_norm: float) -> LocalRule:
 def blend_direction(alpha: float, direction: Tensor) -> LocalRule:
     r"""MoFedSAM/FedCM's local direction :math:`v = \alpha\, g + (1 - \alpha)\, \Delta`.
 
-    ``direction`` is the server's :math:`\Delta` (shape ``(d,)``), the same
-    for every client in a round.
+    ``direction`` is the server's :math:`\Delta` (shape ``(d,)``), the same for every client in a round.
     """
     return LocalRule(no_state, lambda g, state, y, step: (alpha * g + (1 - alpha) * direction, state))
 
@@ -432,9 +395,8 @@ def chain(*pieces: LocalRule) -> LocalRule:
 def sgd(weight_decay: float = 0.0, momentum: float = 0.0) -> LocalRule:
     r"""The descent every local rule ends with: ``chain(add_decayed_weights, trace, scale_by_lr)``.
 
-    :math:`g \leftarrow g + \lambda_{wd} y`, :math:`v \leftarrow \theta v + g`,
-    :math:`u = -\eta_t v` (``torch.optim.SGD``'s order); a piece whose
-    coefficient is 0 is left out, so ``sgd()`` is plain SGD.
+    :math:`g \leftarrow g + \lambda_{wd} y`, :math:`v \leftarrow \theta v + g`, :math:`u = -\eta_t v`
+    (``torch.optim.SGD``'s order); a piece whose coefficient is 0 is left out, so ``sgd()`` is plain SGD.
     """
     pieces = []
     if weight_decay > 0:

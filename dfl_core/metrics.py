@@ -1,9 +1,8 @@
 """What a round is measured by: accuracy and loss, consensus, communication.
 
-Accuracy and loss are reported for the *average model* x̄ = (1/m) Σ x_i, on the
-whole test set and on the union of the clients' train splits (DFedSAM Table 1's
-"Train" and "Validation"), and for *each client's own model* on its own train
-and test splits. Every function evaluates all clients at once.
+Accuracy and loss are reported for the *average model* x̄ = (1/m) Σ x_i, on the whole test set and on the union of
+the clients' train splits (DFedSAM Table 1's "Train" and "Validation"), and for *each client's own model* on its own
+train and test splits. Every function evaluates all clients at once.
 """
 from __future__ import annotations
 

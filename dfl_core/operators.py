@@ -11,21 +11,15 @@ This module imports nothing from ``dfl_core``, so :mod:`dfl_core.algorithms` and
 :mod:`dfl_core.instruments` both import it at the top. ``dfl_core.instruments.quantize``
 and ``dfl_core.instruments.robustness`` re-export these names from their former home.
 
-The b-bit quantizer
--------------------
-*Reconstructed.* The text copy of §3.2 this project works from (the seed) lost its symbols in
-extraction (the published paper has them); what survives is
-(verbatim, with the gaps where the formulas were): "Given a constant and the
-limited bit number , the representable range is then . For any with , we can
-find an integer such that and we then use to replace . The above quantization
-scheme is deterministic, which can be written as for ; Besides the
-deterministic rule, the stochastic quantization uses the following scheme ...
-It is easy to see that the stochastic quantization is unbiased ... When is
-small, deterministic and stochastic quantization schemes perform very
-similarly", then the coordinate-wise operator (6), "For both deterministic and
-stochastic quantization schemes, we have if for ", and "client just needs to
-send the pair to , whose representation requires bits rather than bits".
-From this we take, with :math:`L = 2^{b-1}` and a step s:
+**The b-bit quantizer.** *Reconstructed.* The text copy of §3.2 this project works from (the seed) lost its symbols
+in extraction (the published paper has them); what survives is (verbatim, with the gaps where the formulas were):
+"Given a constant and the limited bit number , the representable range is then . For any with , we can find an
+integer such that and we then use to replace . The above quantization scheme is deterministic, which can be written
+as for ; Besides the deterministic rule, the stochastic quantization uses the following scheme ... It is easy to see
+that the stochastic quantization is unbiased ... When is small, deterministic and stochastic quantization schemes
+perform very similarly", then the coordinate-wise operator (6), "For both deterministic and stochastic quantization
+schemes, we have if for ", and "client just needs to send the pair to , whose representation requires bits rather
+than bits". From this we take, with :math:`L = 2^{b-1}` and a step s:
 
 * representable values :math:`\{k s : k \in \{-L, \dots, L-1\}\}`, the range of
   a b-bit two's-complement integer times the step s;
@@ -38,42 +32,32 @@ From this we take, with :math:`L = 2^{b-1}` and a step s:
     :math:`Q(v) = s \cdot \mathrm{clip}(\lfloor v/s \rfloor, -L, L-1)`, so
     :math:`0 \le v - Q(v) < s` for v in :math:`[-Ls, Ls)`;
 
-* ``"stochastic"``: :math:`k = \lfloor v/s \rfloor`, round up to k + 1 with
-  probability :math:`v/s - k`, then clip; unbiased (:math:`E\,Q(v) = v`) and
-  :math:`|Q(v) - v| < s` for v in range;
+* ``"stochastic"``: :math:`k = \lfloor v/s \rfloor`, round up to k + 1 with probability :math:`v/s - k`, then clip;
+  unbiased (:math:`E\,Q(v) = v`) and :math:`|Q(v) - v| < s` for v in range;
 * a vector is quantized coordinate by coordinate, eq. (6).
 
-Outside the range every rule clips (saturates) to the end levels; that part of
-the error is not bounded by s.
+Outside the range every rule clips (saturates) to the end levels; that part of the error is not bounded by s.
 
-**Which deterministic rule the text supports.** "we can find an integer such
-that and we then use to replace": an integer is found by a lost condition, and
-one lost expression replaces v. The stochastic rule that follows chooses
-between the two levels around v, so the condition it needs is
-:math:`ks \le v < (k+1)s`; if that is the lost condition, the single
-expression that then replaces v is most naturally ks, i.e. rounding down. A
-nearest rule would have to say which of ks and (k+1)s, or find k by another
-condition (:math:`|v - ks| \le s/2`); the gap may have held that, but nothing
-around it suggests it. Second, "For both deterministic and stochastic
-quantization schemes, we have [a bound] if [v is in range]": one bound is
-stated for both rules. It must hold for the stochastic error, which comes
-arbitrarily close to s, and rounding down's error is below s too, so one bound
-fits both tightly; rounding to nearest would meet it with room to spare (its
-own bound is s/2), and no separate bound for it survives. So the surviving words support
-``"floor"`` at least as well as ``"nearest"``, and slightly better; the symbols
-would settle it, and the text copy lacks them. The default stays ``"nearest"`` so that
-earlier results do not change; ``dfedavgm-q`` uses it until the config passes
-a reading through (a field such as ``quant_rounding``). A level computed in
-floating point, k·s/s, can come out a hair below k; ``"floor"`` counts a value
-within a few ulps of a level as that level, so levels quantize to themselves
-and the adaptive step below puts the largest entry exactly on the top level.
+**Which deterministic rule the text supports.** "we can find an integer such that and we then use to replace": an
+integer is found by a lost condition, and one lost expression replaces v. The stochastic rule that follows chooses
+between the two levels around v, so the condition it needs is :math:`ks \le v < (k+1)s`; if that is the lost
+condition, the single expression that then replaces v is most naturally ks, i.e. rounding down. A nearest rule would
+have to say which of ks and (k+1)s, or find k by another condition (:math:`|v - ks| \le s/2`); the gap may have held
+that, but nothing around it suggests it. Second, "For both deterministic and stochastic quantization schemes, we
+have [a bound] if [v is in range]": one bound is stated for both rules. It must hold for the stochastic error, which
+comes arbitrarily close to s, and rounding down's error is below s too, so one bound fits both tightly; rounding to
+nearest would meet it with room to spare (its own bound is s/2), and no separate bound for it survives. So the
+surviving words support ``"floor"`` at least as well as ``"nearest"``, and slightly better; the symbols would settle
+it, and the text copy lacks them. The default stays ``"nearest"`` so that earlier results do not change;
+``dfedavgm-q`` uses it until the config passes a reading through (a field such as ``quant_rounding``). A level
+computed in floating point, k·s/s, can come out a hair below k; ``"floor"`` counts a value within a few ulps of a
+level as that level, so levels quantize to themselves and the adaptive step below puts the largest entry exactly on
+the top level.
 
-**Choosing s (our choice, not the paper's).** The paper takes s as a given
-constant. When ``step`` is ``None`` we choose it per message from the data,
-:math:`s = \max_j |v_j| / (L - 1)`, so that the largest coordinate lands exactly
-on the top level and the clip never binds; the receiver then needs s, which is
-the 32-bit scale counted by :func:`message_bits`. (In the simulation s is kept
-in the working dtype; it is only *counted* as a 32-bit float.)
+**Choosing s (our choice, not the paper's).** The paper takes s as a given constant. When ``step`` is ``None`` we
+choose it per message from the data, :math:`s = \max_j |v_j| / (L - 1)`, so that the largest coordinate lands
+exactly on the top level and the clip never binds; the receiver then needs s, which is the 32-bit scale counted by
+:func:`message_bits`. (In the simulation s is kept in the working dtype; it is only *counted* as a 32-bit float.)
 """
 from __future__ import annotations
 
@@ -108,10 +92,9 @@ def quantize_levels(bits: int) -> tuple[int, int]:
 def adaptive_step(v: Tensor, bits: int, dim: int | None = -1) -> Tensor:
     r"""Our choice of s when none is given: :math:`s = \max |v| / (2^{b-1} - 1)` per message.
 
-    ``dim`` is the axis that holds one message (default the last: row i of an
-    ``(m, d)`` tensor is client i's message); ``None`` treats all of ``v`` as one
-    message. The result keeps that dimension (size 1) so it broadcasts against
-    ``v``. An all-zero message gets s = 1 (any s quantizes zeros to zero).
+    ``dim`` is the axis that holds one message (default the last: row i of an ``(m, d)`` tensor is client i's
+    message); ``None`` treats all of ``v`` as one message. The result keeps that dimension (size 1) so it broadcasts
+    against ``v``. An all-zero message gets s = 1 (any s quantizes zeros to zero).
     """
     _, top = quantize_levels(bits)
     amax = v.abs().amax() if dim is None else v.abs().amax(dim=dim, keepdim=True)
@@ -180,17 +163,15 @@ def quantize(v: Tensor, bits: int, step: float | Tensor | None = None, *, roundi
     Args:
         v: the values (any shape, floating point).
         bits: b, 2..32.
-        step: s, a positive number or a tensor broadcastable against ``v``
-            (e.g. one step per row); ``None`` chooses it per message by
-            :func:`adaptive_step` along ``dim``.
-        rounding: ``"nearest"`` (default; ties up), ``"floor"`` (the k with
-            :math:`ks \le v < (k+1)s`) or ``"stochastic"`` (unbiased); the
-            module docstring says which reading of §3.2 each is.
+        step: s, a positive number or a tensor broadcastable against ``v`` (e.g. one step per row); ``None`` chooses
+            it per message by :func:`adaptive_step` along ``dim``.
+        rounding: ``"nearest"`` (default; ties up), ``"floor"`` (the k with :math:`ks \le v < (k+1)s`) or
+            ``"stochastic"`` (unbiased); the module docstring says which reading of §3.2 each is.
         stochastic: ``True`` is ``rounding="stochastic"`` (the older spelling).
         generator: the random stream of stochastic rounding (drawn on the CPU).
         dim: the message axis for the adaptive step (``None``: one message).
-        noise: stochastic rounding's uniform draws, v's shape, instead of drawing them from ``generator``
-            (a process holding some rows of an ``(m, d)`` message slices the draw of all m rows).
+        noise: stochastic rounding's uniform draws, v's shape, instead of drawing them from ``generator`` (a process
+            holding some rows of an ``(m, d)`` message slices the draw of all m rows).
     """
     k, s = _levels(v, bits, step, _rounding_rule(rounding, stochastic), generator, dim, noise)
     return k * s
@@ -241,11 +222,10 @@ def packed_bytes(d: int, bits: int) -> int:
 def pack_levels(levels: Tensor, bits: int) -> Tensor:
     r"""Integer levels ``(..., d)`` in :math:`[-2^{b-1}, 2^{b-1} - 1]` packed to b bits each: ``uint8 (..., ⌈d·b/8⌉)``.
 
-    Each message (the last axis) is packed on its own: level j of a row takes bits
-    :math:`jb, \dots, jb + b - 1` of the row's bit string, least significant bit first, in b-bit two's
-    complement; byte k holds bits 8k..8k+7 (least significant first), and the last byte of a row is
-    padded with zeros. For b = 8, 16, 32 this is the levels' own little-endian bytes. The inverse is
-    :func:`unpack_levels`.
+    Each message (the last axis) is packed on its own: level j of a row takes bits :math:`jb, \dots, jb + b - 1` of
+    the row's bit string, least significant bit first, in b-bit two's complement; byte k holds bits 8k..8k+7 (least
+    significant first), and the last byte of a row is padded with zeros. For b = 8, 16, 32 this is the levels' own
+    little-endian bytes. The inverse is :func:`unpack_levels`.
     """
     low, high = quantize_levels(bits)
     if levels.is_floating_point() or levels.dtype == torch.bool or levels.is_complex():
@@ -309,12 +289,10 @@ def unpack_levels(packed: Tensor, bits: int, d: int) -> Tensor:
 def message_bits(d: int, bits: int) -> int:
     r"""Bits of one quantized message of d coordinates: :math:`d \cdot b + 32`.
 
-    What is counted: the d integer levels at b bits each (packed, no padding
-    to bytes) and one 32-bit float for the step s (DFedAvgM §3.2: "the pair"
-    of scale and integers). Not counted: headers, the sender's id, framing, or
-    any entropy coding that could shrink the payload further. An unquantized
-    message costs ``d * bits_per_param`` (32 by default) in the same
-    accounting; see :meth:`dfl_core.engine.Simulation.count_transmissions`.
+    What is counted: the d integer levels at b bits each (packed, no padding to bytes) and one 32-bit float for the
+    step s (DFedAvgM §3.2: "the pair" of scale and integers). Not counted: headers, the sender's id, framing, or any
+    entropy coding that could shrink the payload further. An unquantized message costs ``d * bits_per_param`` (32 by
+    default) in the same accounting; see :meth:`dfl_core.engine.Simulation.count_transmissions`.
     """
     quantize_levels(bits)
     return int(d) * int(bits) + SCALE_BITS

@@ -1,28 +1,15 @@
 """Randomness: one seeded stream per purpose, and per round.
 
-Every source of randomness of a run has its own generator, seeded from
-``(seed, purpose)``, so that changing one part of a config does not reshuffle
-the others (a new topology keeps the data split, the initial model and the
-mini-batches):
+Every source of randomness of a run has its own generator, seeded from ``(seed, purpose)``: ``init`` (the initial
+models), ``partition`` (the data split and the dataset subsets), ``batches`` (each client's mini-batches),
+``topology`` (random graphs and time-varying W), ``clients`` (the clients sampled in a round, centralized FL),
+``augment`` (random crops and flips), ``quantize`` (stochastic rounding) and ``masks`` (DisPFL's masks). So changing
+one part of a config does not reshuffle the others (a new topology keeps the data split, the initial model and the
+mini-batches).
 
-=============  ==========================================================
-purpose        draws
-=============  ==========================================================
-``init``       the initial model(s)
-``partition``  the split of the data over clients (and dataset subsets)
-``batches``    each client's mini-batches
-``topology``   random graphs and time-varying mixing matrices
-``clients``    the clients sampled in a round (centralized FL)
-``augment``    random crops and flips (CIFAR)
-``quantize``   stochastic rounding of quantized messages (dfedavgm-q)
-``masks``      sparse masks: initial positions, random regrowth (dispfl)
-=============  ==========================================================
-
-Per-round draws (batches, clients, augmentation, time-varying graphs) come from
-:func:`round_generator`, a function of ``(seed, purpose, round)`` only, so
-round t's randomness does not depend on how the run got there: a resumed run,
-or a run split over processes, draws exactly the same numbers. A checkpoint
-therefore needs no generator state.
+Per-round draws (batches, clients, augmentation, time-varying graphs) come from :func:`round_generator`, a function
+of ``(seed, purpose, round)`` only, so round t's randomness does not depend on how the run got there: a resumed run,
+or a run split over processes, draws exactly the same numbers. A checkpoint therefore needs no generator state.
 """
 from __future__ import annotations
 

@@ -1,12 +1,10 @@
 """How a setting is declared: its default, its help text and its allowed values, in one place.
 
-A setting is a dataclass field made by :func:`setting`. The run's own settings
-are :class:`dfl_core.config.Config`'s fields; an algorithm's hyperparameters are
-the fields of its ``params`` class, a frozen dataclass made by :func:`params`
-(``DFedSAMParams``, ``FedGFParams``, …). The command line, the notation table
-and the checks are all generated from these declarations, so a hyperparameter
-such as ρ is declared once, on the params class that introduces it
-(:class:`dfl_core.algorithms.base.SAMRadius`).
+A setting is a dataclass field made by :func:`setting`. The run's own settings are :class:`dfl_core.config.Config`'s
+fields; an algorithm's hyperparameters are the fields of its ``params`` class, a frozen dataclass made by
+:func:`params` (``DFedSAMParams``, ``FedGFParams``, …). The command line, the notation table and the checks are all
+generated from these declarations, so a hyperparameter such as ρ is declared once, on the params class that
+introduces it (:class:`dfl_core.algorithms.base.SAMRadius`).
 """
 from __future__ import annotations
 

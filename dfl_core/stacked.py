@@ -34,7 +34,7 @@ On CPU a single model (the loop's clients, :meth:`StackedModel.forward_one`) poo
 through :class:`ChannelsLastMaxPool2d`: the same values and gradients, bit for bit,
 at a fraction of the cost of PyTorch's NCHW pooling kernel.
 
-Two speed options for the GPU, both off by default (off, nothing of the above changes):
+Four speed options for the GPU, all off by default (off, nothing of the above changes):
 
 * ``autocast_dtype``: mixed precision in local training (:meth:`StackedModel.loss_and_grad`):
   the forward pass runs under ``torch.autocast`` in bfloat16 or float16 (matrix products and
@@ -46,9 +46,15 @@ Two speed options for the GPU, both off by default (off, nothing of the above ch
 * ``channels_last``: on the ``"batched"`` strategy, the convolutions' inputs and weights in
   ``torch.channels_last`` memory format (what tensor cores prefer); the same values up to
   float rounding.
+* ``compile``: local training's forward pass on the ``"batched"`` strategy through
+  ``torch.compile``; autograd differentiates the compiled graph. The same function up to float
+  rounding (the fused kernels round in other places); evaluation stays eager.
+* ``cudnn_benchmark``: cuDNN's autotuner on during local training. Grouped convolutions are where
+  cuDNN's default choice of algorithm is worst (benchmarks/TRIED.md).
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections import OrderedDict
 from typing import Callable
@@ -258,11 +264,17 @@ class StackedModel:
             ``torch.float16``: local training's forward pass under ``torch.autocast`` (see the module docstring;
             :data:`AUTOCAST_DTYPES` maps ``Config.precision`` to it). Float32 parameters only.
         channels_last: convolutions in channels-last layout; the ``"batched"`` strategy only.
+        compile: ``True``: local training's forward pass (the ``"batched"`` strategy) through ``torch.compile``
+            (inductor), which fuses the normalisation, activation, pooling and casts around the convolutions;
+            a string names another ``torch.compile`` backend (the tests use ``"aot_eager"``).
+        cudnn_benchmark: ``torch.backends.cudnn.benchmark`` on during :meth:`loss_and_grad`: cuDNN times its
+            algorithms for every new convolution shape and keeps the fastest (CUDA only; which algorithm wins can
+            differ between runs, and so can the rounding).
     """
 
     def __init__(self, factory: Callable[[], nn.Module], strategy: str = "auto",
                  device: torch.device | str = "cpu", *, autocast_dtype: torch.dtype | None = None,
-                 channels_last: bool = False):
+                 channels_last: bool = False, compile: bool | str = False, cudnn_benchmark: bool = False):
         self.factory = factory
         self.device = torch.device(device)
         if autocast_dtype not in AUTOCAST_DTYPES.values():
@@ -273,6 +285,11 @@ class StackedModel:
                              f"{torch.cuda.get_device_name(self.device)} has none: use precision 'float16'")
         if not isinstance(channels_last, bool):
             raise ValueError(f"channels_last={channels_last!r} must be True or False")
+        if not isinstance(cudnn_benchmark, bool):
+            raise ValueError(f"cudnn_benchmark={cudnn_benchmark!r} must be True or False")
+        self.cudnn_benchmark = cudnn_benchmark
+        if not isinstance(compile, (bool, str)) or compile == "":
+            raise ValueError(f"compile={compile!r} must be True, False or the name of a torch.compile backend")
         self.autocast_dtype, self.channels_last = autocast_dtype, channels_last
         self.template = factory().to(self.device)
         # what evaluates one client's model (the loop strategy, forward_one): the template, pooling channels-last on CPU
@@ -297,10 +314,10 @@ class StackedModel:
             # (H100, m = 100, K = 20, B = 128, float32: VGG-11-GN 13.95 s a round against vmap's 15.97 s,
             # ResNet-18-GN 28.50 s against 37.08 s; benchmarks/GPU_RESULTS.md), under autocast (vmap leaves the
             # convolutions in float32: its batching rule calls them below autocast's casts), and with
-            # channels-last (which exists on the batched path only). CPU float32 runs keep their strategy.
+            # channels-last or compile (options of the batched path only). CPU float32 runs keep their strategy.
             if has_conv and can_batch and ((strategy == "vmap" and (self.device.type == "cuda"
                                                                     or autocast_dtype is not None))
-                                           or (channels_last and strategy != "batched")):
+                                           or ((channels_last or compile) and strategy != "batched")):
                 strategy = "batched"
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown forward strategy {strategy!r}; allowed: auto, {', '.join(STRATEGIES)}")
@@ -315,9 +332,22 @@ class StackedModel:
             raise ValueError("channels_last=True applies to the convolutions of the 'batched' strategy; this model "
                              + (f"runs strategy {strategy!r} (set forward_strategy 'batched' or 'auto', or "
                                 "channels_last=False)" if has_conv else "has no convolutions"))
+        if compile and strategy != "batched":
+            raise ValueError(f"compile={compile!r} compiles the 'batched' strategy's forward pass; this model runs "
+                             f"strategy {strategy!r} " + ("(its own hand-written backward pass: nothing to compile)"
+                                                          if strategy == "mlp" else
+                                                          "(set forward_strategy 'batched' or 'auto', or compile off)"))
         self.strategy = strategy
         self._twin: nn.Module | None = (_stacked_twin(self.template, channels_last)
                                         if strategy == "batched" and not sequential else None)
+        # Local training's forward pass (loss_and_grad), compiled on request. Evaluation stays eager: its batches
+        # vary in size, and every new shape would compile again. dynamic=False: one specialised graph per
+        # client-chunk shape (a run has at most two: the full chunks and the last).
+        self._train_forward = self._forward_stacked
+        if compile:
+            self._train_forward = torch.compile(self._forward_stacked, dynamic=False,
+                                                backend="inductor" if compile is True else compile)
+        self.compile = compile
         self._weight_mask: Tensor | None = None
         children = list(self.template.named_children())               # (name, ReLU follows) of each Linear
         self._linear_layers = [(name, i + 1 < len(children) and isinstance(children[i + 1][1], nn.ReLU))
@@ -397,6 +427,12 @@ class StackedModel:
         0 on padding; client i's loss is :math:`\sum_b w_{ib} \ell_{ib} / \sum_b w_{ib}`.
         With ``input_grad`` the gradient with respect to the inputs comes third (FedRobust's shifts).
         """
+        if self.cudnn_benchmark and not torch.backends.cudnn.benchmark:
+            torch.backends.cudnn.benchmark = True               # for this call only (a global flag of PyTorch)
+            try:
+                return self.loss_and_grad(p, inputs, labels, weights, input_grad)
+            finally:
+                torch.backends.cudnn.benchmark = False
         if self.autocast_dtype is not None:
             return self._mixed_loss_and_grad(p, inputs, labels, weights, input_grad)
         if self.strategy == "mlp":
@@ -404,7 +440,7 @@ class StackedModel:
         with torch.enable_grad():
             leaves = self.leaves(p)
             inputs = inputs.detach().requires_grad_(input_grad)
-            logits = self.forward(leaves, inputs)                    # (n, B, C)
+            logits = self._logits(leaves, inputs)                    # (n, B, C)
             ce = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none")
             losses = (ce.view_as(weights) * weights).sum(1) / weights.sum(1)
             grads = torch.autograd.grad(losses.sum(), [*leaves.values(), *([inputs] if input_grad else [])])
@@ -434,7 +470,7 @@ class StackedModel:
                 with torch.enable_grad():
                     leaves = self.leaves(p)
                     x = inputs.detach().requires_grad_(input_grad)
-                    logits = self.forward(leaves, x).float()             # (n, B, C), the loss in float32
+                    logits = self._logits(leaves, x).float()             # (n, B, C), the loss in float32
                     ce = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none")
                     losses = (ce.view_as(weights) * weights).sum(1) / weights.sum(1)
                     total = losses.sum() if scale is None else losses.sum() * scale
@@ -510,14 +546,30 @@ class StackedModel:
             return torch.stack([self._forward_client({n: flat[i, n] for n in self.names}, x[i])
                                 for i in range(x.shape[0])])
         params = self.unflatten(flat) if isinstance(flat, Tensor) else flat
-        if self._twin is not None:
-            return self._forward_twin(params, x)
         if self.strategy in ("mlp", "batched"):
-            return self._forward_batched(params, x)
+            return self._forward_stacked(params, x)
         if self.strategy == "vmap":
             return torch.func.vmap(lambda p, xb: functional_call(self.template, p, (xb,)))(params, x)
         return torch.stack([self._forward_client({n: p[i] for n, p in params.items()}, x[i])
                             for i in range(x.shape[0])])
+
+    @contextlib.contextmanager
+    def eager(self):
+        """Within it, local training's forward pass runs eagerly even where ``compile`` is on: for a one-off call
+        of another shape (the memory probe's single client), which would otherwise compile a graph of its own."""
+        compiled, self._train_forward = self._train_forward, self._forward_stacked
+        try:
+            yield self
+        finally:
+            self._train_forward = compiled
+
+    def _logits(self, leaves: dict, x: Tensor) -> Tensor:
+        """:meth:`forward` of local training: the compiled forward pass where ``compile`` asks for it."""
+        return self._train_forward(leaves, x) if self.strategy == "batched" else self.forward(leaves, x)
+
+    def _forward_stacked(self, params: dict[str, Tensor], x: Tensor) -> Tensor:
+        """The ``mlp``/``batched`` strategies' forward pass: the twin, or the interpreter of a flat Sequential."""
+        return self._forward_twin(params, x) if self._twin is not None else self._forward_batched(params, x)
 
     def _forward_client(self, params: dict[str, Tensor], x: Tensor) -> Tensor:
         """One client's logits (the ``loop`` strategy)."""

@@ -1,21 +1,17 @@
 """Who averages with whom: communication graphs and their mixing matrices W.
 
-One gossip step replaces every client's model by a weighted average of the
-models it receives,
+One gossip step replaces every client's model by a weighted average of the models it receives,
 
 .. math::
 
     x_i \\leftarrow \\sum_{j=1}^m w_{ij} x_j, \\qquad\\text{i.e.}\\qquad X \\leftarrow W X,
 
-where row i of ``X`` (shape ``(m, d)``) is client i's model. Everything the
-rest of ``dfl_core`` needs to know about the network is in the matrix W,
-so this module builds W explicitly (decentralizepy instead computes the
-weights inside its message-passing code, where nobody can test them or compute
-their spectral gap).
+where row i of ``X`` (shape ``(m, d)``) is client i's model. Everything the rest of ``dfl_core`` needs to know about
+the network is in the matrix W, so this module builds W explicitly (decentralizepy instead computes the weights
+inside its message-passing code, where nobody can test them or compute their spectral gap).
 
-DFedSAM's analysis (Shi et al., 2023, Definition 4.1, taken from Sun et al.,
-2022) assumes W is non-negative, supported on the graph, **symmetric**, has
-null space null(I - W) = span(1), and satisfies I ⪰ W ≻ -I. The speed of
+DFedSAM's analysis (Shi et al., 2023, Definition 4.1, taken from Sun et al., 2022) assumes W is non-negative,
+supported on the graph, **symmetric**, has null space null(I - W) = span(1), and satisfies I ⪰ W ≻ -I. The speed of
 consensus is then governed by
 
 .. math::
@@ -24,36 +20,23 @@ consensus is then governed by
 
 the second-largest eigenvalue modulus (SLEM) and the spectral gap.
 
-Static graphs (:data:`TOPOLOGIES`): ``ring``, ``grid``, ``torus``,
-``exponential``, ``exponential-mh``, ``complete``/``full``, ``star``,
-``erdos-renyi``, ``random-regular``. Undirected graphs get Metropolis-Hastings
-weights (:func:`metropolis_hastings`), which are symmetric and doubly
-stochastic for any undirected graph.
+The graphs are :data:`TOPOLOGIES` (``python -m dfl_core list``). Undirected ones get Metropolis-Hastings
+weights (:func:`metropolis_hastings`), symmetric and doubly stochastic for any undirected graph.
 
-Time-varying graphs (DFedSAM Appendix B.4: "each client can communicate with at
-most 10 neighbors which are random sampled without replacement from all
-clients") can be read in two ways, and both are provided:
-
-* ``random-symmetric`` (scheme (i)): a fresh *undirected* graph of degree
-  <= 10 every gossip step, MH weights. This is what the theory assumes.
-* ``random-as-coded`` (scheme (ii)): what the public DisPFL code, on which the
-  DFedSAM-lineage code is built, does in ``_benefit_choose(cs='random')``:
-  every client picks 10 others and takes the plain average. W is only
-  row-stochastic, so the average of all models is *not* preserved by a gossip
-  step and Definition 4.1 does not hold.
-
-A time-varying W is a function of ``(seed, round, step)`` only
-(``np.random.default_rng([seed, round, step])``), so a resumed run or a run
-split over processes sees the same graphs as an uninterrupted one.
+Time-varying graphs (DFedSAM Appendix B.4: "each client can communicate with at most 10 neighbors which are
+random sampled without replacement from all clients") can be read in two ways, both provided: ``random-symmetric``
+(:class:`RandomSymmetric`), what the theory assumes, and ``random-as-coded`` (:class:`RandomAsCoded`), what the
+public DisPFL code, on which the DFedSAM-lineage code is built, does: its W is only row-stochastic, so the average of
+all models is *not* preserved by a gossip step and Definition 4.1 does not hold. A time-varying W is a function of
+``(seed, round, step)`` only, so a resumed run or a run split over processes sees the same graphs.
 
 References:
     Shi, Shen, Wang, Tao. Improving the Model Consistency of Decentralized
     Federated Learning (DFedSAM). ICML 2023. Definition 4.1, Appendix A, B.4.
     Ying, Yuan, Chen, Hu, Pan, Yin. Exponential Graph is Provably Efficient
     for Decentralized Deep Training. NeurIPS 2021.
-    Dai, Shen, He, Tian, Tao. DisPFL: Towards Communication-Efficient
-    Personalized Federated Learning via Decentralized Sparse Training.
-    ICML 2022 (code: rong-dai/DisPFL, ``fedml_api/standalone/DisPFL``).
+    Dai, Shen, He, Tian, Tao. DisPFL: Towards Communication-Efficient Personalized Federated Learning via
+    Decentralized Sparse Training. ICML 2022 (code: rong-dai/DisPFL, ``fedml_api/standalone/DisPFL``).
 """
 from __future__ import annotations
 
@@ -68,17 +51,8 @@ from typing import Callable, Mapping
 import networkx as nx
 import numpy as np
 
-__all__ = [
-    "TopologyError",
-    "MixingMatrix",
-    "Topology",
-    "metropolis_hastings",
-    "make_topology",
-    "grid_shape",
-    "TOPOLOGIES",
-    "TopologySpec",
-    "TopologyOption",
-]
+__all__ = ["TopologyError", "MixingMatrix", "Topology", "metropolis_hastings", "make_topology", "grid_shape",
+           "TOPOLOGIES", "TopologySpec", "TopologyOption"]
 
 
 class TopologyError(ValueError):
@@ -90,11 +64,7 @@ def _tol(m: int) -> float:
     return 1e-12 * max(1, m)
 
 
-# --------------------------------------------------------------------------- #
-# The mixing matrix
-# --------------------------------------------------------------------------- #
-
-
+# -------------------------------------------------------------------------------- The mixing matrix
 @dataclass(frozen=True, eq=False, repr=False)
 class MixingMatrix:
     """A gossip matrix W together with the properties it is declared to have.
@@ -102,14 +72,12 @@ class MixingMatrix:
     ``w_ij`` is the weight client i gives to client j's model: ``X <- W @ X``.
     Client j therefore sends its model to client i whenever ``w_ij > 0``.
 
-    The flags are *declarations*; :meth:`validate` checks every declaration
-    that promises something (``symmetric``, ``doubly_stochastic``,
-    ``connected``, and ``directed=False``, which promises a symmetric support).
+    The flags are *declarations*; :meth:`validate` checks every declaration that promises something (``symmetric``,
+    ``doubly_stochastic``, ``connected``, and ``directed=False``, which promises a symmetric support).
     ``directed=True`` only says that the support *may* be asymmetric.
 
-    ``eq=False``: W is an array, so field-wise ``==`` would be ambiguous;
-    compare ``a.W`` and ``b.W`` with numpy instead. Do not modify ``W`` in
-    place: the eigenvalues are cached.
+    ``eq=False``: W is an array, so field-wise ``==`` would be ambiguous; compare ``a.W`` and ``b.W`` with numpy
+    instead. Do not modify ``W`` in place: the eigenvalues are cached.
     """
 
     W: np.ndarray  # (m, m) float64
@@ -127,11 +95,8 @@ class MixingMatrix:
         object.__setattr__(self, "W", W)
 
     def __repr__(self) -> str:
-        return (
-            f"MixingMatrix(name={self.name!r}, m={self.m}, symmetric={self.symmetric}, "
-            f"doubly_stochastic={self.doubly_stochastic}, directed={self.directed}, "
-            f"connected={self.connected})"
-        )
+        return (f"MixingMatrix(name={self.name!r}, m={self.m}, symmetric={self.symmetric}, "
+                f"doubly_stochastic={self.doubly_stochastic}, directed={self.directed}, connected={self.connected})")
 
     # ---- checks ---------------------------------------------------------- #
 
@@ -141,63 +106,50 @@ class MixingMatrix:
     def validate(self) -> "MixingMatrix":
         """Check the shape, the entries and every declared property; return ``self``.
 
-        Always: square 2-D, finite, non-negative, every row sums to 1.
-        If declared: ``symmetric`` (W == W.T), ``doubly_stochastic`` (columns
-        sum to 1), ``directed=False`` (w_ij > 0 iff w_ji > 0), ``connected``
-        (support graph strongly connected). Tolerance 1e-12 * m.
-        Costs O(m^2): a few milliseconds for m = 1000.
+        Always: square 2-D, finite, non-negative, every row sums to 1. If declared: ``symmetric`` (W == W.T),
+        ``doubly_stochastic`` (columns sum to 1), ``directed=False`` (w_ij > 0 iff w_ji > 0), ``connected`` (support
+        graph strongly connected). Tolerance 1e-12 * m. Costs O(m^2): a few milliseconds for m = 1000.
         """
         W = self.W
         if W.ndim != 2 or W.shape[0] != W.shape[1] or W.shape[0] == 0:
             raise self._fail("a square matrix", f"shape is {W.shape}, allowed is (m, m) with m >= 1")
         m = W.shape[0]
         tol = _tol(m)
-        if not np.isfinite(W).all():
-            i, j = np.argwhere(~np.isfinite(W))[0]
-            raise self._fail("finite", f"entry ({i}, {j}) is {W[i, j]}")
-        if (W < 0).any():
-            i, j = np.argwhere(W < 0)[0]
-            raise self._fail("non-negative", f"entry ({i}, {j}) is {W[i, j]:.12g}")
+        for prop, bad in (("finite", ~np.isfinite(W)), ("non-negative", W < 0)):
+            if bad.any():
+                i, j = np.argwhere(bad)[0]
+                raise self._fail(prop, f"entry ({i}, {j}) is {W[i, j]:.12g}")
         rows = W.sum(axis=1)
         bad = np.flatnonzero(np.abs(rows - 1.0) > tol)
         if bad.size:
             i = bad[0]
             raise self._fail("row-stochastic", f"row {i} sums to {rows[i]:.12g} (must be 1 within {tol:.0e})")
         if self.symmetric and self.directed:
-            raise self._fail(
-                "consistently declared", "symmetric=True and directed=True contradict each other"
-            )
+            raise self._fail("consistently declared", "symmetric=True and directed=True contradict each other")
         if self.symmetric:
             diff = np.abs(W - W.T)
             if diff.max() > tol:
                 i, j = np.unravel_index(np.argmax(diff), diff.shape)
-                raise self._fail(
-                    "symmetric", f"W[{i},{j}] = {W[i, j]:.12g} but W[{j},{i}] = {W[j, i]:.12g}"
-                )
+                raise self._fail("symmetric", f"W[{i},{j}] = {W[i, j]:.12g} but W[{j},{i}] = {W[j, i]:.12g}")
         support = W > 0
         if not self.directed:
             asym = support != support.T
             if asym.any():
                 i, j = np.argwhere(asym)[0]
-                raise self._fail(
-                    "undirected (symmetric support)",
-                    f"W[{i},{j}] = {W[i, j]:.12g} but W[{j},{i}] = {W[j, i]:.12g}",
-                )
+                raise self._fail("undirected (symmetric support)",
+                                 f"W[{i},{j}] = {W[i, j]:.12g} but W[{j},{i}] = {W[j, i]:.12g}")
         if self.doubly_stochastic:
             cols = W.sum(axis=0)
             bad = np.flatnonzero(np.abs(cols - 1.0) > tol)
             if bad.size:
                 j = bad[0]
-                raise self._fail(
-                    "doubly stochastic", f"column {j} sums to {cols[j]:.12g} (must be 1 within {tol:.0e})"
-                )
+                raise self._fail("doubly stochastic",
+                                 f"column {j} sums to {cols[j]:.12g} (must be 1 within {tol:.0e})")
         if self.connected:
             unreached = _unreachable_from_0(support)
             if unreached is not None:
-                raise self._fail(
-                    "strongly connected",
-                    f"node {unreached} cannot be reached from node 0 (or cannot reach it)",
-                )
+                raise self._fail("strongly connected",
+                                 f"node {unreached} cannot be reached from node 0 (or cannot reach it)")
         return self
 
     # ---- numbers --------------------------------------------------------- #
@@ -222,9 +174,7 @@ class MixingMatrix:
         ``max(|λ_2|, |λ_m|)`` for a symmetric W; for a non-symmetric W the same
         SLEM is returned, but the DFedSAM bounds do not apply to it. 0.0 for m = 1.
         """
-        if self.m == 1:
-            return 0.0
-        return float(np.abs(self.eigenvalues[1]))
+        return 0.0 if self.m == 1 else float(np.abs(self.eigenvalues[1]))
 
     @property
     def spectral_gap(self) -> float:
@@ -261,12 +211,8 @@ class MixingMatrix:
         else:
             simple_one = int(np.linalg.matrix_rank(np.eye(m) - W)) == m - 1
             spectral = False
-        return {
-            "graph": graph,
-            "symmetry": symmetry,
-            "null_space": bool(ones_fixed and simple_one),
-            "spectral": spectral,
-        }
+        return {"graph": graph, "symmetry": symmetry, "null_space": bool(ones_fixed and simple_one),
+                "spectral": spectral}
 
 
 def _unreachable_from_0(A: np.ndarray) -> int | None:
@@ -289,11 +235,7 @@ def _unreachable_from_0(A: np.ndarray) -> int | None:
     return None
 
 
-# --------------------------------------------------------------------------- #
-# Weights
-# --------------------------------------------------------------------------- #
-
-
+# ------------------------------------------------------------------------------------------ Weights
 def _mh_from_adjacency(A: np.ndarray) -> np.ndarray:
     """Metropolis-Hastings weights for a symmetric boolean adjacency matrix (diagonal ignored)."""
     A = A.astype(bool, copy=True)
@@ -314,26 +256,19 @@ def metropolis_hastings(G: nx.Graph) -> np.ndarray:
         w_{ij} = \\frac{1}{1 + \\max(d_i, d_j)} \\text{ for } \\{i, j\\} \\in E, \\qquad
         w_{ii} = 1 - \\sum_{j \\ne i} w_{ij}.
 
-    Symmetric and doubly stochastic for every undirected graph, with a
-    positive diagonal; it needs only each node's and its neighbours' degrees,
-    so it can be computed locally. Self-loops in ``G`` are ignored.
+    Symmetric and doubly stochastic for every undirected graph, with a positive diagonal; it needs only each node's
+    and its neighbours' degrees, so it can be computed locally. Self-loops in ``G`` are ignored.
     """
     if G.is_directed():
         raise TopologyError("metropolis_hastings needs an undirected graph, got a directed one")
     m = G.number_of_nodes()
     if set(G.nodes) != set(range(m)):
-        raise TopologyError(
-            f"metropolis_hastings needs nodes 0..{m - 1}, got nodes {sorted(G.nodes)[:10]}..."
-        )
+        raise TopologyError(f"metropolis_hastings needs nodes 0..{m - 1}, got nodes {sorted(G.nodes)[:10]}...")
     A = nx.to_numpy_array(G, nodelist=range(m), weight=None, dtype=float) > 0
     return _mh_from_adjacency(A)
 
 
-# --------------------------------------------------------------------------- #
-# Topologies
-# --------------------------------------------------------------------------- #
-
-
+# --------------------------------------------------------------------------------------- Topologies
 class Topology(ABC):
     """A source of mixing matrices: ``matrix(round, step)`` is W for gossip step ``step`` of ``round``.
 
@@ -364,12 +299,8 @@ def _check_round_step(round, step) -> None:
 class StaticTopology(Topology):
     """A fixed graph: the same validated W for every (round, step)."""
 
-    time_varying = False
-
     def __init__(self, name: str, mixing: MixingMatrix):
-        self.name = name
-        self.m = mixing.m
-        self._mixing = mixing.validate()
+        self.name, self.m, self._mixing = name, mixing.m, mixing.validate()
 
     def matrix(self, round: int = 0, step: int = 0) -> MixingMatrix:
         _check_round_step(round, step)
@@ -404,18 +335,16 @@ class _TimeVarying(Topology):
 class RandomSymmetric(_TimeVarying):
     """Scheme (i) for DFedSAM Appendix B.4: a fresh undirected graph of degree <= max_degree.
 
-    The graph is the union of ``max_degree // 2`` random Hamiltonian cycles
-    (a random permutation of the clients, closed into a cycle). One cycle
-    already makes it connected, and each cycle adds at most 2 to every degree,
-    so the degree is <= max_degree (less where cycles share an edge). MH
-    weights make W symmetric and doubly stochastic, as Definition 4.1 assumes.
-    For m <= max_degree + 1 the complete graph already respects the degree
+    The graph is the union of ``max_degree // 2`` random Hamiltonian cycles (a random permutation of the clients,
+    closed into a cycle). One cycle already makes it connected, and each cycle adds at most 2 to every degree, so
+    the degree is <= max_degree (less where cycles share an edge). MH weights make W symmetric and doubly
+    stochastic, as Definition 4.1 assumes. For m <= max_degree + 1 the complete graph already respects the degree
     bound, and it is used every step (W = 11^T / m, then not really random).
     """
 
     def __init__(self, m: int, seed: int, max_degree: int):
         super().__init__("random-symmetric", m, seed)
-        self.max_degree = max_degree
+        self.max_degree = _need_int("'random-symmetric' option max_degree", max_degree, 2)
 
     def _draw(self, rng, label):
         m = self.m
@@ -433,19 +362,17 @@ class RandomSymmetric(_TimeVarying):
 class RandomAsCoded(_TimeVarying):
     """Scheme (ii): the time-varying graph of the public DisPFL code, ``_benefit_choose(cs='random')``.
 
-    Every client i draws ``num_neighbors`` *other* clients uniformly without
-    replacement (capped at m - 1), appends itself, and takes the plain average:
-    ``w_ij = 1 / (num_neighbors + 1)`` for j in S_i ∪ {i}. The receiver picks
-    its senders, so columns do not sum to 1 (a popular client counts more)
-    and W is row-stochastic only: not symmetric, not doubly stochastic, and a
-    single draw is not guaranteed to be strongly connected (``connected=False``
-    is declared honestly; it is, with high probability, for num_neighbors = 10
-    and m = 100). The same distribution as the code, not its random stream.
+    Every client i draws ``num_neighbors`` *other* clients uniformly without replacement (capped at m - 1), appends
+    itself, and takes the plain average: ``w_ij = 1 / (num_neighbors + 1)`` for j in S_i ∪ {i}. The receiver picks
+    its senders, so columns do not sum to 1 (a popular client counts more) and W is row-stochastic only: not
+    symmetric, not doubly stochastic, and a single draw is not guaranteed to be strongly connected
+    (``connected=False`` is declared honestly; it is, with high probability, for num_neighbors = 10 and m = 100).
+    The same distribution as the code, not its random stream.
     """
 
     def __init__(self, m: int, seed: int, num_neighbors: int):
         super().__init__("random-as-coded", m, seed)
-        self.num_neighbors = min(num_neighbors, m - 1)
+        self.num_neighbors = min(_need_int("'random-as-coded' option num_neighbors", num_neighbors, 1), m - 1)
 
     def _draw(self, rng, label):
         m, k = self.m, self.num_neighbors
@@ -460,26 +387,19 @@ class RandomAsCoded(_TimeVarying):
         return MixingMatrix(W, label, False, False, True, False)
 
 
-# ---- static builders ------------------------------------------------------ #
-
-
-def _static(
-    name: str, W: np.ndarray, *, symmetric=True, doubly_stochastic=True, directed=False
-) -> StaticTopology:
+# ---------------------------------------------------------------------------------- static builders
+def _static(name: str, W: np.ndarray, *, symmetric=True, doubly_stochastic=True, directed=False) -> StaticTopology:
     return StaticTopology(name, MixingMatrix(W, name, symmetric, doubly_stochastic, directed, True))
 
 
 def _ring(m: int) -> StaticTopology:
     """Ring (DFedSAM Section 5.3 / Appendix A), MH weights: 1/3 to itself and each neighbour.
 
-    Circulant, so its eigenvalues are (1 + 2 cos(2πk/m)) / 3, k = 0..m-1, and
-    λ = (1 + 2 cos(2π/m)) / 3 for m >= 3 (the most negative eigenvalue is
-    >= -1/3, and the k = 1 term is >= 1/3 once m >= 4). The gap
-    1 - λ = (2/3)(1 - cos(2π/m)) ≈ 4π²/(3m²): the ring is the slowest-mixing
-    topology here. (DFedSAM Section 3.1 writes
-    "λ ≈ 16π²/(3m²)" for the ring, which is a gap-like quantity that tends to 0,
-    with a different constant, citing Sun et al. 2022.)
-    m = 1: W = [[1]]; m = 2: one edge, W = 11^T / 2.
+    Circulant, so its eigenvalues are (1 + 2 cos(2πk/m)) / 3, k = 0..m-1, and λ = (1 + 2 cos(2π/m)) / 3 for m >= 3
+    (the most negative eigenvalue is >= -1/3, and the k = 1 term is >= 1/3 once m >= 4). The gap 1 - λ = (2/3)(1 -
+    cos(2π/m)) ≈ 4π²/(3m²): the ring is the slowest-mixing topology here. (DFedSAM Section 3.1 writes "λ ≈
+    16π²/(3m²)" for the ring, which is a gap-like quantity that tends to 0, with a different constant, citing Sun et
+    al. 2022.) m = 1: W = [[1]]; m = 2: one edge, W = 11^T / 2.
     """
     A = np.zeros((m, m), dtype=bool)
     if m >= 2:
@@ -492,9 +412,8 @@ def _ring(m: int) -> StaticTopology:
 def _grid(m: int, name: str) -> StaticTopology:
     """2-D grid ("Grid", DFedSAM Section 5.3 / Appendix A) or torus, MH weights.
 
-    r x c with r the largest divisor of m not above sqrt(m), so as square as
-    m allows (m = 100: 10 x 10). m = 2, 3 give a path (or, for the torus and
-    m = 3, a ring); a prime m > 3 is refused rather than silently becoming a
+    r x c with r the largest divisor of m not above sqrt(m), so as square as m allows (m = 100: 10 x 10). m = 2, 3
+    give a path (or, for the torus and m = 3, a ring); a prime m > 3 is refused rather than silently becoming a
     path. Corner/edge clients have degree 2/3, interior ones 4.
     """
     rows, cols = grid_shape(m, name)
@@ -512,9 +431,8 @@ def _complete(m: int, name: str) -> StaticTopology:
 def _star(m: int) -> StaticTopology:
     """Star with hub 0, MH weights: the hub keeps 1/m and gives 1/m to each leaf; a leaf keeps 1 - 1/m.
 
-    Not one of DFedSAM's topologies; the standard example that a graph of
-    diameter 2 can still mix slowly (λ = 1 - 1/m for m >= 3) because the hub
-    is a bottleneck.
+    Not one of DFedSAM's topologies; the standard example that a graph of diameter 2 can still mix slowly (λ = 1 -
+    1/m for m >= 3) because the hub is a bottleneck.
     """
     A = np.zeros((m, m), dtype=bool)
     A[0, 1:] = True
@@ -534,10 +452,8 @@ def grid_shape(m: int, name: str) -> tuple[int, int]:
 
         below = next(n for n in range(m - 1, 3, -1) if ok(n))
         above = next(n for n in range(m + 1, 2 * m + 4) if ok(n))
-        raise TopologyError(
-            f"{name!r} needs m = r * c with r, c >= 2, but m = {m} is prime; "
-            f"nearby valid m: {below} or {above}"
-        )
+        raise TopologyError(f"{name!r} needs m = r * c with r, c >= 2, but m = {m} is prime; "
+                            f"nearby valid m: {below} or {above}")
     return rows, m // rows
 
 
@@ -566,13 +482,10 @@ def _exponential_offsets(m: int) -> np.ndarray:
 def _exponential(m: int) -> StaticTopology:
     """Static exponential graph of Ying et al. (2021); "Exp" in DFedSAM Section 5.3 / Appendix A.
 
-    ``w_ij = 1/(tau+1)`` if j == i or (j - i) mod m = 2^k, k = 0..tau-1,
-    tau = ceil(log2 m). Client i receives from i+1, i+2, i+4, ... (mod m):
-    tau messages per client instead of a ring's 2, and for m a power of two
-    λ = 1 - 2/(1 + log2 m) (Ying et al. 2021). Circulant, hence doubly
-    stochastic, but directed. For m <= 3 the offsets are closed under
-    negation (m = 3: offsets {1, 2}, the complete graph), so W is symmetric
-    and declared so.
+    ``w_ij = 1/(tau+1)`` if j == i or (j - i) mod m = 2^k, k = 0..tau-1, tau = ceil(log2 m). Client i receives from
+    i+1, i+2, i+4, ... (mod m): tau messages per client instead of a ring's 2, and for m a power of two λ = 1 - 2/(1
+    + log2 m) (Ying et al. 2021). Circulant, hence doubly stochastic, but directed. For m <= 3 the offsets are
+    closed under negation (m = 3: offsets {1, 2}, the complete graph), so W is symmetric and declared so.
     """
     offs = _exponential_offsets(m)
     i = np.arange(m)
@@ -595,45 +508,31 @@ def _exponential_mh(m: int) -> StaticTopology:
     return _static("exponential-mh", _mh_from_adjacency(A))
 
 
-def _erdos_renyi(m: int, seed: int, p: float) -> StaticTopology:
-    rng = np.random.default_rng(seed)
+def _erdos_renyi(m: int, seed: int, p) -> StaticTopology:
+    if not isinstance(p, numbers.Real) or isinstance(p, bool) or not (0.0 < p <= 1.0):
+        raise TopologyError(f"'erdos-renyi' option p must be a number in (0, 1], got {p!r}")
+    p, rng = float(p), np.random.default_rng(seed)
     for _ in range(100):
         upper = np.triu(rng.random((m, m)) < p, k=1)  # each pair {i<j} independently with prob. p
         A = upper | upper.T
         if _unreachable_from_0(A) is None:
             return _static("erdos-renyi", _mh_from_adjacency(A))
-    raise TopologyError(
-        f"'erdos-renyi' with m={m}, p={p} was disconnected in 100 draws (seed={seed}); "
-        f"use a larger p (connected w.h.p. for p > ln(m)/m = {math.log(m) / m:.3g})"
-    )
+    raise TopologyError(f"'erdos-renyi' with m={m}, p={p} was disconnected in 100 draws (seed={seed}); "
+                        f"use a larger p (connected w.h.p. for p > ln(m)/m = {math.log(m) / m:.3g})")
 
 
-def _random_regular(m: int, seed: int, k: int) -> StaticTopology:
-    rnd = random.Random(seed)  # one stream for all redraws, so the result depends on seed only
-    for _ in range(100):
-        G = nx.random_regular_graph(k, m, seed=rnd)
-        if nx.is_connected(G):
-            return _static("random-regular", metropolis_hastings(G))
-    raise TopologyError(
-        f"'random-regular' with m={m}, k={k} was disconnected in 100 draws (seed={seed}); use k >= 3"
-    )
-
-
-# ---- registry --------------------------------------------------------------- #
-
-
-def _erdos_renyi_checked(m: int, seed: int, p) -> StaticTopology:
-    if not isinstance(p, numbers.Real) or isinstance(p, bool) or not (0.0 < p <= 1.0):
-        raise TopologyError(f"'erdos-renyi' option p must be a number in (0, 1], got {p!r}")
-    return _erdos_renyi(m, seed, float(p))
-
-
-def _random_regular_checked(m: int, seed: int, k) -> StaticTopology:
+def _random_regular(m: int, seed: int, k) -> StaticTopology:
     if not _is_int(k) or not 0 < k < m or (m * k) % 2:
         raise TopologyError(f"'random-regular' option k must be an int with 0 < k < m and m*k even; got k={k!r}, m={m}")
-    return _random_regular(m, seed, int(k))
+    rnd = random.Random(seed)  # one stream for all redraws, so the result depends on seed only
+    for _ in range(100):
+        G = nx.random_regular_graph(int(k), m, seed=rnd)
+        if nx.is_connected(G):
+            return _static("random-regular", metropolis_hastings(G))
+    raise TopologyError(f"'random-regular' with m={m}, k={k} was disconnected in 100 draws (seed={seed}); use k >= 3")
 
 
+# ----------------------------------------------------------------------------------------- registry
 @dataclass(frozen=True)
 class TopologyOption:
     """One option of a topology: its default and the :class:`~dfl_core.config.Config` field that sets it."""
@@ -646,10 +545,9 @@ class TopologyOption:
 class TopologySpec:
     """One entry of :data:`TOPOLOGIES`: a line of documentation, a builder, and its options.
 
-    ``build(m, seed, **options)`` returns a :class:`Topology` (it validates its
-    options and raises :class:`TopologyError`); ``options`` maps each option
-    name to its default and the config field that feeds it. Adding a topology
-    is one entry here.
+    ``build(m, seed, **options)`` returns a :class:`Topology` (it validates its options and raises
+    :class:`TopologyError`); ``options`` maps each option name to its default and the config field that feeds it.
+    Adding a topology is one entry here.
     """
 
     summary: str
@@ -672,21 +570,17 @@ TOPOLOGIES: dict[str, TopologySpec] = {
     "full": TopologySpec("alias of complete", lambda m, seed: _complete(m, "full")),
     "star": TopologySpec("node 0 is the hub, MH weights", lambda m, seed: _star(m)),
     "erdos-renyi": TopologySpec("G(m, p) redrawn until connected (option p, default 0.2), MH weights",
-                                _erdos_renyi_checked, {"p": TopologyOption(0.2, "edge_probability")}),
+                                _erdos_renyi, {"p": TopologyOption(0.2, "edge_probability")}),
     "random-regular": TopologySpec("random k-regular connected graph (option k, default 4), MH weights",
-                                   _random_regular_checked, {"k": TopologyOption(4, "degree")}),
+                                   _random_regular, {"k": TopologyOption(4, "degree")}),
     "random-symmetric": TopologySpec(
         "time-varying: new undirected graph of degree <= max_degree (default 10) every gossip step, MH "
         "weights (DFedSAM App. B.4 read as the theory needs)",
-        lambda m, seed, max_degree: RandomSymmetric(
-            m, seed, _need_int("'random-symmetric' option max_degree", max_degree, 2)),
-        {"max_degree": TopologyOption(10, "max_degree")}, time_varying=True),
+        RandomSymmetric, {"max_degree": TopologyOption(10, "max_degree")}, time_varying=True),
     "random-as-coded": TopologySpec(
         "time-varying: every client averages itself with num_neighbors (default 10) random others, "
         "row-stochastic only (DisPFL/DFedSAM public code)",
-        lambda m, seed, num_neighbors: RandomAsCoded(
-            m, seed, _need_int("'random-as-coded' option num_neighbors", num_neighbors, 1)),
-        {"num_neighbors": TopologyOption(10, "num_neighbors")}, time_varying=True),
+        RandomAsCoded, {"num_neighbors": TopologyOption(10, "num_neighbors")}, time_varying=True),
 }
 
 
@@ -694,9 +588,9 @@ def _is_int(v) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
-def _need_int(what: str, v, lo: int, hint: str = "") -> int:
+def _need_int(what: str, v, lo: int) -> int:
     if not _is_int(v) or v < lo:
-        raise TopologyError(f"{what} must be an int >= {lo}{hint}, got {v!r}")
+        raise TopologyError(f"{what} must be an int >= {lo}, got {v!r}")
     return int(v)
 
 
@@ -706,12 +600,9 @@ def make_topology(name: str, m: int, *, seed: int = 0, **options) -> Topology:
     Args:
         name: one of :data:`TOPOLOGIES`.
         m: number of clients, an int >= 1.
-        seed: int >= 0; seeds the random graphs (static ones once, time-varying
-            ones together with round and step).
-        **options: ``p`` (erdos-renyi, in (0, 1]), ``k`` (random-regular,
-            0 < k < m, m*k even), ``max_degree`` (random-symmetric, int >= 2),
-            ``num_neighbors`` (random-as-coded, int >= 1, capped at m - 1).
-            An option passed as ``None`` takes its default.
+        seed: int >= 0; seeds the random graphs (static ones once, time-varying ones together with round and step).
+        **options: the topology's options (``TOPOLOGIES[name].options``, e.g. ``p`` of erdos-renyi); one passed as
+            ``None`` takes its default.
 
     Raises:
         TopologyError: unknown name or option, bad m, seed or option value,

@@ -157,10 +157,29 @@ def test_gpu_quick_run_writes_results(tmp_path):
     assert "gpu benchmark on" in proc.stdout and "wrote" in proc.stdout
 
 
+def test_gpu_quick_run_of_the_compiled_variant(tmp_path):
+    """The compile variant's path (an untimed first round, the chunk and the autotuner handed to Config)."""
+    import json
+    out = tmp_path / "gpu.json"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--gpu", "--quick", "--threads", "1",
+                           "--models", "cnn-cifar", "--variants", "bfloat16+compile+cudnn-benchmark+chunk1",
+                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["round_s"] > 0 and row["strategy"] == "batched" and row["client_chunk"] == 1, row
+    assert any("untimed" in note for note in row["notes"]), row["notes"]
+
+
 def test_gpu_variants_parse_and_refuse_clearly():
     from benchmarks.gpu import Variant, parse_variant
     assert parse_variant("bfloat16+cl+batched") == Variant("bfloat16", True, "batched")
     assert parse_variant("cl").precision == "float32" and parse_variant("float16").label == "float16"
+    v = parse_variant("bfloat16+compile+chunk100+cudnn-benchmark")
+    assert (v.compile, v.client_chunk, v.cudnn_benchmark) == (True, 100, True)
+    assert v.label == "bfloat16+cudnn-benchmark+compile+chunk100" and parse_variant(v.label) == v
+    for bad in ("chunk0", "chunk", "chunkx", "compile+compile", "chunk2+chunk3"):
+        with pytest.raises(ValueError, match="unknown or repeated"):
+            parse_variant(bad)
     with pytest.raises(ValueError, match="token 'bf16' unknown or repeated; allowed"):
         parse_variant("bf16")
     with pytest.raises(ValueError, match="token 'cl' unknown or repeated"):
@@ -180,5 +199,18 @@ def test_the_committed_gpu_run_is_what_the_readme_and_tried_say():
         for variant in ("float32", "float32+batched", "bfloat16"):
             quoted = f"{rounds[(model, variant)]:.2f} s"
             assert quoted in readme and quoted in tried, (model, variant, quoted)
-    assert rounds[("vgg11-gn", "bfloat16")] > 15.0 / 3         # the issue's 3x target: not met, as both say
-    assert "not met" in readme and "not met" in tried
+    # the runs with torch.compile (and cuDNN's autotuner): every round they quote is the run's own
+    for name, quoted_rows in (("GPU_RESULTS_COMPILE.json", [("vgg11-gn", "bfloat16"), ("vgg11-gn", "bfloat16+compile"),
+                                                            ("vgg11-gn", "bfloat16+compile+chunk100"),
+                                                            ("resnet18-gn", "bfloat16"),
+                                                            ("resnet18-gn", "bfloat16+compile+chunk100")]),
+                              ("GPU_RESULTS_AUTOTUNE.json", [("vgg11-gn", "bfloat16+cudnn-benchmark+compile+chunk100"),
+                                                             ("vgg11-gn", "bfloat16+cl+compile+chunk100")])):
+        later = json.loads((root / "benchmarks" / name).read_text())
+        assert "H100" in later["machine"]["GPU"], name
+        later_rounds = {(r["model"], r["variant"]): r["round_s"] for r in later["rows"]}
+        for key in quoted_rows:
+            quoted = f"{later_rounds[key]:.2f} s"
+            assert quoted in readme and quoted in tried, (name, key, quoted)
+    best = later_rounds[("vgg11-gn", "bfloat16+cudnn-benchmark+compile+chunk100")]
+    assert best < 15.0 / 3 and f"{15.0 / best:.1f}×" in readme          # the issue's 3x target, met as quoted

@@ -233,3 +233,73 @@ def test_options_keep_the_gpu_path_free_of_per_client_operators(one_thread):
     """bfloat16 + channels-last on the stacked twin: a round calls the same operators at m = 2 and m = 4."""
     small, large = _calls(2), _calls(4)
     assert sum(small.values()) > 100 and small == large
+
+
+# ------------------------------------------------------------------------------- torch.compile
+@pytest.mark.parametrize("name, shape", [("cnn-mnist", (1, 8, 8)), ("resnet18-gn", (3, 8, 8))])
+def test_compiled_forward_computes_what_the_eager_one_computes(name, shape):
+    """compile on the batched path (a flat Sequential, and the stacked twin) in float64: the same gradients and
+    losses to rounding. The ``aot_eager`` backend traces and differentiates the graph as inductor does, but
+    runs it with PyTorch's own kernels, so the comparison is of the compiled plumbing, not of inductor's code."""
+    eager, compiled = _model(name, shape, "batched"), _model(name, shape, "batched", compile="aot_eager")
+    p = eager.init_params(3, 0, same_init=False, dtype=torch.float64)
+    x, y, w = _batch(3, 2, shape, dtype=torch.float64)
+    (g, loss), (g_c, loss_c) = eager.loss_and_grad(p, x, y, w), compiled.loss_and_grad(p, x, y, w)
+    assert _rel(g_c, g) < 1e-12
+    torch.testing.assert_close(loss_c, loss, rtol=1e-12, atol=0)
+    # under autocast too, with the input gradient (FedRobust's shifts) through the compiled graph
+    eager32 = _model(name, shape, "batched", autocast_dtype=torch.bfloat16)
+    compiled32 = _model(name, shape, "batched", autocast_dtype=torch.bfloat16, compile="aot_eager")
+    p, (x, y, w) = p.float(), _batch(3, 2, shape)
+    for a, b in zip(eager32.loss_and_grad(p, x, y, w, input_grad=True),
+                    compiled32.loss_and_grad(p, x, y, w, input_grad=True)):
+        assert _rel(b, a) < 1e-6
+
+
+def test_inductor_compiled_run_matches_the_eager_run(one_thread):
+    """Config(compile=True): inductor's generated code on this CPU, a DFedSAM run of the MNIST CNN: the final
+    models agree to float32 rounding (1e-4 relative after 3 rounds), and the strategy is the batched one."""
+    runs = {}
+    for compile in (False, True):
+        cfg = Config(algorithm="dfedsam", model="cnn-mnist", num_clients=3, rounds=3, local_steps=2, batch_size=8,
+                     forward_strategy="batched", compile=compile, eval_every=100)
+        runs[compile] = sim = Simulation(cfg)
+        sim.run()
+    assert runs[True].model.compile is True and runs[True].model.strategy == "batched"
+    assert _rel(runs[True].x, runs[False].x) < 1e-4
+
+
+def test_compile_is_refused_where_there_is_nothing_to_compile():
+    with pytest.raises(ValueError, match="compile=True compiles the 'batched'.*'mlp'.*hand-written"):
+        _model("2nn", (1, 8, 8), compile=True)
+    with pytest.raises(ValueError, match="compile=True compiles the 'batched'.*'loop'"):
+        _model("cnn-mnist", (1, 8, 8), "loop", compile=True)
+    with pytest.raises(ValueError, match="compile=1"):
+        _model("cnn-mnist", (1, 8, 8), compile=1)
+    assert _model("cnn-mnist", (1, 8, 8), compile="aot_eager").strategy == "batched"   # auto picks batched
+    with pytest.raises(ConfigError, match="compile"):
+        Config(compile="yes")
+
+
+def test_cudnn_benchmark_is_on_during_local_training_only(monkeypatch):
+    """Config.cudnn_benchmark turns PyTorch's global flag on for each loss_and_grad call and back off after it;
+    on the CPU (where cuDNN is not used) the run is the default run bit for bit."""
+    seen = []
+    real = StackedModel._logits
+
+    def spy(self, leaves, x):
+        seen.append(torch.backends.cudnn.benchmark)
+        return real(self, leaves, x)
+
+    monkeypatch.setattr(StackedModel, "_logits", spy)
+    runs = {}
+    for flag in (False, True):
+        cfg = Config(algorithm="dfedsam", model="cnn-mnist", num_clients=2, rounds=2, local_steps=2,
+                     forward_strategy="batched", cudnn_benchmark=flag, eval_every=100)
+        runs[flag] = sim = Simulation(cfg)
+        seen.clear()
+        sim.run()
+        assert seen and set(seen) == {flag} and torch.backends.cudnn.benchmark is False
+    assert torch.equal(runs[True].x, runs[False].x)
+    with pytest.raises(ValueError, match="cudnn_benchmark='yes' must be True or False"):
+        _model("cnn-mnist", (1, 8, 8), cudnn_benchmark="yes")

@@ -79,7 +79,7 @@ def _former_flat_dict(cfg: Config) -> dict:
     the algorithm did not read it, ρ and θ 0.0 for every algorithm that had none."""
     from dfl_core.config import ALGORITHM_FIELDS
     d = {name: None for name in ALGORITHM_FIELDS} | {"rho": 0.0, "momentum": 0.0} | cfg.to_dict()
-    for name in ("precision", "channels_last"):          # fields added since
+    for name in ("precision", "channels_last", "compile", "cudnn_benchmark"):          # fields added since
         d.pop(name)
     return d
 

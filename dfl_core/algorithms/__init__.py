@@ -1,28 +1,15 @@
 r"""The algorithms, each written like its paper's Algorithm box, and their registry.
 
-An algorithm (:class:`Algorithm`, see :mod:`.base`) declares its
-hyperparameters with their defaults (``params``), its local rule
-(``local_rule``), its state (``init``) and one round (``round(state, r) -> state``),
-using only the round tools ``r`` (:class:`RoundTools`). :data:`ALGORITHMS`
-maps names to them; the config, the CLI and the book look names up there, so
-registering an algorithm is one entry (``ALGORITHMS[name] = Algorithm(...)``).
-
-=============  =====================================================
-module         algorithms
-=============  =====================================================
-decentralized  dpsgd, dfedavg, dfedavgm, dfedavgm-q, dfedsam, dfedsam-mgs
-dispfl         dispfl
-centralized    fedavg, fedsam, fedasam, fedprox, fedavgm, fedcm, mofedsam, mimelite
-controlled     scaffold, fedgamma, feddyn, fedsmoo
-fedgf          fedgf
-fedrobust      fedrobust
-=============  =====================================================
+An algorithm is one :class:`Algorithm` record (see :mod:`.base`). :data:`ALGORITHMS` maps names to
+them; the config, the CLI and the book look names up there, so registering an algorithm is one entry
+(``ALGORITHMS[name] = Algorithm(...)``). The modules: :mod:`.decentralized` (dpsgd, dfedavg, dfedavgm, dfedavgm-q,
+dfedsam, dfedsam-mgs), :mod:`.dispfl`, :mod:`.centralized` (fedavg, fedsam, fedasam, fedprox, fedavgm, fedcm,
+mofedsam, mimelite), :mod:`.controlled` (scaffold, fedgamma, feddyn, fedsmoo), :mod:`.fedgf`, :mod:`.fedrobust`.
 """
 from __future__ import annotations
 
 from .base import REQUIRED, Algorithm, ClientModels, GlobalModel, RoundTools
-from .centralized import (FEDASAM, FEDAVG, FEDAVGM, FEDCM, FEDPROX, FEDSAM, MIMELITE, MOFEDSAM,
-                          MOFEDSAM_VARIANTS)
+from .centralized import (FEDASAM, FEDAVG, FEDAVGM, FEDCM, FEDPROX, FEDSAM, MIMELITE, MOFEDSAM, MOFEDSAM_VARIANTS)
 from .controlled import FEDDYN, FEDGAMMA, FEDSMOO, FEDSMOO_VARIANTS, SCAFFOLD, SCAFFOLD_OPTIONS
 from .decentralized import (DFEDAVG, DFEDAVGM, DFEDAVGM_Q, DFEDSAM, DFEDSAM_MGS, DPSGD, QUANT_MIXINGS,
                             QUANT_ROUNDINGS, UNTRANSMITTABLE_MIXINGS)

@@ -3,22 +3,15 @@ r"""What an algorithm is, and the narrow set of tools it may use.
 An algorithm is a small, explicit object, :class:`Algorithm`:
 
 * ``params``: a :func:`~dfl_core.settings.params` dataclass of the hyperparameters it reads, whose
-  defaults are its paper's settings (so what ``fedgf`` takes, and its defaults, stand in one place:
-  ``FedGFParams``); each hyperparameter is declared once, with ``setting(default, help, allowed)``, on the
-  class that introduces it (ρ on :class:`SAMRadius`), and subclasses only change defaults;
-* ``local_rule(p, state, run) -> LocalRule``: the rule its K local steps follow, from its hyperparameters
-  ``p``, the state at the round's start and the run's settings, *declared*, e.g. DFedSAM's
+  defaults are its paper's settings (``FedGFParams``); each is declared once, on the class that
+  introduces it (ρ on :class:`SAMRadius`, see :mod:`dfl_core.settings`);
+* ``local_rule(p, state, run) -> LocalRule``: the rule its K local steps follow, *declared*, e.g. DFedSAM's
   ``chain(sharpness_aware(p), sgd(run.weight_decay))`` (:mod:`dfl_core.local`); DFedSAM differs from
   DFedAvg in this rule, nothing else;
-* ``init(x0, r) -> state``: its state before round 0, a NamedTuple of tensors;
-  the checkpoint of a run is this state plus the round number and counters;
+* ``init(x0, r) -> state``: its state before round 0, a NamedTuple of tensors (what a checkpoint keeps);
 * ``round(state, r) -> state``: one round, written like the paper's Algorithm box.
 
-``r`` is :class:`RoundTools`: ``r.params`` (the hyperparameters), ``r.config`` (the run's settings) and what the engine (:class:`dfl_core.engine.Simulation`)
-or the distributed backend (:mod:`dfl_core.distributed`) lends for round t:
-local training, gossip, client sampling, gradients over a client's data, the
-round's random generators, and a place to record per-round quantities.
-Nothing else of the engine is visible to an algorithm.
+``r`` is :class:`RoundTools`, all the engine (or the distributed backend) lends an algorithm in round t.
 """
 from __future__ import annotations
 
@@ -103,13 +96,11 @@ class RoundTools(Protocol[P]):
 class Algorithm(Generic[State, P]):
     """One algorithm: its hyperparameters, its declared local rule, its state and its round.
 
-    ``kind`` is ``"decentralized"`` (the state holds every client's model,
-    ``state.x`` of shape ``(m, d)``) or ``"centralized"`` (a server's global
-    model, ``state.w`` of shape ``(d,)``). ``fixed`` lists hyperparameters
-    that must take one value (D-PSGD's single local step). ``distributable``: its
-    state is only ``x`` and its round uses only local training and gossip, so
-    a rank of the distributed backend (:mod:`dfl_core.distributed`) can run it
-    on its block of rows.
+    ``kind`` is ``"decentralized"`` (the state holds every client's model, ``state.x`` of shape ``(m, d)``) or
+    ``"centralized"`` (a server's global model, ``state.w`` of shape ``(d,)``). ``fixed`` lists hyperparameters that
+    must take one value (D-PSGD's single local step). ``distributable``: its state is only ``x`` and its round uses
+    only local training and gossip, so a rank of the distributed backend (:mod:`dfl_core.distributed`) can run it on
+    its block of rows.
     """
 
     name: str
@@ -153,9 +144,7 @@ class GlobalModel(NamedTuple):
         return cls(x0[0].clone())
 
 
-# ------------------------------------------------------ hyperparameter families
-# Each hyperparameter is declared once, with setting(default, help, allowed), on the class that introduces
-# it; a subclass changes only its default (``gossip_steps: int = 4``).
+# ------------------------------------------------------ hyperparameter families (subclasses change defaults only)
 @params
 class LocalParams:
     """Every algorithm's local work: K = 5 local steps a round (DFedSAM App. B.3)."""

@@ -1,18 +1,15 @@
 r"""Centralized FL with client sampling: FedAvg, FedSAM/FedASAM, FedProx, FedAvgM, FedCM, MoFedSAM, MimeLite.
 
-A server holds the global model :math:`w^t` (state field ``w``, shape ``(d,)``).
-``r.sample_clients()`` draws the round's clients S, ``r.local_train(x, S)``
-runs their K local steps of the declared rule at once, and the state carries
-what the server keeps between rounds (FedAvgM's velocity, FedCM's Δ …).
-Aggregation weights are the clients' sample counts,
-:math:`p_i = n_i / \sum_{j \in S} n_j` (equal when, as by default, all clients
-hold the same number of samples), except where a paper averages with
-:math:`1/|S|` (MimeLite here; SCAFFOLD, FedDyn and FedSMOO in :mod:`.controlled`).
-FedGF is in :mod:`.fedgf`.
+A server holds the global model :math:`w^t` (state field ``w``, shape ``(d,)``). ``r.sample_clients()`` draws the
+round's clients S, ``r.local_train(x, S)`` runs their K local steps of the declared rule at once, and the state
+carries what the server keeps between rounds (FedAvgM's velocity, FedCM's Δ …). Aggregation weights are the clients'
+sample counts, :math:`p_i = n_i / \sum_{j \in S} n_j` (equal when, as by default, all clients hold the same number
+of samples), except where a paper averages with :math:`1/|S|` (MimeLite here; SCAFFOLD, FedDyn and FedSMOO in
+:mod:`.controlled`). FedGF is in :mod:`.fedgf`.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import torch
 from torch import Tensor
@@ -29,6 +26,11 @@ __all__ = ["client_update", "fedavg_round", "fedavgm_round", "client_momentum_ro
 
 #: MoFedSAM's server step: the paper's rule (reconstructed) and the public codes.
 MOFEDSAM_VARIANTS = ("paper", "official-fedgf", "fl-simulator")
+
+
+def _server_init(state: type) -> Callable[[Tensor, RoundTools], Any]:
+    """``init`` of a server state ``(w, buffer)``: w⁰ is x⁰'s first row, the ``(d,)`` buffer 0."""
+    return lambda x0, r: state(x0[0].clone(), torch.zeros_like(x0[0]))
 
 
 def client_update(w: Tensor, r: RoundTools, messages_per_client: int = 2) -> Tensor:
@@ -59,9 +61,8 @@ def fedavg_round(s: GlobalModel, r: RoundTools) -> GlobalModel:
 def fedprox_rule(p: FedProxParams, s: GlobalModel, run: RunSettings) -> LocalRule:
     r"""FedProx's local steps (Li et al., MLSys 2020, Algorithm 2): SGD on :math:`F_i(y) + \frac{\mu}{2}\lVert y - w^t\rVert^2`.
 
-    The gradient is :math:`\nabla F_i(y) + \mu (y - w^t)`; μ is ``prox_mu`` (μ = 0 is FedAvg).
-    The paper's variable local work of stragglers (γ-inexactness) is not
-    modelled: every client takes the same K steps.
+    The gradient is :math:`\nabla F_i(y) + \mu (y - w^t)`; μ is ``prox_mu`` (μ = 0 is FedAvg). The paper's variable
+    local work of stragglers (γ-inexactness) is not modelled: every client takes the same K steps.
     """
     return chain(proximal(p.prox_mu, s.w), sgd(run.weight_decay))
 
@@ -69,10 +70,6 @@ def fedprox_rule(p: FedProxParams, s: GlobalModel, run: RunSettings) -> LocalRul
 class ServerMomentum(NamedTuple):
     w: Tensor                                       # (d,) the global model
     velocity: Tensor                                # (d,) v^t, 0 at first
-
-    @classmethod
-    def init(cls, x0: Tensor, r: RoundTools) -> "ServerMomentum":
-        return cls(x0[0].clone(), torch.zeros_like(x0[0]))
 
 
 def fedavgm_round(s: ServerMomentum, r: RoundTools) -> ServerMomentum:
@@ -93,10 +90,6 @@ def fedavgm_round(s: ServerMomentum, r: RoundTools) -> ServerMomentum:
 class ServerDirection(NamedTuple):
     w: Tensor                                       # (d,) the global model
     delta: Tensor                                   # (d,) Δ^t, the server's last update direction, 0 at first
-
-    @classmethod
-    def init(cls, x0: Tensor, r: RoundTools) -> "ServerDirection":
-        return cls(x0[0].clone(), torch.zeros_like(x0[0]))
 
 
 def fedcm_rule(p: FedCMParams, s: ServerDirection, run: RunSettings) -> LocalRule:
@@ -121,16 +114,13 @@ def client_momentum_round(s: ServerDirection, r: RoundTools) -> ServerDirection:
     2. :math:`\bar u = \sum_{i \in S} p_i\, (y^K_i - w^t)`, :math:`\Delta^{t+1} = -\bar u / (\eta_l K)`
     3. :math:`w^{t+1} = w^t + \eta_g\, \bar u` (= :math:`w^t - \eta_g\, \eta_l K\, \Delta^{t+1}`)
 
-    MoFedSAM's eq. (6) is lost in the seed text. What survives — "momentum
-    rate α", "if α = 1, MoFedSAM is equivalent to FedSAM", Δ "aggregates the
-    global model information of participating clients" and approximates the
-    global gradient, and the explicit debt to FedCM — fixes it as FedCM's
-    update with a SAM gradient. FedCM's server step is the one FL-Simulator
-    codes (``server/FedCM.py``). ``mofedsam_variant`` selects the public
-    codes' server step: ``"paper"`` (3.); ``"fl-simulator"`` (the same, with
-    the clipped direction of :func:`mofedsam_rule`); ``"official-fedgf"``
-    (hwan-sig/Official-FedGF ``mofedsam.py``: :math:`w^{t+1} = w^t - \eta_g \Delta^{t+1}`,
-    a step of :math:`\eta_g \bar u / (\eta_l K)`, larger than FedAvg's by :math:`1/(\eta_l K)`).
+    MoFedSAM's eq. (6) is lost in the seed text. What survives — "momentum rate α", "if α = 1, MoFedSAM is
+    equivalent to FedSAM", Δ "aggregates the global model information of participating clients" and approximates the
+    global gradient, and the explicit debt to FedCM — fixes it as FedCM's update with a SAM gradient. FedCM's server
+    step is the one FL-Simulator codes (``server/FedCM.py``). ``mofedsam_variant`` selects the public codes' server
+    step: ``"paper"`` (3.); ``"fl-simulator"`` (the same, with the clipped direction of :func:`mofedsam_rule`);
+    ``"official-fedgf"`` (hwan-sig/Official-FedGF ``mofedsam.py``: :math:`w^{t+1} = w^t - \eta_g \Delta^{t+1}`, a
+    step of :math:`\eta_g \bar u / (\eta_l K)`, larger than FedAvg's by :math:`1/(\eta_l K)`).
     """
     p = r.params
     update = client_update(s.w, r, messages_per_client=3)            # 1.–2.: w and Δ down, y_i up
@@ -145,10 +135,6 @@ class ServerStatistics(NamedTuple):
     w: Tensor                                       # (d,) the global model
     momentum: Tensor                                # (d,) m, the server's momentum, 0 at first
 
-    @classmethod
-    def init(cls, x0: Tensor, r: RoundTools) -> "ServerStatistics":
-        return cls(x0[0].clone(), torch.zeros_like(x0[0]))
-
 
 def mimelite_rule(p: MimeLiteParams, s: ServerStatistics, run: RunSettings) -> LocalRule:
     r"""MimeLite's local direction :math:`(1-\beta)\, \nabla f_i(y; \zeta) + \beta\, m`, m fixed during the round."""
@@ -158,8 +144,7 @@ def mimelite_rule(p: MimeLiteParams, s: ServerStatistics, run: RunSettings) -> L
 def mimelite_round(s: ServerStatistics, r: RoundTools) -> ServerStatistics:
     r"""MimeLite with SGD-momentum as the base optimizer (Karimireddy et al. 2020, "Mime", Algorithm 1).
 
-    The server's momentum :math:`m` stays fixed during the round; clients mimic
-    a centralized momentum step with it.
+    The server's momentum :math:`m` stays fixed during the round; clients mimic a centralized momentum step with it.
 
     1. each :math:`i \in S`: :math:`c_i = \nabla f_i(w)` over the whole local split;
        K steps :math:`y_i \leftarrow y_i - \eta\, ((1-\theta_g)\, \nabla f_i(y_i; \xi) + \theta_g\, m)`
@@ -245,10 +230,11 @@ FEDASAM = Algorithm("fedasam", "FedASAM: FedAvg with local adaptive SAM (Caldaro
 FEDPROX = Algorithm("fedprox", "FedProx: local steps on F_i + μ/2 ||y - w||² (Li et al. 2020)",
                     FedProxParams, fedprox_rule, fedavg_round, GlobalModel.init, kind="centralized")
 FEDAVGM = Algorithm("fedavgm", "FedAvgM: FedAvg with server momentum θ_g (Hsu et al. 2019)",
-                    FedAvgMParams, sgd_rule, fedavgm_round, ServerMomentum.init, kind="centralized")
+                    FedAvgMParams, sgd_rule, fedavgm_round, _server_init(ServerMomentum), kind="centralized")
 FEDCM = Algorithm("fedcm", "FedCM: local steps blend the gradient with the server's last update (Xu et al. 2021)",
-                  FedCMParams, fedcm_rule, client_momentum_round, ServerDirection.init, kind="centralized")
+                  FedCMParams, fedcm_rule, client_momentum_round, _server_init(ServerDirection), kind="centralized")
 MOFEDSAM = Algorithm("mofedsam", "MoFedSAM: local SAM steps blended with the server's momentum (Qu et al. 2022)",
-                     MoFedSAMParams, mofedsam_rule, client_momentum_round, ServerDirection.init, kind="centralized")
+                     MoFedSAMParams, mofedsam_rule, client_momentum_round, _server_init(ServerDirection),
+                     kind="centralized")
 MIMELITE = Algorithm("mimelite", "MimeLite: local steps use the server's fixed momentum (Karimireddy et al. 2020)",
-                     MimeLiteParams, mimelite_rule, mimelite_round, ServerStatistics.init, kind="centralized")
+                     MimeLiteParams, mimelite_rule, mimelite_round, _server_init(ServerStatistics), kind="centralized")

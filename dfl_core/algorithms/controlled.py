@@ -1,10 +1,9 @@
 r"""Centralized FL whose clients keep state across rounds: SCAFFOLD, FedGAMMA, FedDyn, FedSMOO.
 
-Each client's state is one row of an ``(m, d)`` tensor in the algorithm's
-state (SCAFFOLD's :math:`c_i`, FedDyn's :math:`\nabla L_i(\theta_i^{t-1})`,
-FedSMOO's :math:`\mu_i`), read by the local rule through the step's client
-ids (``step.clients``) and replaced row-wise after the round; only sampled
-clients' rows change. These algorithms average with :math:`1/|S|` as their papers do.
+Each client's state is one row of an ``(m, d)`` tensor in the algorithm's state (SCAFFOLD's :math:`c_i`, FedDyn's
+:math:`\nabla L_i(\theta_i^{t-1})`, FedSMOO's :math:`\mu_i`), read by the local rule through the step's client ids
+(``step.clients``) and replaced row-wise after the round; only sampled clients' rows change. These algorithms
+average with :math:`1/|S|` as their papers do.
 """
 from __future__ import annotations
 
@@ -30,11 +29,6 @@ SCAFFOLD_OPTIONS = ("I", "II")
 FEDSMOO_VARIANTS = ("paper", "fl-simulator", "no-regularizer")
 
 
-def _zeros(x0: Tensor) -> Tensor:
-    """One ``(m, d)`` row of state per client, 0 at first."""
-    return torch.zeros_like(x0)
-
-
 # -------------------------------------------------------------- SCAFFOLD, FedGAMMA
 class ControlVariates(NamedTuple):
     w: Tensor                                       # (d,) the global model
@@ -43,7 +37,7 @@ class ControlVariates(NamedTuple):
 
     @classmethod
     def init(cls, x0: Tensor, r: RoundTools) -> "ControlVariates":
-        return cls(x0[0].clone(), torch.zeros_like(x0[0]), _zeros(x0))
+        return cls(x0[0].clone(), torch.zeros_like(x0[0]), torch.zeros_like(x0))
 
 
 def scaffold_rule(p: ScaffoldParams, s: ControlVariates, run: RunSettings) -> LocalRule:
@@ -56,7 +50,7 @@ def fedgamma_rule(p: FedGAMMAParams, s: ControlVariates, run: RunSettings) -> Lo
     return chain(sharpness_aware(p), control_variate(s.c_clients, s.c), sgd(run.weight_decay))
 
 
-def controlled_round(s: ControlVariates, r: RoundTools, option: str) -> ControlVariates:
+def controlled_round(s: ControlVariates, r: RoundTools) -> ControlVariates:
     r"""SCAFFOLD (Karimireddy et al., ICML 2020, Algorithm 1): local steps corrected by control variates.
 
     Server :math:`c`, clients :math:`c_i`, all 0 at the start.
@@ -68,22 +62,20 @@ def controlled_round(s: ControlVariates, r: RoundTools, option: str) -> ControlV
     4. :math:`w \leftarrow w + \frac{\eta_g}{|S|} \sum_{i \in S} \Delta y_i`,
        :math:`c \leftarrow c + \frac{1}{N} \sum_{i \in S} \Delta c_i` (l.16–17)
 
-    ``scaffold_option`` picks l.12 ("II" by default, what the paper's experiments favour).
-    FedGAMMA (Dai et al., IEEE TNNLS 2023; local step *reconstructed*) is this
-    round with option II and a SAM gradient (:func:`fedgamma_rule`): the paper
-    is not among the seeds, and both public codes (FL-Simulator
-    ``client/fedgamma.py``, Official-FedGF ``fedGamma.py``) take the ascent
-    with the plain gradient and correct only the descent. Official-FedGF
-    updates :math:`c` by the data-weighted mean of :math:`\Delta c_i` divided
-    by N (|S| times smaller than SCAFFOLD's sum / N).
-    Each client receives (w, c) and sends (Δy_i, Δc_i): four model-sized messages.
+    ``scaffold_option`` picks l.12 ("II" by default, what the paper's experiments favour). FedGAMMA (Dai et al.,
+    IEEE TNNLS 2023; local step *reconstructed*), which has no such option, is this round with option II and a SAM
+    gradient (:func:`fedgamma_rule`): the paper is not among the seeds, and both public codes (FL-Simulator
+    ``client/fedgamma.py``, Official-FedGF ``fedGamma.py``) take the ascent with the plain gradient and correct only
+    the descent. Official-FedGF updates :math:`c` by the data-weighted mean of :math:`\Delta c_i` divided by N (|S|
+    times smaller than SCAFFOLD's sum / N). Each client receives (w, c) and sends (Δy_i, Δc_i): four model-sized
+    messages.
     """
     p, w = r.params, s.w
     clients = r.sample_clients()
     rows = clients.to(s.c_clients.device)
     start = w.expand(len(clients), -1)
     y = r.local_train(start, clients)                                                    # l.8–10
-    if option == "I":
+    if getattr(p, "scaffold_option", "II") == "I":
         c_new = r.full_gradient(start, clients)                                          # l.12, option I
     else:
         c_new = s.c_clients[rows] - s.c + (w - y) / (p.local_steps * r.lr)               # l.12, option II
@@ -91,16 +83,6 @@ def controlled_round(s: ControlVariates, r: RoundTools, option: str) -> ControlV
     r.count_transmissions(4 * len(clients))
     return ControlVariates(w + p.server_lr * (y - w).mean(0), c,                         # l.16
                            s.c_clients.index_copy(0, rows, c_new))                       # l.13
-
-
-def scaffold_round(s: ControlVariates, r: RoundTools) -> ControlVariates:
-    """SCAFFOLD with the configured option for l.12 (:func:`controlled_round`)."""
-    return controlled_round(s, r, r.params.scaffold_option)
-
-
-def fedgamma_round(s: ControlVariates, r: RoundTools) -> ControlVariates:
-    """FedGAMMA: SCAFFOLD's round with option II (:func:`controlled_round`), SAM in the local rule."""
-    return controlled_round(s, r, "II")
 
 
 # ---------------------------------------------------------------------- FedDyn
@@ -111,7 +93,7 @@ class DynamicRegularization(NamedTuple):
 
     @classmethod
     def init(cls, x0: Tensor, r: RoundTools) -> "DynamicRegularization":
-        return cls(x0[0].clone(), torch.zeros_like(x0[0]), _zeros(x0))
+        return cls(x0[0].clone(), torch.zeros_like(x0[0]), torch.zeros_like(x0))
 
 
 def feddyn_rule(p: FedDynParams, s: DynamicRegularization, run: RunSettings) -> LocalRule:
@@ -152,8 +134,8 @@ class FedSMOOState(NamedTuple):
 
     @classmethod
     def init(cls, x0: Tensor, r: RoundTools) -> "FedSMOOState":
-        zero = torch.zeros_like(x0[0])
-        return cls(x0[0].clone(), zero, _zeros(x0), _zeros(x0), _zeros(x0), zero.clone())
+        zero, rows = torch.zeros_like(x0[0]), torch.zeros_like(x0)
+        return cls(x0[0].clone(), zero, rows, rows.clone(), rows.clone(), zero.clone())
 
 
 def fedsmoo_rule(p: FedSMOOParams, s: FedSMOOState, run: RunSettings, duals: Tensor | None = None,
@@ -188,15 +170,13 @@ def fedsmoo_round(s: FedSMOOState, r: RoundTools) -> FedSMOOState:
     3. :math:`s = \rho\, \bar s / \lVert \bar s \rVert` with
        :math:`\bar s = \frac{1}{|S|}\sum_{i \in S} (\mu_i - \hat s_{i,K})`
 
-    The paper text is not among the seeds. Steps 1–2 are read off the authors'
-    code (FL-Simulator ``optimizer/DRegSAM.py``, ``server/FedSMOO.py``), whose
-    comment says its server "simplifies" s "by ignoring the :math:`\hat s_{i,K}`
-    term"; step 3 keeps that term as Official-FedGF's re-implementation does.
-    ``fedsmoo_variant`` selects: ``"paper"`` (above), ``"fl-simulator"``
-    (:math:`\bar s = \frac{1}{|S|}\sum \mu_i`, and the descent direction before
-    the :math:`\lambda\theta` term clipped to norm 10, as coded) or
-    ``"no-regularizer"`` (Official-FedGF's ``fedSMOO_woReg``: steps 1 and 3
-    without FedDyn's terms, and a FedAvg server). λ is ``dyn_alpha``.
+    The paper text is not among the seeds. Steps 1–2 are read off the authors' code (FL-Simulator
+    ``optimizer/DRegSAM.py``, ``server/FedSMOO.py``), whose comment says its server "simplifies" s "by ignoring the
+    :math:`\hat s_{i,K}` term"; step 3 keeps that term as Official-FedGF's re-implementation does.
+    ``fedsmoo_variant`` selects: ``"paper"`` (above), ``"fl-simulator"`` (:math:`\bar s = \frac{1}{|S|}\sum \mu_i`,
+    and the descent direction before the :math:`\lambda\theta` term clipped to norm 10, as coded) or
+    ``"no-regularizer"`` (Official-FedGF's ``fedSMOO_woReg``: steps 1 and 3 without FedDyn's terms, and a FedAvg
+    server). λ is ``dyn_alpha``.
     """
     p, w = r.params, s.w
     lam, variant = p.dyn_alpha, p.fedsmoo_variant
@@ -254,10 +234,10 @@ class FedSMOOParams(DynamicRegularizationParams, SAMRadius, SampledParams):
 
 
 SCAFFOLD = Algorithm("scaffold", "SCAFFOLD: local steps corrected by control variates c − c_i, option I or II "
-                     "(Karimireddy et al. 2020)", ScaffoldParams, scaffold_rule, scaffold_round,
+                     "(Karimireddy et al. 2020)", ScaffoldParams, scaffold_rule, controlled_round,
                      ControlVariates.init, kind="centralized")
 FEDGAMMA = Algorithm("fedgamma", "FedGAMMA: local SAM steps with SCAFFOLD control variates (Dai et al. 2023)",
-                     FedGAMMAParams, fedgamma_rule, fedgamma_round, ControlVariates.init, kind="centralized")
+                     FedGAMMAParams, fedgamma_rule, controlled_round, ControlVariates.init, kind="centralized")
 FEDDYN = Algorithm("feddyn", "FedDyn: local steps on a dynamically regularized objective (Acar et al. 2021)",
                    FedDynParams, feddyn_rule, feddyn_round, DynamicRegularization.init, kind="centralized")
 FEDSMOO = Algorithm("fedsmoo", "FedSMOO: FedDyn with a globally corrected SAM perturbation (Sun et al. 2023; "

@@ -1,13 +1,10 @@
 r"""Decentralized algorithms: D-PSGD, DFedAvg(M), quantized DFedAvgM, DFedSAM(-MGS).
 
-Every client keeps its own model; the state is :class:`~.base.ClientModels`,
-``x`` of shape ``(m, d)``. DFedAvg, DFedAvgM, DFedSAM and DFedSAM-MGS share one
-round, :func:`local_steps_then_gossip`; they differ only in their declared
-local rule (SGD, heavy-ball SGD, SAM) and in their defaults (Q = 4 for MGS).
-Each of them (and D-PSGD) sends compressed messages when ``quant_bits`` is set:
-``r.gossip`` then gossips against public copies (CHOCO-Gossip,
-:meth:`dfl_core.engine.SimulationTools.compressed_gossip`), so the round's code
-does not change.
+Every client keeps its own model; the state is :class:`~.base.ClientModels`, ``x`` of shape ``(m, d)``. DFedAvg,
+DFedAvgM, DFedSAM and DFedSAM-MGS share one round, :func:`local_steps_then_gossip`; they differ only in their
+declared local rule (SGD, heavy-ball SGD, SAM) and in their defaults (Q = 4 for MGS). Each of them (and D-PSGD)
+sends compressed messages when ``quant_bits`` is set: ``r.gossip`` then gossips against public copies (CHOCO-Gossip,
+:meth:`dfl_core.engine.SimulationTools.compressed_gossip`), so the round's code does not change.
 """
 from __future__ import annotations
 

@@ -1,18 +1,15 @@
 r"""DisPFL: decentralized sparse training with personalized masks (Dai, Shen, He, Tian, Tao, ICML 2022).
 
-Client i keeps a binary mask :math:`m_i \in \{0,1\}^d` with a fixed number of
-ones in every layer (parameter tensor) and a model :math:`x_i` supported on it.
-The algorithm's state (:class:`DisPFLState`) holds, across rounds, ``masks`` (the
-masks :math:`m_i^t` the next local training uses) and ``sent_masks`` (the masks
-:math:`m_i^{t-1}` the current models :math:`x_i^t` were trained with, i.e. their
-supports, which is what a neighbour receives with the model).
+Client i keeps a binary mask :math:`m_i \in \{0,1\}^d` with a fixed number of ones in every layer (parameter tensor)
+and a model :math:`x_i` supported on it. The algorithm's state (:class:`DisPFLState`) holds, across rounds,
+``masks`` (the masks :math:`m_i^t` the next local training uses) and ``sent_masks`` (the masks :math:`m_i^{t-1}` the
+current models :math:`x_i^t` were trained with, i.e. their supports, which is what a neighbour receives with the
+model).
 
-The paper's text was not available to us; every equation below is
-*reconstructed* from the official code (rong-dai/DisPFL,
-``fedml_api/standalone/DisPFL/dispfl_api.py`` ``train``/``_aggregate_func``,
-``client.py`` ``fire_mask``/``regrow_mask``, ``my_model_trainer.py``
-``calculate_sparsities``/``init_masks``/``train``) and numbered here, not as in
-the paper.
+The paper's text was not available to us; every equation below is *reconstructed* from the official code
+(rong-dai/DisPFL, ``fedml_api/standalone/DisPFL/dispfl_api.py`` ``train``/``_aggregate_func``, ``client.py``
+``fire_mask``/``regrow_mask``, ``my_model_trainer.py`` ``calculate_sparsities``/``init_masks``/``train``) and
+numbered here, not as in the paper.
 """
 from __future__ import annotations
 
@@ -98,9 +95,8 @@ def drop_fraction(anneal: float, t: int, horizon: int) -> float:
 def _first_k(score: Tensor, among: Tensor, k: int, largest: bool) -> Tensor:
     """Per row, the columns of the k largest (or smallest) ``score`` where ``among``; ties to the lower column.
 
-    ``score`` is non-negative float32, whose bit pattern orders like the number, so
-    ``bits << 32 | column`` is a unique int64 key and ``topk`` on it is deterministic
-    (4x faster than a stable sort here).
+    ``score`` is non-negative float32, whose bit pattern orders like the number, so ``bits << 32 | column`` is a
+    unique int64 key and ``topk`` on it is deterministic (4x faster than a stable sort here).
     """
     n = score.shape[1]
     column = torch.arange(n, device=score.device)
@@ -114,9 +110,8 @@ def prune_and_regrow(model: StackedModel, masks: Tensor, x: Tensor, drop: float,
     r"""Next masks (eq. (4)): in every layer l of every client, with :math:`k_l = \lceil \alpha_t\, |m_{i,l}| \rceil`,
 
     1. prune: drop the :math:`k_l` active coordinates of smallest :math:`|x_i|`;
-    2. regrow: among the now inactive coordinates (the just-pruned included),
-       activate the :math:`k_l` of largest :math:`|g_i|` (``grad`` given), or
-       :math:`k_l` uniformly random ones (``generator`` given).
+    2. regrow: among the now inactive coordinates (the just-pruned included), activate the :math:`k_l` of largest
+       :math:`|g_i|` (``grad`` given), or :math:`k_l` uniformly random ones (``generator`` given).
 
     The count per layer never changes. Scores are compared in float32 and ties go to the lower index.
     """
@@ -196,10 +191,9 @@ def dispfl_rule(p: DisPFLParams, s: DisPFLState, run: RunSettings) -> LocalRule:
 def dispfl_round(s: DisPFLState, r: RoundTools) -> DisPFLState:
     r"""DisPFL (Dai et al., ICML 2022), one round t; *reconstructed* from the official code (see module doc).
 
-    Before round 0: masks :math:`m_i^0` with ERK layer densities (eq. (1)) at
-    ``dispfl_density``, random positions (:meth:`DisPFLState.init`); the round-0
-    record of a run evaluates the dense initial models.
-    Every client i, in parallel:
+    Before round 0: masks :math:`m_i^0` with ERK layer densities (eq. (1)) at ``dispfl_density``, random positions
+    (:meth:`DisPFLState.init`); the round-0 record of a run evaluates the dense initial models. Every client i, in
+    parallel:
 
     1. receive :math:`(x_j^t, m_j^{t-1})` from the neighbours :math:`j \in N_i^t`
        (:math:`w_{ij} > 0`; its own included) and aggregate (eq. (2))
@@ -214,11 +208,10 @@ def dispfl_round(s: DisPFLState, r: RoundTools) -> DisPFLState:
        prune the :math:`\lceil \alpha_t |m_{i,l}^t| \rceil` smallest :math:`|x_i^{t+1}|` on the mask,
        regrow as many of the largest :math:`|\nabla F_i(x_i^{t+1})|` off it, giving :math:`m_i^{t+1}`.
 
-    :math:`x_i^{t+1}` keeps the values on pruned coordinates until the next
-    aggregation masks them out, as in the code, and is the personalized model
-    the engine evaluates (``client_test_acc``: the code's accuracy after local
-    training); ``test_acc`` is the plain average of the m sparse models. The
-    record's ``mask_change`` is the fraction of a mask's ones moved in step 3.
+    :math:`x_i^{t+1}` keeps the values on pruned coordinates until the next aggregation masks them out, as in the
+    code, and is the personalized model the engine evaluates (``client_test_acc``: the code's accuracy after local
+    training); ``test_acc`` is the plain average of the m sparse models. The record's ``mask_change`` is the
+    fraction of a mask's ones moved in step 3.
 
     Our choices, where the code does something else or nothing:
 

@@ -1,8 +1,7 @@
 r"""FedGF (Lee & Yoon, "Rethinking the Flat Minima Searching in Federated Learning", ICML 2024).
 
-The slides (seed 001) give eqs. (8)–(16): clients take SAM steps towards an
-interpolation, by an adaptive weight c, between their own perturbation and a
-global one built from the server's last update.
+The slides (seed 001) give eqs. (8)–(16): clients take SAM steps towards an interpolation, by an adaptive weight c,
+between their own perturbation and a global one built from the server's last update.
 """
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 from torch import Tensor
 
-from ..local import LocalRule, chain, fedgf_perturbation, sam, sam_perturbation, sgd
-from ..local import FEDGF_READINGS
+from ..local import FEDGF_READINGS, LocalRule, chain, fedgf_perturbation, sam, sam_perturbation, sgd
 from ..settings import REQUIRED, Integer, Number, OneOf, params, setting
 from .base import Algorithm, CentralizedParams, SAMRadius
 
@@ -47,11 +45,8 @@ def fedgf_c(p: FedGFParams, s: FedGFState) -> float:
 
 
 def fedgf_rule(p: FedGFParams, s: FedGFState, run: RunSettings) -> LocalRule:
-    r"""The gradient at :math:`c\,\tilde w^r + (1-c)\,\tilde w_{i,k}`, eqs. (9)–(13); plain SAM in round 0.
-
-    :math:`\tilde w^r = w^r + \rho\, \Delta^r/\lVert \Delta^r \rVert` with :math:`\Delta^r = w^{r-1} - w^r`
-    (10)–(11); in round 0 there is no :math:`\Delta`, and the official code takes plain SAM steps.
-    """
+    r"""The gradient at :math:`c\,\tilde w^r + (1-c)\,\tilde w_{i,k}`, eqs. (9)–(13) (:func:`fedgf_round`, 1.–2.); in
+    round 0 there is no :math:`\Delta^r`, and the official code takes plain SAM steps, as here."""
     if s.previous is None:
         return chain(sam(p.rho), sgd(run.weight_decay))
     global_delta = sam_perturbation(s.previous - s.w, p.rho)                       # (10)–(11)

@@ -3,18 +3,17 @@ Affine Distribution Shifts", NeurIPS 2020): local gradient descent on the model 
 client's affine shift. The worst-case affine adversary its experiments evaluate with is
 :func:`dfl_core.instruments.robustness.adversarial_affine_accuracy`.
 
-**What could be checked, and what is reconstructed.** The paper's full text and its code were not
-available to this project; what was checked is the abstract (NeurIPS proceedings, arXiv 2006.08907),
-the caption of its Figure 1 and the NeurIPS reviews. They fix: client i sees its data through an
-affine map :math:`x \mapsto \Lambda_i x + \delta_i`; the framework FLRA is a distributed minimax
-problem over w and the :math:`(\Lambda_i, \delta_i)`; FedRobust solves it by gradient descent
-ascent (GDA) with local steps and periodic averaging; its regulariser is tied to a Wasserstein
-distance; and robustness is reported as test accuracy under a worst-case affine shift with
-:math:`\lVert \Lambda - I \rVert_F \le 0.4` and :math:`\lVert \delta \rVert_2 \le 1` (CIFAR-10,
-Figure 1). The objective's exact form, the update lines and the paper's equation numbers could not
-be checked and are *reconstructed* (from the abstract's description as GDA on FLRA's penalised
-minimax problem, and from the authors' arXiv v1 as recalled, not re-read); so are the defaults of
-λ and η₂ (see :data:`dfl_core.algorithms.ALGORITHMS`), which the sources at hand do not give.
+**What could be checked, and what is reconstructed.** The paper's full text and its code were not available to this
+project; what was checked is the abstract (NeurIPS proceedings, arXiv 2006.08907), the caption of its Figure 1 and
+the NeurIPS reviews. They fix: client i sees its data through an affine map
+:math:`x \mapsto \Lambda_i x + \delta_i`; the framework FLRA is a distributed minimax problem over w and the
+:math:`(\Lambda_i, \delta_i)`; FedRobust solves it by gradient descent ascent (GDA) with local steps and periodic
+averaging; its regulariser is tied to a Wasserstein distance; and robustness is reported as test accuracy under a
+worst-case affine shift with :math:`\lVert \Lambda - I \rVert_F \le 0.4` and :math:`\lVert \delta \rVert_2 \le 1`
+(CIFAR-10, Figure 1). The objective's exact form, the update lines and the paper's equation numbers could not be
+checked and are *reconstructed* (from the abstract's description as GDA on FLRA's penalised minimax problem, and
+from the authors' arXiv v1 as recalled, not re-read); so are the defaults of λ and η₂ (see
+:data:`dfl_core.algorithms.ALGORITHMS`), which the sources at hand do not give.
 
 FLRA, penalised form (*reconstructed*), with :math:`f_i(w; \Lambda, \delta) =
 \mathbb{E}_{(x,y) \sim P_i}\,\ell(h_w(\Lambda x + \delta), y)`:
@@ -106,8 +105,7 @@ def robust_gradient(r: RoundTools, shift_matrix: Tensor, shift_offset: Tensor) -
 def fedrobust_round(s: FedRobustState, r: RoundTools) -> FedRobustState:
     r"""FedRobust (Reisizadeh et al. 2020, Algorithm 1): local SGDA on FLRA, the server averages w.
 
-    Round t, from the global model :math:`w^t` (update lines *reconstructed*, see the module
-    docstring):
+    Round t, from the global model :math:`w^t` (update lines *reconstructed*, see the module docstring):
 
     1. :math:`S_t` ← a random subset of the clients; the server sends :math:`w^t` to each
     2. each :math:`i \in S_t`: :math:`y_i^0 = w^t`, and for :math:`k = 0, \dots, \tau - 1`,
@@ -125,11 +123,10 @@ def fedrobust_round(s: FedRobustState, r: RoundTools) -> FedRobustState:
     3. :math:`w^{t+1} = w^t + \eta_g \sum_{i \in S_t} p_i (y_i^\tau - w^t)`; clients outside
        :math:`S_t` keep their :math:`(\Lambda_i, \delta_i)` unchanged
 
-    τ is ``local_steps``, η₁ the round's ``lr`` (η_t), η₂ ``robust_ascent_lr`` (constant), λ
-    ``robust_lambda``; ``weight_decay`` is added to the w-gradient as in every local rule of the
-    engine. The paper averages with 1/|S_t|; :math:`p_i = n_i / \sum_{j \in S_t} n_j` is the same
-    when clients hold equally many samples (the engine's default), and η_g = 1 is the paper's
-    server. With η₂ = 0 the shifts stay at (I, 0) and this is FedAvg.
+    τ is ``local_steps``, η₁ the round's ``lr`` (η_t), η₂ ``robust_ascent_lr`` (constant), λ ``robust_lambda``;
+    ``weight_decay`` is added to the w-gradient as in every local rule of the engine. The paper averages with
+    1/|S_t|; :math:`p_i = n_i / \sum_{j \in S_t} n_j` is the same when clients hold equally many samples (the
+    engine's default), and η_g = 1 is the paper's server. With η₂ = 0 the shifts stay at (I, 0) and this is FedAvg.
     """
     w = s.w
     clients = r.sample_clients()

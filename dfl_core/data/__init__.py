@@ -1,14 +1,11 @@
 """Datasets, partitions among clients, the device-resident per-client layout, augmentation."""
 from .augment import AUGMENTATIONS, black_fill, crop_flip, crop_flip_params
-from .datasets import (
-    DATASETS, DataError, Dataset, DatasetSpec, dataset_shape, load_dataset, read_idx, stratified_subset,
-)
+from .datasets import (DATASETS, DataError, Dataset, DatasetSpec, dataset_shape, load_dataset, read_idx,
+                       stratified_subset)
 from .federated import ClientData, FederatedData, federate
 from .partition import DIRICHLET_METHODS, PARTITIONS, dirichlet, iid, partition, shards, split_like
 
-__all__ = [
-    "AUGMENTATIONS", "black_fill", "crop_flip", "crop_flip_params",
-    "DATASETS", "DataError", "Dataset", "DatasetSpec", "dataset_shape", "load_dataset", "read_idx", "stratified_subset",
-    "ClientData", "FederatedData", "federate",
-    "DIRICHLET_METHODS", "PARTITIONS", "dirichlet", "iid", "partition", "shards", "split_like",
-]
+__all__ = ["AUGMENTATIONS", "black_fill", "crop_flip", "crop_flip_params", "DATASETS", "DataError", "Dataset",
+           "DatasetSpec", "dataset_shape", "load_dataset", "read_idx", "stratified_subset", "ClientData",
+           "FederatedData", "federate", "DIRICHLET_METHODS", "PARTITIONS", "dirichlet", "iid", "partition",
+           "shards", "split_like"]

@@ -1,14 +1,10 @@
 """On-device data augmentation, vectorized over every client and sample at once.
 
-``crop-flip`` is the CIFAR augmentation of the seed papers' code
-(``RandomCrop(32, padding=4)`` then ``RandomHorizontalFlip()``, see
-``shared/notes/reference-code.md`` §4; He et al. 2016 §4.2). torchvision applies
-it per image on the CPU in a DataLoader; the engine instead holds batches of all
-m clients as one ``(m, B, C, H, W)`` tensor on the device, so here one gather
-augments all of them.
-
-Random numbers come from a CPU ``torch.Generator`` and are moved to the data's
-device afterwards, so a seed gives the same crops and flips on CPU and GPU.
+``crop-flip`` is the CIFAR augmentation of the seed papers' code (``RandomCrop(32, padding=4)`` then
+``RandomHorizontalFlip()``, see ``shared/notes/reference-code.md`` §4; He et al. 2016 §4.2). torchvision applies it
+per image on the CPU in a DataLoader; the engine instead holds batches of all m clients as one ``(m, B, C, H, W)``
+tensor on the device, so here one gather augments all of them. The draws are made on the CPU, then moved, so a seed
+gives the same crops and flips on CPU and GPU.
 """
 from __future__ import annotations
 
@@ -20,7 +16,15 @@ import torch
 __all__ = ["AUGMENTATIONS", "black_fill", "crop_flip", "crop_flip_params"]
 
 
-def _check_args(shape: Sequence[int], generator: torch.Generator, padding: int, flip_p: float) -> None:
+def crop_flip_params(shape: Sequence[int], generator: torch.Generator, padding: int = 4,
+                     flip_p: float = 0.5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The random draws of :func:`crop_flip` for images of ``shape`` ``(..., C, H, W)``.
+
+    Returns ``(top, left, flip)``, each of shape ``shape[:-3]`` on the CPU: the crop's offsets into the padded
+    image, uniform in ``0..2*padding`` as in torchvision's ``RandomCrop.get_params`` (so the un-padded image sits at
+    ``(padding, padding)``), and whether the crop is mirrored (probability ``flip_p``, torchvision's
+    ``RandomHorizontalFlip`` default 0.5). Drawn in this order: all tops, all lefts, all flips.
+    """
     if len(shape) < 3:
         raise ValueError(f"crop_flip needs images (..., C, H, W); got shape {tuple(shape)}")
     if isinstance(padding, bool) or not isinstance(padding, int) or padding < 0:
@@ -31,19 +35,6 @@ def _check_args(shape: Sequence[int], generator: torch.Generator, padding: int, 
         # A CUDA generator would make the draws depend on the device (and torch.randint
         # on the CPU refuses it), which breaks "same seed, same run" across machines.
         raise ValueError("crop_flip needs a CPU torch.Generator (draws are made on the CPU, then moved)")
-
-
-def crop_flip_params(shape: Sequence[int], generator: torch.Generator, padding: int = 4,
-                     flip_p: float = 0.5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The random draws of :func:`crop_flip` for images of ``shape`` ``(..., C, H, W)``.
-
-    Returns ``(top, left, flip)``, each of shape ``shape[:-3]`` on the CPU: the crop's
-    offsets into the padded image, uniform in ``0..2*padding`` as in torchvision's
-    ``RandomCrop.get_params`` (so the un-padded image sits at ``(padding, padding)``),
-    and whether the crop is mirrored (probability ``flip_p``, torchvision's
-    ``RandomHorizontalFlip`` default 0.5). Drawn in this order: all tops, all lefts, all flips.
-    """
-    _check_args(shape, generator, padding, flip_p)
     batch = tuple(shape[:-3])
     n = math.prod(batch)
     top = torch.randint(0, 2 * padding + 1, (n,), generator=generator)
@@ -56,20 +47,17 @@ def crop_flip(x: torch.Tensor, generator: torch.Generator, padding: int = 4, *,
               fill: float | Sequence[float] | torch.Tensor = 0.0, flip_p: float = 0.5) -> torch.Tensor:
     """Random crop with padding, then random horizontal flip, of every image in ``x``.
 
-    ``x`` is ``(..., C, H, W)``, e.g. ``(m, B, C, H, W)``; each image gets its own
-    offsets and flip (from :func:`crop_flip_params`). The output has ``x``'s shape:
-    the image is padded by ``padding`` pixels of value ``fill`` on every side and an
-    ``H x W`` window is cut out at ``(top, left)``, then mirrored left-right if drawn.
+    ``x`` is ``(..., C, H, W)``, e.g. ``(m, B, C, H, W)``; each image gets its own offsets and flip (from
+    :func:`crop_flip_params`). The output has ``x``'s shape: the image is padded by ``padding`` pixels of value
+    ``fill`` on every side and an ``H x W`` window is cut out at ``(top, left)``, then mirrored left-right if drawn.
 
-    ``fill`` (a scalar or one value per channel) is what the border shows. Our
-    tensors are already normalized, where 0 is the channel *mean*, not black;
-    torchvision's ``RandomCrop`` pads the raw image with 0 = black. To reproduce it
-    exactly pass ``fill = -mean/std`` per channel (:func:`black_fill`), which is what
+    ``fill`` (a scalar or one value per channel) is what the border shows. Our tensors are already normalized, where
+    0 is the channel *mean*, not black; torchvision's ``RandomCrop`` pads the raw image with 0 = black. To reproduce
+    it exactly pass ``fill = -mean/std`` per channel (:func:`black_fill`), which is what
     :meth:`dfl_core.data.Dataset.augment` does.
 
-    Vectorized: no padded copy is built; each output pixel's source is computed by
-    index arithmetic, fetched with one ``torch.gather``, and pixels whose source falls
-    in the border are replaced by ``fill``.
+    Vectorized: no padded copy is built; each output pixel's source is computed by index arithmetic, fetched with
+    one ``torch.gather``, and pixels whose source falls in the border are replaced by ``fill``.
     """
     top, left, flip = crop_flip_params(x.shape, generator, padding, flip_p)
     *batch, c, h, w = x.shape

@@ -1,32 +1,24 @@
 """The datasets the book trains on, as in-memory normalized tensors: a registry of specs.
 
-:data:`DATASETS` maps each name to a :class:`DatasetSpec`, one frozen entry that
-holds everything about the dataset: its one-line summary (``python -m dfl_core
-list``), input shape, classes, split sizes, augmentation, the files a
-``data_dir`` must hold, and the reader that turns those files into a
-:class:`Dataset`. Adding a dataset is adding one entry; :func:`load_dataset`,
-:func:`dataset_shape`, the config's validation, the CLI's catalogue and the
-tables' scaling all read the registry.
+:data:`DATASETS` maps each name to a :class:`DatasetSpec`, one frozen entry that holds everything about the dataset.
+Adding a dataset is adding one entry: :func:`load_dataset`, the config, the CLI and the book's tables read the registry.
 
-* ``digits``: the 8x8 handwritten digits bundled with scikit-learn (1797 images,
-  no download), small enough for every cell of the book to run in seconds.
-* ``fashion-mnist``: Xiao et al. (2017), 60000/10000 images 28x28, the
-  drop-in MNIST replacement. Read from the original IDX files, which the Debian
-  package ``dataset-fashion-mnist`` installs in ``/usr/share/datasets/fashion-mnist``.
-* ``mnist``, ``emnist``, ``cifar10``, ``cifar100``: the seed papers' datasets at
-  full scale, read (and downloaded once, e.g. in Colab) through torchvision:
-  MNIST for DFedAvgM, EMNIST ("byclass", 62 classes) for FedSAM/MoFedSAM,
-  CIFAR-10/100 for DFedSAM, FedSAM/MoFedSAM and FedGF. CIFAR carries the
-  ``crop-flip`` augmentation of the papers' code (:mod:`dfl_core.data.augment`).
+* ``digits``: the 8x8 handwritten digits bundled with scikit-learn (1797 images, no download), small enough for
+  every cell of the book to run in seconds.
+* ``fashion-mnist``: Xiao et al. (2017), 60000/10000 images 28x28, the drop-in MNIST replacement. Read from the
+  original IDX files, which the Debian package ``dataset-fashion-mnist`` installs in
+  ``/usr/share/datasets/fashion-mnist``.
+* ``mnist``, ``emnist``, ``cifar10``, ``cifar100``: the seed papers' datasets at full scale, read (and downloaded
+  once, e.g. in Colab) through torchvision: MNIST for DFedAvgM, EMNIST ("byclass", 62 classes) for FedSAM/MoFedSAM,
+  CIFAR-10/100 for DFedSAM, FedSAM/MoFedSAM and FedGF. CIFAR carries the ``crop-flip`` augmentation of the papers'
+  code (:mod:`dfl_core.data.augment`).
 
-``data_dir``: a folder the user names must exist (it is never created and never
-silently replaced by another copy); without one, Fashion-MNIST comes from the
-Debian package's folder and every downloadable dataset from (or is downloaded
-to) :data:`DEFAULT_ROOT`. The bundled digits read no files and refuse a ``data_dir``.
+``data_dir``: a folder the user names must exist (it is never created and never silently replaced by another copy);
+without one, Fashion-MNIST comes from the Debian package's folder and every downloadable dataset from (or is
+downloaded to) :data:`DEFAULT_ROOT`. The bundled digits read no files and refuse a ``data_dir``.
 
-Every bad input raises :class:`DataError`, whose message names the value and
-what is allowed. Messages spell arguments as the Python API does
-(``data_dir=``); the command line rewrites them as its flags (``--data-dir``).
+Every bad input raises :class:`DataError`, whose message names the value and what is allowed. Messages spell
+arguments as the Python API does (``data_dir=``); the command line rewrites them as its flags (``--data-dir``).
 """
 from __future__ import annotations
 
@@ -43,10 +35,8 @@ import torch
 
 from .augment import AUGMENTATIONS, black_fill
 
-__all__ = [
-    "DataError", "Dataset", "DatasetSpec", "DATASETS", "dataset_shape", "load_dataset", "read_idx",
-    "stratified_subset", "SYSTEM_FASHION_MNIST_DIR", "DEFAULT_ROOT", "EMNIST_SPLIT",
-]
+__all__ = ["DataError", "Dataset", "DatasetSpec", "DATASETS", "dataset_shape", "load_dataset", "read_idx",
+           "stratified_subset", "SYSTEM_FASHION_MNIST_DIR", "DEFAULT_ROOT", "EMNIST_SPLIT"]
 
 
 class DataError(ValueError):
@@ -71,11 +61,8 @@ class Dataset:
     std: tuple[float, ...] | None = None
 
     def augment(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """``x`` (..., C, H, W) through this dataset's augmentation (``x`` itself if none).
-
-        Pads with the normalized value of black, ``-mean/std``, so the result equals
-        torchvision's transform on the raw image followed by normalization.
-        """
+        """``x`` (..., C, H, W) through this dataset's augmentation (``x`` itself if none), padded with black as
+        torchvision pads the raw image (:func:`~.augment.crop_flip`'s ``fill``)."""
         if self.augmentation is None:
             return x
         fill = black_fill(self.mean, self.std) if self.mean is not None else 0.0
@@ -93,16 +80,14 @@ SYSTEM_FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
 # The mean and std of the Fashion-MNIST training pixels after /255 (the values
 # every reference implementation normalizes with).
 FASHION_MNIST_MEAN, FASHION_MNIST_STD = 0.2860, 0.3530
-# Per-channel mean and std of each training set's pixels after /255. MNIST: the constants
-# of pytorch/examples mnist/main.py. EMNIST uses MNIST's too: its own statistics differ
-# a little, the seeds state none, and a fixed affine rescaling of the input does not
-# change what a network can learn. CIFAR: DisPFL's transforms
+# Per-channel mean and std of each training set's pixels after /255. MNIST: the constants of pytorch/examples
+# mnist/main.py. EMNIST uses MNIST's too: its own statistics differ a little, the seeds state none, and a fixed
+# affine rescaling of the input does not change what a network can learn. CIFAR: DisPFL's transforms
 # (fedml_api/data_preprocessing/cifar10|cifar100/data_loader.py), to 4 digits.
 MNIST_MEAN, MNIST_STD = (0.1307,), (0.3081,)
 CIFAR10_MEAN, CIFAR10_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
-# The digits train/test split is part of the dataset's definition, so it uses
-# its own fixed seed, not the run's.
+# The digits train/test split is part of the dataset's definition, so it uses its own fixed seed, not the run's.
 DIGITS_SPLIT_SEED, DIGITS_TEST_FRACTION = 0, 0.2
 
 _IDX_DTYPES = {0x08: np.dtype(np.uint8)}  # the only type the (Fashion-)MNIST files use
@@ -114,16 +99,12 @@ _FASHION_FILES = {
 }
 
 
-# ---------------------------------------------------------------------------
-# IDX files
-# ---------------------------------------------------------------------------
-
+# ---------------------------------------------------------------------------------------- IDX files
 def read_idx(path: str | os.PathLike) -> np.ndarray:
     """Read one IDX file (LeCun's MNIST format), gzipped or plain.
 
-    Layout: two zero bytes, a type code (0x08 = unsigned byte), the number of
-    dimensions d, then d big-endian uint32 sizes and the data in C order.
-    Gzip is recognized by its magic bytes, whatever the file is called.
+    Layout: two zero bytes, a type code (0x08 = unsigned byte), the number of dimensions d, then d big-endian uint32
+    sizes and the data in C order. Gzip is recognized by its magic bytes, whatever the file is called.
     """
     path = Path(path)
     try:
@@ -168,13 +149,9 @@ def _find_idx_files(directory: Path) -> dict[str, Path] | None:
     return found
 
 
-# ---------------------------------------------------------------------------
-# The spec of a dataset
-# ---------------------------------------------------------------------------
-
-#: How a spec reads its dataset: ``reader(spec, folder)`` returns the whole dataset,
-#: normalized; ``folder`` is the existing directory the user named (``data_dir``),
-#: or None for the dataset's default place.
+# ---------------------------------------------------------------------------- The spec of a dataset
+#: How a spec reads its dataset: ``reader(spec, folder)`` returns the whole dataset, normalized; ``folder`` is the
+#: existing directory the user named (``data_dir``), or None for the dataset's default place.
 Reader = Callable[["DatasetSpec", "Path | None"], Dataset]
 
 
@@ -182,9 +159,8 @@ Reader = Callable[["DatasetSpec", "Path | None"], Dataset]
 class DatasetSpec:
     """Everything about one dataset: one entry of :data:`DATASETS`.
 
-    :meth:`load` checks ``data_dir``, calls ``reader`` and checks that what it
-    returns has this spec's shape, classes, dtypes and augmentation, so an
-    entry cannot silently disagree with the data it reads.
+    :meth:`load` checks ``data_dir``, calls ``reader`` and checks that what it returns has this spec's shape,
+    classes, dtypes and augmentation, so an entry cannot silently disagree with the data it reads.
     """
 
     name: str                           # the key in DATASETS (--dataset NAME)
@@ -250,10 +226,7 @@ class DatasetSpec:
                             f"{found}; its spec says {(self.name, self.input_shape, self.num_classes, self.augmentation)}")
 
 
-# ---------------------------------------------------------------------------
-# Readers
-# ---------------------------------------------------------------------------
-
+# ------------------------------------------------------------------------------------------ Readers
 def _read_digits(spec: DatasetSpec, folder: Path | None) -> Dataset:
     """scikit-learn's digits: 0..16 -> [0, 1], then standardized with the train mean/std."""
     from sklearn.datasets import load_digits     # deferred: a second to import; only digits needs it
@@ -268,17 +241,9 @@ def _read_digits(spec: DatasetSpec, folder: Path | None) -> Dataset:
     x_train, y_train, x_test, y_test = x[~is_test], y[~is_test], x[is_test], y[is_test]
     # One scalar mean/std, from the train split only (no test statistics leak in).
     mean, std = x_train.mean(), x_train.std()
-    return Dataset(
-        name=spec.name,
-        x_train=torch.from_numpy((x_train - mean) / std),
-        y_train=torch.from_numpy(y_train),
-        x_test=torch.from_numpy((x_test - mean) / std),
-        y_test=torch.from_numpy(y_test),
-        input_shape=spec.input_shape,
-        num_classes=spec.num_classes,
-        mean=(float(mean),),
-        std=(float(std),),
-    )
+    return Dataset(name=spec.name, x_train=torch.from_numpy((x_train - mean) / std), y_train=torch.from_numpy(y_train),
+                   x_test=torch.from_numpy((x_test - mean) / std), y_test=torch.from_numpy(y_test),
+                   num_classes=spec.num_classes, input_shape=spec.input_shape, mean=(float(mean),), std=(float(std),))
 
 
 def _normalize_images(x: torch.Tensor, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
@@ -301,20 +266,10 @@ def _from_uint8(spec: DatasetSpec, x_train: torch.Tensor, y_train: torch.Tensor,
         if x.dtype != torch.uint8 or tuple(x.shape[1:]) != spec.input_shape:
             raise DataError(f"{spec.title} {split} images are {x.dtype} of shape {tuple(x.shape)}; "
                             f"expected uint8 (N, {', '.join(map(str, spec.input_shape))})")
-        if tuple(y.shape) != (len(x),):
-            raise DataError(f"{spec.title} {split} labels have shape {tuple(y.shape)}; expected ({len(x)},)")
-    return Dataset(
-        name=spec.name,
-        x_train=_normalize_images(x_train, spec.mean, spec.std),
-        y_train=y_train.to(torch.int64),
-        x_test=_normalize_images(x_test, spec.mean, spec.std),
-        y_test=y_test.to(torch.int64),
-        num_classes=spec.num_classes,
-        input_shape=spec.input_shape,
-        augmentation=spec.augmentation,
-        mean=spec.mean,
-        std=spec.std,
-    )
+    return Dataset(name=spec.name, x_train=_normalize_images(x_train, spec.mean, spec.std),
+                   y_train=y_train.to(torch.int64), x_test=_normalize_images(x_test, spec.mean, spec.std),
+                   y_test=y_test.to(torch.int64), num_classes=spec.num_classes, input_shape=spec.input_shape,
+                   augmentation=spec.augmentation, mean=spec.mean, std=spec.std)
 
 
 def _from_idx_files(spec: DatasetSpec, files: dict[str, Path]) -> Dataset:
@@ -331,15 +286,12 @@ def _from_idx_files(spec: DatasetSpec, files: dict[str, Path]) -> Dataset:
 def _read_fashion_mnist(spec: DatasetSpec, folder: Path | None) -> Dataset:
     """Fashion-MNIST's IDX files.
 
-    From the folder named (or its torchvision layout ``FashionMNIST/raw``), else
-    downloaded into it; without one, from the Debian package's directory, else
-    downloaded to :data:`DEFAULT_ROOT`. A folder the user named is never
+    From the folder named (or its torchvision layout ``FashionMNIST/raw``), else downloaded into it; without one,
+    from the Debian package's directory, else downloaded to :data:`DEFAULT_ROOT`. A folder the user named is never
     swapped for the system copy.
     """
-    if folder is not None:
-        candidates = [folder, folder / "FashionMNIST" / "raw"]    # (raw: where a torchvision download left them)
-    else:
-        candidates = [Path(SYSTEM_FASHION_MNIST_DIR)]
+    # (FashionMNIST/raw: where a torchvision download left them)
+    candidates = [folder, folder / "FashionMNIST" / "raw"] if folder is not None else [Path(SYSTEM_FASHION_MNIST_DIR)]
     for directory in candidates:
         files = _find_idx_files(directory)
         if files is not None:
@@ -379,11 +331,10 @@ def _read_torchvision(cls_name: str, spec: DatasetSpec, folder: Path | None, *, 
                       transposed: bool = False, flat_idx_files: bool = False) -> Dataset:
     """``torchvision.datasets.<cls_name>`` with ``root`` = the folder named, or :data:`DEFAULT_ROOT`.
 
-    The files are tried with ``download=False`` first, so a copy already on disk
-    is used without touching the network; then, with ``flat_idx_files``, the
-    four IDX files directly in the folder named (the layout of the Debian
-    Fashion-MNIST package); then a download into ``root``. ``transposed``: the
-    images are stored transposed (EMNIST) and are turned upright.
+    The files are tried with ``download=False`` first, so a copy already on disk is used without touching the
+    network; then, with ``flat_idx_files``, the four IDX files directly in the folder named (the layout of the
+    Debian Fashion-MNIST package); then a download into ``root``. ``transposed``: the images are stored transposed
+    (EMNIST) and are turned upright.
     """
     root = folder if folder is not None else Path(DEFAULT_ROOT).expanduser()
     try:
@@ -425,10 +376,7 @@ def _read_torchvision(cls_name: str, spec: DatasetSpec, folder: Path | None, *, 
     return dataset(splits)
 
 
-# ---------------------------------------------------------------------------
-# The registry
-# ---------------------------------------------------------------------------
-
+# ------------------------------------------------------------------------------------- The registry
 _DOWNLOADED = f"{DEFAULT_ROOT}, where it is downloaded on first use"
 
 DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
@@ -504,40 +452,29 @@ def stratified_subset(labels: np.ndarray, size: int, rng: np.random.Generator) -
         # Largest remainder first; a random key breaks ties without favouring low labels.
         order = np.lexsort((rng.random(len(classes)), -(quota - take)))
         take[order[:short]] += 1
-    chosen = [rng.choice(np.flatnonzero(labels == c), size=k, replace=False)
-              for c, k in zip(classes, take)]
+    chosen = [rng.choice(np.flatnonzero(labels == c), size=k, replace=False) for c, k in zip(classes, take)]
     return np.sort(np.concatenate(chosen)).astype(np.int64)
-
-
-def _check_size(value, available: int, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise DataError(f"{what}={value!r} must be an integer in 1..{available} (or None for all)")
-    if not 1 <= value <= available:
-        raise DataError(f"{what}={value} is not available: allowed 1..{available} (or None for all)")
-    return int(value)
 
 
 def load_dataset(name: str, *, data_dir: str | None = None, train_size: int | None = None,
                  test_size: int | None = None, seed: int = 0) -> Dataset:
     """Load a dataset of :data:`DATASETS` as normalized tensors.
 
-    ``data_dir``: an existing folder with the dataset's files (for the torchvision
-    datasets, torchvision's ``root``, where a missing dataset is downloaded to); a
-    folder that does not exist is refused before anything is read or created.
-    Without it: Fashion-MNIST's Debian copy, or :data:`DEFAULT_ROOT`. The bundled
-    digits take none. What each dataset's folder must hold is ``DATASETS[name].files``.
-
-    ``train_size`` / ``test_size`` take a stratified random subset of each split
-    (seeded by ``seed``), for fast runs; they must not exceed what is available.
+    ``data_dir``: an existing folder with the dataset's files (``DATASETS[name].files``; for the torchvision
+    datasets, where a missing dataset is downloaded to), see the module's docstring for the default.
+    ``train_size`` / ``test_size`` take a stratified random subset of each split (seeded by ``seed``), for
+    fast runs; they must not exceed what is available.
     """
     ds = _spec(name).load(data_dir)
     rng = np.random.default_rng(seed)
-    if train_size is not None:
-        k = _check_size(train_size, len(ds.y_train), "train_size")
-        idx = torch.from_numpy(stratified_subset(ds.y_train.numpy(), k, rng))
-        ds.x_train, ds.y_train = ds.x_train[idx], ds.y_train[idx]
-    if test_size is not None:
-        k = _check_size(test_size, len(ds.y_test), "test_size")
-        idx = torch.from_numpy(stratified_subset(ds.y_test.numpy(), k, rng))
-        ds.x_test, ds.y_test = ds.x_test[idx], ds.y_test[idx]
+    for split, size in (("train", train_size), ("test", test_size)):
+        if size is not None:
+            x, y = getattr(ds, f"x_{split}"), getattr(ds, f"y_{split}")
+            if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
+                raise DataError(f"{split}_size={size!r} must be an integer in 1..{len(y)} (or None for all)")
+            if not 1 <= size <= len(y):
+                raise DataError(f"{split}_size={size} is not available: allowed 1..{len(y)} (or None for all)")
+            idx = torch.from_numpy(stratified_subset(y.numpy(), int(size), rng))
+            setattr(ds, f"x_{split}", x[idx])
+            setattr(ds, f"y_{split}", y[idx])
     return ds

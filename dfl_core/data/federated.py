@@ -1,8 +1,7 @@
 """A dataset split among m clients, stored as padded index tensors on the device.
 
-The engine trains all clients at once, so it never builds m per-client
-datasets: each split keeps its samples once, and an ``(m, n_max)`` index matrix
-says which rows belong to which client. A batch for every client is then one
+The engine trains all clients at once, so it never builds m per-client datasets: each split keeps its samples once,
+and an ``(m, n_max)`` index matrix says which rows belong to which client. A batch for every client is then one
 gather, ``x[index[i, j]]``.
 """
 from __future__ import annotations
@@ -77,10 +76,9 @@ def federate(dataset: Dataset, m: int, *, scheme: str = "dirichlet", alpha: floa
              device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> FederatedData:
     """Partition ``dataset``'s training set among m clients and give each a matching test set.
 
-    Train: :func:`~dfl_core.data.partition.partition` by ``scheme`` (alpha is used
-    only by "dirichlet"). Test: :func:`~dfl_core.data.partition.split_like`, so each
-    client is evaluated on its own label distribution (DisPFL's protocol); the
-    global test set stays available as ``dataset.x_test``.
+    Train: :func:`~dfl_core.data.partition.partition` by ``scheme`` (alpha is used only by "dirichlet"). Test:
+    :func:`~dfl_core.data.partition.split_like`, so each client is evaluated on its own label distribution (DisPFL's
+    protocol); the global test set stays available as ``dataset.x_test``.
     """
     if not isinstance(dataset, Dataset):
         raise DataError(f"dataset must be a dfl_core.data.Dataset (from load_dataset); got {type(dataset).__name__}")

@@ -4,20 +4,14 @@ Every function takes the labels as an ``(N,)`` integer array and an explicit
 ``np.random.Generator``, and returns a list of m disjoint, sorted index arrays.
 
 * ``iid``: a random equal split.
-* ``dirichlet``, method ``"prior"`` (default): equal client sizes, each client
-  draws its labels from its own class prior ``p_i ~ Dir(alpha)``; the partition
-  of FedDyn (Acar et al., 2021) that DisPFL (Dai et al., 2022) reuses
-  (``partition_data(..., "dir")``, see shared/notes/reference-code.md §4).
-* ``dirichlet``, method ``"hsu"``: Hsu et al. (2019), each class is split among
-  the clients with proportions ``~ Dir(alpha)``, so client sizes differ. This is
-  the partition DFedSAM §5 cites.
-* ``shards``: the pathological split of McMahan et al. (2017): sort by label,
-  cut into ``m * shards_per_client`` shards, deal each client that many shards
-  (DFedSAM App. C: 200 shards, 100 clients, 2 each; DFedAvgM §6: 40 shards of
-  1500 MNIST images, 20 clients, 2 each).
+* ``dirichlet`` (label skew, :func:`dirichlet`), method ``"prior"`` (default): the partition of FedDyn (Acar et al.,
+  2021) that DisPFL (Dai et al., 2022) reuses (``partition_data(..., "dir")``, see shared/notes/reference-code.md
+  §4); method ``"hsu"``: Hsu et al. (2019), the partition DFedSAM §5 cites.
+* ``shards``: the pathological split of McMahan et al. (2017): sort by label, cut into ``m * shards_per_client``
+  shards, deal each client that many shards (DFedSAM App. C: 200 shards, 100 clients, 2 each; DFedAvgM §6: 40 shards
+  of 1500 MNIST images, 20 clients, 2 each).
 
-:func:`split_like` gives every client a test set with its own training class
-proportions, as DisPFL does.
+:func:`split_like` gives every client a test set with its own training class proportions, as DisPFL does.
 """
 from __future__ import annotations
 
@@ -45,10 +39,7 @@ _HSU_ATTEMPTS = 100
 _DEAD_MASS = 1e-200
 
 
-# ---------------------------------------------------------------------------
-# Argument checks
-# ---------------------------------------------------------------------------
-
+# ---------------------------------------------------------------------------------- Argument checks
 def _check_labels(labels) -> np.ndarray:
     labels = np.asarray(labels)
     if labels.ndim != 1 or labels.size == 0:
@@ -79,18 +70,6 @@ def _check_rng(rng) -> np.random.Generator:
     return rng
 
 
-def _check_alpha(alpha) -> float:
-    if alpha is None:
-        raise DataError("the dirichlet partition needs alpha: a finite number >= 0 (0 = one class per client)")
-    try:
-        alpha = float(alpha)
-    except (TypeError, ValueError):
-        raise DataError(f"alpha={alpha!r} must be a finite number >= 0") from None
-    if not math.isfinite(alpha) or alpha < 0:
-        raise DataError(f"alpha={alpha!r} must be a finite number >= 0 (0 = one class per client)")
-    return alpha
-
-
 def _equal_size(n: int, m: int, client_size, name: str = "client_size") -> int:
     """Samples per client: ``client_size`` if given, else ``N // m``; each client must get one."""
     if client_size is None:
@@ -103,10 +82,7 @@ def _equal_size(n: int, m: int, client_size, name: str = "client_size") -> int:
     return size
 
 
-# ---------------------------------------------------------------------------
-# The shared sampler: draw each client's labels from its class prior
-# ---------------------------------------------------------------------------
-
+# ------------------------------- The shared sampler: draw each client's labels from its class prior
 def _fallback_priors(count: int, pool: np.ndarray, rng: np.random.Generator,
                      fallback_alpha: float | None) -> np.ndarray:
     """Fresh priors (count, C) over the classes still in ``pool``."""
@@ -146,18 +122,15 @@ def _sample_by_priors(labels: np.ndarray, priors: np.ndarray, sizes: np.ndarray,
                       rng: np.random.Generator, fallback_alpha: float | None) -> list[np.ndarray]:
     """Give client i ``sizes[i]`` samples whose labels are drawn from ``priors[i]``, without replacement.
 
-    This is FedDyn's loop (Acar et al. 2021, ``utils_dataset.py``; DisPFL's ``dir``
-    split): pick a uniformly random client that still needs samples, draw a class
-    from its prior, and if that class is used up, draw again, i.e. draw from the
-    prior renormalized over the classes left. Between two exhaustions the draws
-    are i.i.d., so they are made in bulk (inverse CDF) and cut at the first draw
-    of a class past its pool; that draw is redone with the class removed. This is
-    exact, with at most C + 1 bulk rounds.
+    This is FedDyn's loop (Acar et al. 2021, ``utils_dataset.py``; DisPFL's ``dir`` split): pick a uniformly random
+    client that still needs samples, draw a class from its prior, and if that class is used up, draw again, i.e.
+    draw from the prior renormalized over the classes left. Between two exhaustions the draws are i.i.d., so they
+    are made in bulk (inverse CDF) and cut at the first draw of a class past its pool; that draw is redone with the
+    class removed. This is exact, with at most C + 1 bulk rounds.
 
-    A client whose prior has (numerically) no mass left on the remaining classes
-    gets a fresh prior over them: ``Dir(fallback_alpha)`` (what renormalizing a
-    Dirichlet over a subset gives, by its neutrality), one-hot for 0, or the
-    remaining pool's proportions for ``None``. FedDyn's loop would spin forever here.
+    A client whose prior has (numerically) no mass left on the remaining classes gets a fresh prior over them:
+    ``Dir(fallback_alpha)`` (what renormalizing a Dirichlet over a subset gives, by its neutrality), one-hot for 0,
+    or the remaining pool's proportions for ``None``. FedDyn's loop would spin forever here.
     """
     m, num_classes = priors.shape
     sizes = sizes.astype(np.int64)
@@ -198,10 +171,7 @@ def _sample_by_priors(labels: np.ndarray, priors: np.ndarray, sizes: np.ndarray,
     return np.split(taken, np.cumsum(sizes)[:-1])
 
 
-# ---------------------------------------------------------------------------
-# Schemes
-# ---------------------------------------------------------------------------
-
+# ------------------------------------------------------------------------------------------ Schemes
 def iid(labels, m: int, rng: np.random.Generator, *, client_size: int | None = None) -> list[np.ndarray]:
     """A random split into m parts whose sizes differ by at most 1 (or ``client_size`` each)."""
     labels, rng = _check_labels(labels), _check_rng(rng)
@@ -217,23 +187,28 @@ def dirichlet(labels, m: int, alpha: float, rng: np.random.Generator, method: st
               client_size: int | None = None) -> list[np.ndarray]:
     """Label-skewed split: client class mixes drawn from ``Dir(alpha * 1)``.
 
-    ``method="prior"`` (FedDyn, Acar et al. 2021; DisPFL): every client gets
-    ``N // m`` samples (or ``client_size``); client i draws ``p_i ~ Dir(alpha 1_C)``
-    and then the label of each of its samples from ``p_i``, renormalized over the
-    classes not yet used up.
+    ``method="prior"`` (FedDyn, Acar et al. 2021; DisPFL): every client gets ``N // m`` samples (or
+    ``client_size``); client i draws ``p_i ~ Dir(alpha 1_C)`` and then the label of each of its samples from
+    ``p_i``, renormalized over the classes not yet used up.
 
     ``method="hsu"`` (Hsu et al. 2019): each class is split among the clients with
     proportions ``~ Dir(alpha 1_m)``; sizes differ. A draw that leaves a client
     empty is redrawn (up to 100 times, like NIID-Bench's ``min_size`` loop).
 
-    ``alpha = 0`` is the limit alpha -> 0: one class per client ("prior": after a
-    seeded shuffle of the classes client i gets class ``i mod C``, and moves to
-    one random class left if its class runs out; "hsu": each class goes whole to
-    one client, dealt round-robin, so it needs m <= C).
+    ``alpha = 0`` is the limit alpha -> 0: one class per client ("prior": after a seeded shuffle of the classes
+    client i gets class ``i mod C``, and moves to one random class left if its class runs out; "hsu": each class
+    goes whole to one client, dealt round-robin, so it needs m <= C).
     """
     labels, rng = _check_labels(labels), _check_rng(rng)
     m = _check_m(m, len(labels))
-    alpha = _check_alpha(alpha)
+    try:
+        valid = math.isfinite(float(alpha)) and float(alpha) >= 0
+    except (TypeError, ValueError):                          # None, or not a number
+        valid = False
+    if not valid:
+        raise DataError(f"the dirichlet partition needs alpha, a finite number >= 0 (0 = one class per client); "
+                        f"got alpha={alpha!r}")
+    alpha = float(alpha)
     if method not in DIRICHLET_METHODS:
         raise DataError(f"unknown dirichlet method {method!r}; allowed: {', '.join(DIRICHLET_METHODS)}")
     classes, dense = np.unique(labels, return_inverse=True)  # Dir over the classes present only
@@ -298,9 +273,8 @@ def partition(labels, m: int, scheme: str, *, rng: np.random.Generator, alpha: f
               client_size: int | None = None) -> list[np.ndarray]:
     """Split ``labels``' indices among m clients by ``scheme`` (a key of :data:`PARTITIONS`).
 
-    ``alpha`` and ``dirichlet_method`` are read only by "dirichlet",
-    ``shards_per_client`` only by "shards", ``client_size`` by "iid" and
-    "dirichlet"/"prior" (default: ``N // m``).
+    ``alpha`` and ``dirichlet_method`` are read only by "dirichlet", ``shards_per_client`` only by "shards",
+    ``client_size`` by "iid" and "dirichlet"/"prior" (default: ``N // m``).
     """
     if scheme == "iid":
         return iid(labels, m, rng, client_size=client_size)
@@ -317,11 +291,10 @@ def split_like(train_parts: list[np.ndarray], train_labels, test_labels, rng: np
                test_size_per_client: int | None = None) -> list[np.ndarray]:
     """Per-client test sets drawn from the test split with each client's own train class proportions.
 
-    As DisPFL does (shared/notes/reference-code.md §4): client i's test labels are
-    drawn from its train label histogram (normalized), without replacement, by
-    the same sampler as the "prior" Dirichlet split. Sizes default to
-    ``len(test_labels) // m``; the sets are disjoint. A client whose classes have
-    run out in the test pool takes uniformly random remaining test samples.
+    As DisPFL does (shared/notes/reference-code.md §4): client i's test labels are drawn from its train label
+    histogram (normalized), without replacement, by the same sampler as the "prior" Dirichlet split. Sizes default
+    to ``len(test_labels) // m``; the sets are disjoint. A client whose classes have run out in the test pool takes
+    uniformly random remaining test samples.
     """
     train_labels, test_labels, rng = _check_labels(train_labels), _check_labels(test_labels), _check_rng(rng)
     m = len(train_parts)

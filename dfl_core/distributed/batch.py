@@ -1,10 +1,9 @@
 """Several runs one after another in one process group: pay the processes' start-up once.
 
-``python -m dfl_core.distributed.batch CONFIGS.json OUT`` (under a launcher:
-RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) runs every ``{name: config dict}``
-of the file into ``OUT/<name>`` as ``python -m dfl_core.distributed`` would
-(rank 0 writes ``results.json``, every rank its checkpoints). The book and the
-tests use it through :func:`dfl_core.distributed.launch.run_configs`.
+``python -m dfl_core.distributed.batch CONFIGS.json OUT`` (under a launcher: RANK, WORLD_SIZE, MASTER_ADDR,
+MASTER_PORT) runs every ``{name: config dict}`` of the file into ``OUT/<name>`` as
+``python -m dfl_core.distributed`` would (rank 0 writes ``results.json``, every rank its checkpoints). The book and
+the tests use it through :func:`dfl_core.distributed.launch.run_configs`.
 """
 from __future__ import annotations
 

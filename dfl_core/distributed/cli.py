@@ -1,10 +1,9 @@
 """``torchrun --nproc_per_node=N -m dfl_core.distributed [options]``: one run over N processes.
 
-Takes the config options of ``python -m dfl_core run`` (shared through
-:func:`dfl_core.cli.add_config_arguments`), one algorithm and one seed, plus
-``--timeout-s`` and ``--backend``. Rank 0 writes ``OUT/results.json`` (the
-simulator's schema, with each rank's bytes added to every record) and prints
-a summary; every rank writes its checkpoints under ``OUT/checkpoints/rank<r>``.
+Takes the config options of ``python -m dfl_core run`` (shared through :func:`dfl_core.cli.add_config_arguments`),
+one algorithm and one seed, plus ``--timeout-s`` and ``--backend``. Rank 0 writes ``OUT/results.json`` (the
+simulator's schema, with each rank's bytes added to every record) and prints a summary; every rank writes its
+checkpoints under ``OUT/checkpoints/rank<r>``.
 
 Exit codes: 0 done, 2 bad configuration or checkpoint, 3 divergence,
 4 a neighbouring rank died or stopped answering (the message names it and the round).
@@ -23,10 +22,9 @@ from typing import Sequence
 
 import torch
 
-from ..algorithms import ALGORITHMS
 from ..checkpoint import CheckpointError
-from ..cli import add_config_arguments, config_overrides, find_preset
-from ..config import Config, ConfigError
+from ..cli import add_config_arguments, config_overrides, configs_from_options
+from ..config import Config, ConfigError, check_int
 from ..errors import DivergenceError
 from ..results import write_results
 from .data import block_of
@@ -63,15 +61,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def torchrun_command(nproc: int, args: Sequence[str], port: int, host: str = "127.0.0.1",
                      module: str = "dfl_core.distributed") -> list[str]:
     """The torchrun command line for ``nproc`` processes on this machine at ``host:port``."""
@@ -85,18 +74,20 @@ _LISTENING: list[socket.socket] = []       # rank 0's store socket, kept open fo
 def init_process_group(backend: str, rank: int, world_size: int, timeout_s: float) -> None:
     """Join the process group at ``MASTER_ADDR:MASTER_PORT`` (default 127.0.0.1:29500).
 
-    Under torchrun its agent hosts the rendezvous store (and listens on every
-    interface, which torch does not let us change: see the README on trusted
-    networks). Launched without torchrun (:mod:`.launch`, or RANK, WORLD_SIZE,
-    MASTER_ADDR, MASTER_PORT set by hand), rank 0 hosts the store on a socket
-    bound to MASTER_ADDR only. On a loopback address gloo's own sockets are
-    kept on the loopback interface too (``GLOO_SOCKET_IFNAME=lo``).
+    Under torchrun its agent hosts the rendezvous store (and listens on every interface, which torch does not let us
+    change: see the README on trusted networks). Launched without torchrun (:mod:`.launch`, or RANK, WORLD_SIZE,
+    MASTER_ADDR, MASTER_PORT set by hand), rank 0 hosts the store on a socket bound to MASTER_ADDR only. On a
+    loopback address gloo's own sockets are kept on the loopback interface too (``GLOO_SOCKET_IFNAME=lo``).
     """
     import torch.distributed as dist        # deferred: see _run
 
     host = os.environ.get("MASTER_ADDR", "127.0.0.1")
     port = int(os.environ.get("MASTER_PORT", "29500"))
-    if _is_loopback(host):
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:                          # a host name
+        loopback = False
+    if loopback:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     timeout = timedelta(seconds=timeout_s)
     if "TORCHELASTIC_RUN_ID" in os.environ:
@@ -127,26 +118,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("RANK and WORLD_SIZE are not set: launch with "
                      "torchrun --nproc_per_node=N -m dfl_core.distributed ...")
     overrides = config_overrides(args)
+    algorithm = overrides.pop("algorithm")                      # (a preset's row, passed as such)
     try:
         if args.backend not in BACKENDS:
             raise ConfigError(f"unknown backend {args.backend!r}; allowed: {', '.join(BACKENDS)}")
-        if args.checkpoint_every < 1:
-            raise ConfigError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
+        check_int("--checkpoint-every", args.checkpoint_every, 1)
         if not args.timeout_s > 0:
             raise ConfigError(f"--timeout-s must be > 0, got {args.timeout_s}")
-        if args.preset:
-            changes = {**overrides, "seed": args.seed}
-            changes.pop("algorithm", None)                  # the preset's row, passed as such
-            cfg = find_preset(args.preset).config(args.algorithm, args.setting, **changes)
-        else:
-            if args.setting:
-                raise ConfigError("--setting needs --preset")
-            cfg = Config(algorithm=args.algorithm, seed=args.seed).replace(**overrides)
-        from .rank import distributed_algorithms      # deferred: .rank loads torch.distributed (see _run)
-        if not ALGORITHMS[cfg.algorithm].distributable:
-            kind = "centralized" if ALGORITHMS[cfg.algorithm].kind == "centralized" else "not run over processes"
-            raise ConfigError(f"algorithm {cfg.algorithm!r} is {kind}; the distributed backend runs "
-                              f"{', '.join(distributed_algorithms())}")
+        (cfg,) = configs_from_options(args.preset, args.setting, [algorithm], overrides).values()
+        from .rank import check_distributable      # deferred: .rank loads torch.distributed (see _run)
+        check_distributable(cfg.algorithm)
         block_of(rank, world_size, cfg.num_clients)                  # nproc must divide m
     except (ConfigError, ValueError) as err:
         return _error(rank, 2, err)

@@ -1,11 +1,9 @@
 """Which clients a rank holds, and the data it keeps of them.
 
-Rank r of P holds the contiguous block of clients ``r·m/P … (r+1)·m/P − 1``.
-Every rank computes the same deterministic split as the simulator
-(:func:`dfl_core.engine.federated_data`: it loads the dataset file, which any
-participant of a real deployment would not have, only to draw the partition)
-and then keeps only its own clients' train and test samples
-(:func:`private_data`); the full tensors are dropped before training starts.
+Rank r of P holds the contiguous block of clients ``r·m/P … (r+1)·m/P − 1``. Every rank computes the same
+deterministic split as the simulator (:func:`dfl_core.engine.federated_data`: it loads the dataset file, which any
+participant of a real deployment would not have, only to draw the partition) and then keeps only its own clients'
+train and test samples (:func:`private_data`); the full tensors are dropped before training starts.
 """
 from __future__ import annotations
 
@@ -34,9 +32,8 @@ def block_of(rank: int, world_size: int, num_clients: int) -> torch.Tensor:
 def _keep(split: ClientData, clients: torch.Tensor) -> ClientData:
     """``split`` with only ``clients``' samples; the other clients keep an empty row.
 
-    The ``(m, n_max)`` index layout is kept so that the per-round batch draws
-    (one key per slot of all m clients, :meth:`Simulation._batches`) consume
-    the random stream exactly as in the simulator.
+    The ``(m, n_max)`` index layout is kept so that the per-round batch draws (one key per slot of all m clients,
+    :meth:`Simulation._batches`) consume the random stream exactly as in the simulator.
     """
     dev = split.index.device
     ids = clients.to(dev)
@@ -54,9 +51,8 @@ def _keep(split: ClientData, clients: torch.Tensor) -> ClientData:
 def private_data(data: FederatedData, clients: torch.Tensor) -> FederatedData:
     """The part of ``data`` a rank holding ``clients`` may keep: their train and test samples only.
 
-    The dataset record keeps its shape information (input shape, classes,
-    augmentation) but its sample tensors are replaced by the rank's own
-    samples, so no tensor the rank holds refers to another client's data.
+    The dataset record keeps its shape information (input shape, classes, augmentation) but its sample tensors are
+    replaced by the rank's own samples, so no tensor the rank holds refers to another client's data.
     """
     train, test = _keep(data.train, clients), _keep(data.test, clients)
     ds = dataclasses.replace(data.dataset, x_train=train.x, y_train=train.y, x_test=test.x, y_test=test.y)

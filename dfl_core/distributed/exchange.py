@@ -1,41 +1,34 @@
 r"""Gossip across processes: each rank sends only the rows its neighbours' rows of W need.
 
-One gossip step is :math:`x_i \leftarrow \sum_j w_{ij} x_j` (DFedSAM eqs. (4)–(5)).
-Rank r holds the rows of its block B_r and needs :math:`x_j` for every column j
-outside B_r with :math:`w_{ij} \ne 0` for some i in B_r. From W (which every
-rank computes itself: static graphs once, time-varying ones from
-``(seed, round, step)``) each rank derives a :class:`GossipPlan`:
+One gossip step is :math:`x_i \leftarrow \sum_j w_{ij} x_j` (DFedSAM eqs. (4)–(5)). Rank r holds the rows of its
+block B_r and needs :math:`x_j` for every column j outside B_r with :math:`w_{ij} \ne 0` for some i in B_r. From W
+(which every rank computes itself: static graphs once, time-varying ones from ``(seed, round, step)``) each rank
+derives a :class:`GossipPlan`:
 
-* sparse graphs (ring, grid, random neighbours): point-to-point messages
-  (``dist.batch_isend_irecv``), to each neighbouring rank exactly the rows it
-  needs, rebuilt whenever W changes;
-* graphs where every rank needs every other rank's whole block (complete):
-  one ``all_gather`` of the blocks.
+* sparse graphs (ring, grid, random neighbours): point-to-point messages (``dist.batch_isend_irecv``), to each
+  neighbouring rank exactly the rows it needs, rebuilt whenever W changes;
+* graphs where every rank needs every other rank's whole block (complete): one ``all_gather`` of the blocks.
 
-Then the rank mixes with its own rows of W (a :class:`~dfl_core.gossip.MixingOperator`
-on the columns it holds).
+Then the rank mixes with its own rows of W (a :class:`~dfl_core.gossip.MixingOperator` on the columns it holds).
 
 What travels, per row a neighbour needs (:meth:`Exchange.share`):
 
-* exact gossip (no ``quant_bits``): the row's floats in the working dtype, d · 4
-  bytes in float32 (:meth:`Exchange.step`);
-* compressed gossip (``quant_bits`` b, public copies: :meth:`Exchange.share_messages`,
-  driven by :meth:`~.rank.RankTools.compressed_gossip`): only the encoded message
-  :math:`\mathcal Q(x_i - \hat x_i)`, its d integer levels packed to b bits each
-  (:func:`~dfl_core.operators.pack_levels`, ⌈d·b/8⌉ bytes) and its scale in the
-  working dtype (:func:`wire_pieces`). In float32 that is the d·b + 32 bits the
-  simulator charges (:func:`~dfl_core.operators.message_bits`) plus the padding of
-  the last byte, under 8 bits; in float64 the scale takes 4 bytes more;
-* dfedavgm-q's ``"differences-only"`` reading: its :math:`\mathcal Q(z - x)` rows,
-  encoded and packed the same way (:meth:`Exchange.step` with ``quantize``);
-* dfedavgm-q's ``"exact-neighbour-models"`` reading: the floats of :math:`x + \mathcal Q(z - x)`,
-  which is what its mixing needs: its bytes exceed the bits it charges, because that
-  reading cannot be sent as counted.
+* exact gossip (no ``quant_bits``): the row's floats in the working dtype, d · 4 bytes in float32
+  (:meth:`Exchange.step`);
+* compressed gossip (``quant_bits`` b, public copies: :meth:`Exchange.share_messages`, driven by
+  :meth:`~.rank.RankTools.compressed_gossip`): only the encoded message :math:`\mathcal Q(x_i - \hat x_i)`, its d
+  integer levels packed to b bits each (:func:`~dfl_core.operators.pack_levels`, ⌈d·b/8⌉ bytes) and its scale in the
+  working dtype (:func:`wire_pieces`). In float32 that is the d·b + 32 bits the simulator charges
+  (:func:`~dfl_core.operators.message_bits`) plus the padding of the last byte, under 8 bits; in float64 the scale
+  takes 4 bytes more;
+* dfedavgm-q's ``"differences-only"`` reading: its :math:`\mathcal Q(z - x)` rows, encoded and packed the same way
+  (:meth:`Exchange.step` with ``quantize``);
+* dfedavgm-q's ``"exact-neighbour-models"`` reading: the floats of :math:`x + \mathcal Q(z - x)`, which is what its
+  mixing needs: its bytes exceed the bits it charges, because that reading cannot be sent as counted.
 
-Every wait has a deadline: a neighbour that dies (connection closed) or stops
-answering (deadline passed) ends the rank with :class:`PeerFailure`, naming the
-neighbour and the round, and a watchdog thread ends the process if even the
-backend's wait does not return.
+Every wait has a deadline: a neighbour that dies (connection closed) or stops answering (deadline passed) ends the
+rank with :class:`PeerFailure`, naming the neighbour and the round, and a watchdog thread ends the process if even
+the backend's wait does not return.
 """
 from __future__ import annotations
 
@@ -73,8 +66,7 @@ class Watchdog:
         self.grace_s = max(2.0, 0.25 * timeout_s)
         self.suspects = lambda: "a neighbour"          # the Exchange names the ranks behind
         self._deadline: float | None = None
-        self._what = ""
-        self._lock = threading.Lock()
+        self._what, self._lock = "", threading.Lock()
         threading.Thread(target=self._watch, name="dfl-watchdog", daemon=True).start()
 
     def arm(self, what: str) -> None:
@@ -112,8 +104,7 @@ class GossipPlan:
         owner = np.arange(m) // size
         nonzero = W != 0
         # needed[s]: the columns outside block s that block s's rows of W use
-        needed = [np.flatnonzero(nonzero[s * size:(s + 1) * size].any(0) & (owner != s))
-                  for s in range(world_size)]
+        needed = [np.flatnonzero(nonzero[s * size:(s + 1) * size].any(0) & (owner != s)) for s in range(world_size)]
         self.collective = world_size > 1 and all(len(n) == m - size for n in needed)
         lo = rank * size
         if self.collective:
@@ -145,21 +136,16 @@ class GossipPlan:
 class Exchange:
     """The communication of one rank: gossip steps, with the bytes it hands to the backend counted.
 
-    ``bytes_sent`` counts the tensor bytes this rank passes to ``send`` (point
-    to point), and for ``all_gather`` P − 1 times the block it passes in: its
-    block must reach the P − 1 other ranks, and that is also what each rank
-    puts on the wire in gloo's ring all_gather (it forwards P − 1 blocks to its
-    successor). ``rows_sent`` counts model-sized rows in the same way.
-    Framing and the backend's headers are not counted.
+    ``bytes_sent`` counts the tensor bytes this rank passes to ``send`` (point to point), and for ``all_gather`` P −
+    1 times the block it passes in: its block must reach the P − 1 other ranks, and that is also what each rank puts
+    on the wire in gloo's ring all_gather (it forwards P − 1 blocks to its successor). ``rows_sent`` counts
+    model-sized rows in the same way. Framing and the backend's headers are not counted.
     """
 
     def __init__(self, rank: int, world_size: int, timeout_s: float, watchdog: Watchdog | None = None):
-        self.rank, self.world_size, self.timeout_s = rank, world_size, timeout_s
-        self.watchdog = watchdog
-        self.bytes_sent = 0
-        self.rows_sent = 0
-        self.round = 0                       # 1-based round in progress, for messages
-        self._store = None
+        self.rank, self.world_size, self.timeout_s, self.watchdog = rank, world_size, timeout_s, watchdog
+        self.bytes_sent, self.rows_sent = 0, 0
+        self.round, self._store = 0, None        # the 1-based round in progress (for messages), the rendezvous store
         if watchdog is not None:
             watchdog.suspects = self._behind
 
@@ -236,11 +222,10 @@ class Exchange:
     def share(self, pieces: list[Tensor], plan: GossipPlan, label: str = "gossip") -> list[tuple[Tensor, list[Tensor]]]:
         """Send this rank's rows of ``pieces`` to the ranks that need them, and receive theirs.
 
-        ``pieces`` are the parts of one message per row (the floats; or packed levels and the scale),
-        each with this rank's n rows first: row i of every piece travels whenever row i is needed.
-        Returns, per source, the positions in ``plan.columns`` of the rows received and their pieces (for
-        ``all_gather``: every block, this rank's included, at positions ``0..m-1``). Counts the bytes
-        and rows sent (:class:`Exchange`).
+        ``pieces`` are the parts of one message per row (the floats; or packed levels and the scale), each with this
+        rank's n rows first: row i of every piece travels whenever row i is needed. Returns, per source, the
+        positions in ``plan.columns`` of the rows received and their pieces (for ``all_gather``: every block, this
+        rank's included, at positions ``0..m-1``). Counts the bytes and rows sent (:class:`Exchange`).
         """
         n = pieces[0].shape[0]
         if plan.collective:
@@ -250,21 +235,17 @@ class Exchange:
             self._count(pieces * (self.world_size - 1), n * (self.world_size - 1))
             self.wait_all(works, f"{label} (all_gather)")
             return [(torch.arange(len(plan.columns)), [torch.cat(o) for o in outs])]
-        ops, peers_of_ops, incoming = [], [], {}
+        ops, incoming = [], {}
         for s, rows in plan.sends.items():
             out = [p[rows].contiguous() for p in pieces]
             self._count(out, len(rows))
-            for p in out:
-                ops.append(dist.P2POp(dist.isend, p, s))
-                peers_of_ops.append(s)
+            ops += [dist.P2POp(dist.isend, p, s) for p in out]
         for s, ids in plan.receives.items():
             incoming[s] = [p.new_empty(len(ids), *p.shape[1:]) for p in pieces]
-            for p in incoming[s]:
-                ops.append(dist.P2POp(dist.irecv, p, s))
-                peers_of_ops.append(s)
+            ops += [dist.P2POp(dist.irecv, p, s) for p in incoming[s]]
         if ops:
             works = self.posted(lambda: dist.batch_isend_irecv(ops), f"{label} with ranks {plan.peers}")
-            self.wait_all(list(zip(works, peers_of_ops)), f"{label} with ranks {plan.peers}")
+            self.wait_all([(work, op.peer) for work, op in zip(works, ops)], f"{label} with ranks {plan.peers}")
         return [(plan.receive_positions[s], got) for s, got in incoming.items()]
 
     def step(self, x: Tensor, plan: GossipPlan, quantize: tuple[int, float | None] | None = None,
@@ -276,11 +257,7 @@ class Exchange:
         rows must already be quantized, as dfedavgm-q's Q(z − x) is, so decoding returns them to rounding.
         The rank mixes its own rows as it holds them, never a decoded copy.
         """
-        if quantize is None:
-            pieces = [x]
-        else:
-            bits, step = quantize
-            pieces = wire_pieces(encode(x, bits, step), x.dtype)
+        pieces = [x] if quantize is None else wire_pieces(encode(x, *quantize), x.dtype)
         gathered = x.new_empty(len(plan.columns), x.shape[1])
         for positions, received in self.share(pieces, plan, label):
             gathered[positions] = received[0] if quantize is None else \
@@ -292,10 +269,8 @@ class Exchange:
                        label: str = "gossip") -> Tensor:
         r"""Compressed gossip's messages: send this rank's (n rows, encoded once), receive the neighbours'.
 
-        Only :func:`wire_pieces` travel (levels packed to b bits per coordinate, one scale per row in
-        ``dtype``). Returns the decoded message of every column of ``plan`` (``(len(plan.columns), d)``):
-        the received rows decoded here, this rank's own rows decoded from the same pieces, so they equal
-        what the neighbours decode (:func:`~dfl_core.operators.decode`, which equals ``quantize``).
+        Only :func:`wire_pieces` travel. Returns the decoded message of every column of ``plan``
+        (``(len(plan.columns), d)``), this rank's own rows decoded from the same pieces, as the neighbours decode them.
         """
         n, d = message.payload.shape
         pieces = wire_pieces(message, dtype)
@@ -312,13 +287,10 @@ class Exchange:
 
 
 def wire_pieces(message: Encoded, dtype: torch.dtype) -> list[Tensor]:
-    """What travels for the n rows of an encoded ``(n, d)`` message: ``[levels, scale]``.
+    """What travels for the n rows of an encoded ``(n, d)`` message: ``[levels, scale]`` (cost: see the module).
 
-    ``levels``: ``uint8 (n, ⌈d·b/8⌉)``, the b-bit levels of each row packed
-    (:func:`~dfl_core.operators.pack_levels`; as bytes also for b = 16, 32 because gloo's collectives
-    have no int16 type); ``scale``: ``(n, 1)`` in ``dtype``, the working dtype. A row costs
-    ⌈d·b/8⌉ bytes and the scale's 4 (float32) or 8 (float64): the d·b + 32 bits that
-    :func:`~dfl_core.operators.message_bits` charges, plus under 8 bits of padding (float32).
+    ``levels``: ``uint8 (n, ⌈d·b/8⌉)``, the b-bit levels of each row packed (:func:`~dfl_core.operators.pack_levels`;
+    as bytes also for b = 16, 32 because gloo's collectives have no int16 type); ``scale``: ``(n, 1)`` in ``dtype``.
     """
     n, d = message.payload.shape
     scale = torch.as_tensor(message.scale).to(dtype).expand(n, 1).contiguous()

@@ -1,12 +1,10 @@
 """Start N local processes of ``dfl_core.distributed`` without torchrun, bound to one address only.
 
-``python -m dfl_core.distributed.launch --nproc-per-node 4 [--master-addr 127.0.0.1]
-[--master-port P] -- OPTIONS`` sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
-for each process as torchrun would; rank 0 then hosts the rendezvous store on a
-socket bound to that address alone (torchrun's agent listens on every
-interface). Tests and the book launch through :func:`spawn`. The launcher does
-not kill the other processes when one fails: they stop by themselves within
-``--timeout-s``, naming the rank and round they lost.
+``python -m dfl_core.distributed.launch --nproc-per-node 4 [--master-addr 127.0.0.1] [--master-port P] -- OPTIONS``
+sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT for each process as torchrun would; rank 0 then hosts the
+rendezvous store on a socket bound to that address alone (torchrun's agent listens on every interface). Tests and
+the book launch through :func:`spawn`. The launcher does not kill the other processes when one fails: they stop by
+themselves within ``--timeout-s``, naming the rank and round they lost.
 """
 from __future__ import annotations
 

@@ -1,23 +1,17 @@
 """One rank's part of a run: its block of clients, trained by the simulator's own code and loop.
 
-:class:`RankTools` is the :class:`~dfl_core.algorithms.RoundTools` of one rank:
-the state's ``x`` is the rank's block of rows, ``local_train`` is the engine's
-vectorized local training (:class:`~dfl_core.engine.LocalTrainer`) on the
-rank's clients (a :class:`~dfl_core.engine.Simulation` built on
-:func:`~.data.private_data`), and ``gossip`` exchanges rows with the
-neighbouring ranks (:class:`~.exchange.Exchange`). :func:`run_rank` hands these
-tools, a gathered evaluation and per-rank checkpoints to the engine's one
-driver loop (:func:`dfl_core.engine.drive`), so the algorithms' round functions
-and the loop run unchanged; with the same config a run over P processes
-follows the simulator's run (same batches: every random draw is a function of
-(seed, purpose, round), :mod:`dfl_core.rng`).
+:class:`RankTools` is the :class:`~dfl_core.algorithms.RoundTools` of one rank: the state's ``x`` is the rank's
+block of rows, ``local_train`` is the engine's vectorized local training (:class:`~dfl_core.engine.LocalTrainer`) on
+the rank's clients (a :class:`~dfl_core.engine.Simulation` built on :func:`~.data.private_data`), and ``gossip``
+exchanges rows with the neighbouring ranks (:class:`~.exchange.Exchange`). :func:`run_rank` hands these tools, a
+gathered evaluation and per-rank checkpoints to the engine's one driver loop (:func:`dfl_core.engine.drive`), so the
+algorithms' round functions and the loop run unchanged; with the same config a run over P processes follows the
+simulator's run (same batches: every random draw is a function of (seed, purpose, round), :mod:`dfl_core.rng`).
 
-Checkpoints are per rank: ``OUT/checkpoints/rank<r>/round<t>.pt`` holds that
-rank's block (parameters, momentum rows, its byte counters, the history, and
-with compressed gossip the rows of the public copies x̂ it holds: its own and
-its neighbours'; files written before that key existed still load). All
-ranks pass a barrier before writing round t, and each keeps its two newest
-files, so after any crash there is a round every rank has saved; ``--resume``
+Checkpoints are per rank: ``OUT/checkpoints/rank<r>/round<t>.pt`` holds that rank's block (parameters, momentum
+rows, its byte counters, the history, and with compressed gossip the rows of the public copies x̂ it holds: its own
+and its neighbours'; files written before that key existed still load). All ranks pass a barrier before writing
+round t, and each keeps its two newest files, so after any crash there is a round every rank has saved; ``--resume``
 continues from the newest such round.
 """
 from __future__ import annotations
@@ -39,14 +33,15 @@ from ..data import ClientData
 from ..engine import (Hooks, ProgressBar, RunState, Simulation, SimulationTools, drive, federated_data,
                       history_record, learning_rate)
 from ..engine.trainer import tree_assign_rows, tree_rows
+from ..local import map_state
 from ..metrics import evaluate_clients
 from ..operators import encode
 from ..results import History
 from .data import block_of, private_data
 from .exchange import Exchange, GossipPlan
 
-__all__ = ["RankTools", "run_rank", "FORMAT", "FAULT_ENV", "distributed_algorithms", "checkpoint_rounds",
-           "load_final_params"]
+__all__ = ["RankTools", "run_rank", "FORMAT", "FAULT_ENV", "distributed_algorithms", "check_distributable",
+           "checkpoint_rounds", "load_final_params"]
 
 FORMAT = "dfl-book/distributed-checkpoint/v2"
 #: Fault injection for tests and the book: "kill:RANK:ROUND" (SIGKILL) or "stall:RANK:ROUND"
@@ -57,6 +52,14 @@ FAULT_ENV = "DFL_DISTRIBUTED_FAULT"
 def distributed_algorithms() -> list[str]:
     """The registered algorithms a rank can run on its block (``Algorithm.distributable``), in registry order."""
     return [name for name, algorithm in ALGORITHMS.items() if algorithm.distributable]
+
+
+def check_distributable(algorithm: str) -> None:
+    """Refuse an algorithm a rank cannot run on its block (not ``Algorithm.distributable``), naming those it can."""
+    if not ALGORITHMS[algorithm].distributable:
+        kind = "centralized" if ALGORITHMS[algorithm].kind == "centralized" else "not run over processes"
+        raise ConfigError(f"algorithm {algorithm!r} is {kind}; the distributed backend runs "
+                          f"{', '.join(distributed_algorithms())}")
 
 
 class RankTools(SimulationTools):
@@ -88,16 +91,9 @@ class RankTools(SimulationTools):
     def exact_gossip(self, x: Tensor, bits_per_message: int | None = None) -> Tensor:
         r"""Q gossip steps :math:`x \leftarrow W_t x` (DFedSAM eq. (5)) on this rank's rows, as the simulator's.
 
-        What travels to the ranks that need a row (:mod:`.exchange`; compressed gossip's messages are
-        :meth:`compressed_gossip`'s):
-
-        * without ``bits_per_message``: the row's floats;
-        * ``bits_per_message`` (dfedavgm-q's other readings, which quantize what they mix themselves):
-          ``"differences-only"`` sends its Q(z − x) rows as packed levels and scales;
-          ``"exact-neighbour-models"`` mixes x + Q(z − x), which a rank can only send as floats (it does
-          not hold its neighbours' x), so its bytes exceed the bits the simulator charges for it.
-
-        The rank's ``bits`` are its bytes on the wire (×8), not the simulator's charge.
+        What travels for each reading is listed in :mod:`.exchange`; ``bits_per_message`` (dfedavgm-q's
+        ``"differences-only"``) sends packed levels. The rank's ``bits`` are its bytes on the wire (×8),
+        not the simulator's charge.
         """
         cfg = self.config
         quantize = None
@@ -108,20 +104,16 @@ class RankTools(SimulationTools):
             for q, M in enumerate(matrices):
                 before, x = x, self.exchange.step(x, self._operator(M), quantize,
                                                   label=f"gossip step {q + 1}/{len(matrices)}")
-                if self.hooks is not None:
-                    self.hooks.after_gossip(before, x, q)
+                self.hooks.after_gossip(before, x, q)
         return x
 
     def compressed_gossip(self, x: Tensor) -> Tensor:
         r"""The simulator's compressed gossip (:meth:`SimulationTools.compressed_gossip`, CHOCO-Gossip) on this rank.
 
         The rank holds :math:`\hat x` as an ``(m, d)`` tensor of which it only ever updates its own rows
-        and its neighbours' (those its rows of W mix). Per step: :math:`q = \mathcal Q(x - \hat x)` on its
-        own rows, encoded once (stochastic rounding slices its rows of the simulator's ``(m, d)`` draw from
-        the round's ``"quantize"`` stream, so the messages equal the simulator's); only the encoded
-        message travels (:meth:`Exchange.share_messages`); every held row of :math:`\hat x` adds the
-        decoded message (own rows decoded from the bytes sent, as the neighbours decode them); then
-        :math:`x \leftarrow x + \gamma\,(W \hat x - \hat x)` on the rank's rows.
+        and its neighbours'. Stochastic rounding slices its rows of the simulator's ``(m, d)`` draw, so the
+        messages equal the simulator's; only the encoded messages travel (:meth:`Exchange.share_messages`),
+        and its own rows of :math:`\hat x` add them decoded from the bytes sent, as the neighbours do.
         """
         cfg, ex = self.config, self.exchange
         gen = self.generator("quantize") if cfg.quant_stochastic else None
@@ -136,14 +128,12 @@ class RankTools(SimulationTools):
                     noise = torch.rand((cfg.num_clients, x.shape[1]), generator=gen, dtype=x.dtype)
                     noise = noise[self.clients].to(x.device)
                 message = encode(x - public[own], **cfg.quantizer, noise=noise)                          # 1.
-                decoded = ex.share_messages(message, plan, x.dtype,
-                                            label=f"gossip step {q + 1}/{len(matrices)}")
+                decoded = ex.share_messages(message, plan, x.dtype, label=f"gossip step {q + 1}/{len(matrices)}")
                 held = plan.column_ids
                 public[held] = public[held] + decoded                                                   # 2.
                 mixed = public[held]
                 before, x = x, x + cfg.consensus_step * (plan.mix(mixed) - mixed[plan.own_positions])  # 3.
-                if self.hooks is not None:
-                    self.hooks.after_gossip(before, x, q)
+                self.hooks.after_gossip(before, x, q)
         self.public_copies = public
         return x
 
@@ -168,27 +158,9 @@ class RankTools(SimulationTools):
         raise ConfigError("the distributed backend runs decentralized algorithms only")
 
 
-def _fault(rank: int, round_: int) -> None:
-    """Fault injection (:data:`FAULT_ENV`): this rank dies or freezes at the start of a round."""
-    spec = os.environ.get(FAULT_ENV, "")
-    if not spec:
-        return
-    try:
-        kind, who, when = spec.split(":")
-        who, when = int(who), int(when)
-    except ValueError:
-        raise ConfigError(f"{FAULT_ENV}={spec!r}: expected kill:RANK:ROUND or stall:RANK:ROUND") from None
-    if kind not in ("kill", "stall"):
-        raise ConfigError(f"{FAULT_ENV}={spec!r}: the kind must be 'kill' or 'stall'")
-    if who == rank and when == round_:
-        os.kill(os.getpid(), signal.SIGKILL if kind == "kill" else signal.SIGSTOP)
-
-
 def checkpoint_rounds(folder: Path) -> list[int]:
     """The rounds saved in one rank's checkpoint folder, oldest first."""
-    if not folder.is_dir():
-        return []
-    return sorted(int(p.stem.removeprefix("round")) for p in folder.glob("round*.pt"))
+    return sorted(int(p.stem.removeprefix("round")) for p in folder.glob("round*.pt")) if folder.is_dir() else []
 
 
 def _load(path: Path) -> dict:
@@ -217,7 +189,18 @@ class _FaultInjection(Hooks):
         self.rank = rank
 
     def before_round(self, run: RunState) -> None:
-        _fault(self.rank, run.t + 1)
+        spec = os.environ.get(FAULT_ENV, "")
+        if not spec:
+            return
+        try:
+            kind, who, when = spec.split(":")
+            who, when = int(who), int(when)
+        except ValueError:
+            raise ConfigError(f"{FAULT_ENV}={spec!r}: expected kill:RANK:ROUND or stall:RANK:ROUND") from None
+        if kind not in ("kill", "stall"):
+            raise ConfigError(f"{FAULT_ENV}={spec!r}: the kind must be 'kill' or 'stall'")
+        if who == self.rank and when == run.t + 1:
+            os.kill(os.getpid(), signal.SIGKILL if kind == "kill" else signal.SIGSTOP)
 
 
 class _RankRun(Hooks):
@@ -227,12 +210,10 @@ class _RankRun(Hooks):
         self.cfg, self.rank, self.world_size, self.exchange = cfg, rank, world_size, exchange
         self.checkpoint_every = checkpoint_every
         self.clients = block_of(rank, world_size, cfg.num_clients)
+        check_distributable(cfg.algorithm)
         # The deterministic split needs the dataset file; only this rank's clients' samples are kept.
         data = private_data(federated_data(cfg), self.clients)
         self.sim = Simulation(cfg, data=data)
-        if not self.sim.algorithm.distributable:
-            raise ConfigError(f"algorithm {cfg.algorithm!r} is not run by the distributed backend; allowed: "
-                              f"{', '.join(distributed_algorithms())}")
         own = self.clients.to(self.sim.device)
         self.run = RunState(t=0, state=ClientModels(self.sim.x[own].clone()),
                             public_copies=self.sim.initial_public_copies())       # x̂⁰ as the simulator's
@@ -240,8 +221,8 @@ class _RankRun(Hooks):
         self.folder = out / "checkpoints" / f"rank{rank}"
         self._start = time.perf_counter()
         own = self.clients.to(data.train.index.device)
-        self._own_train = ClientData(data.train.x, data.train.y, data.train.index[own], data.train.counts[own])
-        self._own_test = ClientData(data.test.x, data.test.y, data.test.index[own], data.test.counts[own])
+        self._own_train, self._own_test = (ClientData(split.x, split.y, split.index[own], split.counts[own])
+                                           for split in (data.train, data.test))
 
     def tools(self, run: RunState, hooks) -> RankTools:
         """The tools of round ``run.t``, after marking the round started (for messages naming the ranks behind)."""
@@ -260,9 +241,8 @@ class _RankRun(Hooks):
     def evaluate(self, run: RunState) -> dict:
         """The simulator's record (:class:`~dfl_core.engine.evaluation.Evaluator`), from per-rank sums.
 
-        x̄ and the consensus distance come from sums over blocks. x̄'s train
-        numbers are over the union of the clients' train splits, as in the
-        simulator; its *test* numbers are over the union of the clients' test
+        x̄ and the consensus distance come from sums over blocks. x̄'s train numbers are over the union of the
+        clients' train splits, as in the simulator; its *test* numbers are over the union of the clients' test
         splits (the simulator uses the whole test set, which no rank holds).
         """
         model, x, chunk = self.sim.model, run.state.x, self.sim.client_chunk
@@ -301,25 +281,22 @@ class _RankRun(Hooks):
         """Write this rank's state after a barrier: every rank has completed round t when any saves it."""
         self.exchange.barrier(f"checkpoint of round {run.t}")
         rule_state = None if run.rule_state is None else tree_rows(run.rule_state, self.clients)
+        held = None
+        if run.public_copies is not None:       # the rows of x̂ it holds (its gossip plans' columns): its own, and
+            # those its rows of W mix, the rows RankTools.compressed_gossip updates
+            rows = sorted(set().union(*(plan.columns.tolist() for _, plan in self.plans.values())))
+            held = {"rows": rows,
+                    "values": run.public_copies[torch.as_tensor(rows, device=run.public_copies.device)].detach().cpu()}
         state = {"format": FORMAT, "config": self.cfg.to_dict(), "t": run.t, "rank": self.rank,
                  "world_size": self.world_size, "clients": self.clients.tolist(),
                  "x": run.state.x.detach().cpu().clone(), "rule_state": ckpt.to_cpu(rule_state),
                  "counters": {"bytes_sent": run.bits_sent // 8, "rows_sent": run.transmissions,
                               "bytes_last_round": run.bits_last_round // 8},
                  "history": list(run.history), "elapsed_s": time.perf_counter() - self._start,
-                 "public_copies": self._held_public_copies(run)}
+                 "public_copies": held}
         ckpt.save_atomic(state, self.folder / f"round{run.t:06d}.pt")
         for old in checkpoint_rounds(self.folder)[:-2]:                 # keep the two newest
             (self.folder / f"round{old:06d}.pt").unlink(missing_ok=True)
-
-    def _held_public_copies(self, run: RunState) -> dict | None:
-        """The rows of x̂ this rank holds, for its checkpoint: the columns of its gossip plans (its own rows and
-        those its rows of W mix), exactly the rows :meth:`RankTools.compressed_gossip` updates."""
-        if run.public_copies is None:
-            return None
-        rows = sorted(set().union(*(plan.columns.tolist() for _, plan in self.plans.values())))
-        return {"rows": rows, "values": run.public_copies[torch.as_tensor(rows, device=run.public_copies.device)]
-                .detach().cpu().clone()}
 
     def resume(self) -> bool:
         """Continue from the newest round every rank has saved; False if no rank has a checkpoint."""
@@ -340,8 +317,9 @@ class _RankRun(Hooks):
                                        f"{saved['world_size']}; now rank {self.rank} of {self.world_size}")
         rule_state = None
         if saved["rule_state"] is not None:                 # every client's rows, this rank's filled in
-            rule_state = _tree_zeros(ckpt.to_device(saved["rule_state"], self.sim.device), self.cfg.num_clients)
-            tree_assign_rows(rule_state, self.clients, ckpt.to_device(saved["rule_state"], self.sim.device))
+            own = ckpt.to_device(saved["rule_state"], self.sim.device)
+            rule_state = map_state(lambda t: t.new_zeros(self.cfg.num_clients, *t.shape[1:]), own)
+            tree_assign_rows(rule_state, self.clients, own)
         public = self.sim.initial_public_copies()
         held = saved.get("public_copies")                    # absent in checkpoints written before compressed gossip
         if public is not None:
@@ -358,12 +336,6 @@ class _RankRun(Hooks):
                             history=tuple(saved["history"]), public_copies=public)
         self._start = time.perf_counter() - saved["elapsed_s"]
         return True
-
-
-def _tree_zeros(part, m: int):
-    if isinstance(part, Tensor):
-        return part.new_zeros(m, *part.shape[1:])
-    return tuple(_tree_zeros(p, m) for p in part)
 
 
 def run_rank(cfg: Config, rank: int, world_size: int, exchange: Exchange, out: str | os.PathLike,

@@ -1,17 +1,9 @@
 """The simulator: its parts and the one driver loop.
 
-=============  ==============================================================
-module         what it holds
-=============  ==============================================================
-simulation     :class:`Simulation` (the parts of one run, put together) and :func:`run`
-loop           :func:`drive`, the driver loop; :class:`RunState`; :class:`Hooks`
-tools          :class:`SimulationTools`, what an algorithm may use in one round; :func:`learning_rate` (η_t)
-trainer        :class:`LocalTrainer`: batches, gradients, K local steps on all clients at once
-evaluation     :class:`Evaluator` and :func:`history_record`: the history record of a round
-data           the clients' data of a config, and :class:`DataCache`
-allocator      :func:`retain_freed_memory`: glibc malloc keeps the step's freed memory for the next step
-buffers        :class:`~.buffers.OutputBuffers`: output tensors of training and gossip, reused across rounds
-=============  ==============================================================
+:mod:`.simulation` puts the parts of one run together (:class:`Simulation`, :func:`run`), :mod:`.loop` drives it
+(:func:`drive`, :class:`RunState`, :class:`Hooks`) with a round's :mod:`.tools` (:class:`SimulationTools`), whose
+local training is :mod:`.trainer`'s; :mod:`.evaluation`, :mod:`.data`, :mod:`.allocator` and :mod:`.buffers` hold
+the history record, the clients' data, the malloc settings and the reused output tensors.
 """
 from ..errors import DivergenceError
 from ..rng import PURPOSES, purpose_seed

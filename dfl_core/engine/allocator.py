@@ -1,26 +1,19 @@
 """Keep freed memory in the process: glibc malloc settings for the round's large temporaries.
 
-A round allocates and frees tensors of the same few sizes at every local step:
-each chunk's gradient, SAM's perturbed point and the update (``client_chunk × d``
-values, about 8 MB on the CPU). By default glibc serves an allocation above
-its mmap threshold (128 KiB at start, raised as freed blocks come back, at
-most 32 MiB) with fresh pages from the kernel and unmaps them on ``free``, and
-it trims the top of its heap whenever more than twice that threshold lies
-free, so the next step's tensors fault their pages in again: on this 2-core
-CPU a 2NN round at m = 100 took 32,000 (SGD) and 50,000 (SAM) minor page
-faults (``benchmarks/TRIED.md`` has the times). How many depends on the order
-of frees, so the default varies between machines: one CI machine of the same
-kind took almost none.
+A round allocates and frees tensors of the same few sizes at every local step: each chunk's gradient, SAM's
+perturbed point and the update (``client_chunk × d`` values, about 8 MB on the CPU). By default glibc serves an
+allocation above its mmap threshold (128 KiB at start, raised as freed blocks come back, at most 32 MiB) with fresh
+pages from the kernel and unmaps them on ``free``, and it trims the top of its heap whenever more than twice that
+threshold lies free, so the next step's tensors fault their pages in again: on this 2-core CPU a 2NN round at m =
+100 took 32,000 (SGD) and 50,000 (SAM) minor page faults (``benchmarks/TRIED.md`` has the times). How many depends
+on the order of frees, so the default varies between machines: one CI machine of the same kind took almost none.
 
-:func:`retain_freed_memory` fixes the mmap threshold at 32 MiB and the trim
-threshold at 128 MiB, once per process (``mallopt``): the step's temporaries
-come from the heap, and up to 128 MiB of freed memory stays with the process
-for the next step. Larger tensors, such as a round's ``(m, d)`` output, are
-still mapped; the trainer and gossip reuse those themselves
-(:class:`dfl_core.engine.buffers.OutputBuffers`). With both, that round takes no page
-faults. Only glibc is touched; musl, macOS and preloaded allocators (jemalloc,
-tcmalloc) are left as they are. Set ``DFL_RETAIN_FREED_MEMORY=0`` to leave
-malloc alone. The settings change no result, only where memory comes from.
+:func:`retain_freed_memory` fixes the mmap threshold at 32 MiB and the trim threshold at 128 MiB, once per process
+(``mallopt``): the step's temporaries come from the heap, and up to 128 MiB of freed memory stays with the process
+for the next step. Larger tensors, such as a round's ``(m, d)`` output, are still mapped; the trainer and gossip
+reuse those themselves (:class:`dfl_core.engine.buffers.OutputBuffers`). With both, that round takes no page faults.
+Only glibc is touched; musl, macOS and preloaded allocators (jemalloc, tcmalloc) are left as they are. Set
+``DFL_RETAIN_FREED_MEMORY=0`` to leave malloc alone. The settings change no result, only where memory comes from.
 """
 from __future__ import annotations
 

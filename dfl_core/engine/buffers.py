@@ -1,9 +1,8 @@
 """Output tensors reused from round to round: where local training and gossip write their results.
 
-The trainer writes the round's local models :math:`y^{t,K}`, and gossip every
-mixed model, into an :class:`OutputBuffers` pool rather than a fresh tensor each
-round (see the class for why); the engine owns the pools, so they live here
-rather than with the gossip arithmetic (:mod:`dfl_core.gossip`).
+The trainer writes the round's local models :math:`y^{t,K}`, and gossip every mixed model, into an
+:class:`OutputBuffers` pool rather than a fresh tensor each round (see the class for why); the engine owns the
+pools, so they live here rather than with the gossip arithmetic (:mod:`dfl_core.gossip`).
 """
 from __future__ import annotations
 
@@ -24,13 +23,11 @@ def _storage_users(t: Tensor) -> int:
 class OutputBuffers:
     """Output tensors reused from round to round, once nothing else refers to them.
 
-    Local training and gossip write all m·d numbers of their output; on a CPU a fresh
-    ``(m, d)`` tensor costs more than that arithmetic (its pages are faulted in
-    on first touch: 206 ms of a 317 ms ring gossip at m = 1000 in
-    ``benchmarks/RESULTS.md``). A buffer handed out before is handed out again
-    only when this pool holds the only reference to it and no view shares its
-    memory, so a model kept by the caller (``old = sim.x``, or ``sim.x[0]``) is
-    never overwritten.
+    Local training and gossip write all m·d numbers of their output; on a CPU a fresh ``(m, d)`` tensor costs more
+    than that arithmetic (its pages are faulted in on first touch: 206 ms of a 317 ms ring gossip at m = 1000 in
+    ``benchmarks/RESULTS.md``). A buffer handed out before is handed out again only when this pool holds the only
+    reference to it and no view shares its memory, so a model kept by the caller (``old = sim.x``, or ``sim.x[0]``)
+    is never overwritten.
     """
 
     def __init__(self, keep: int = 3):

@@ -28,9 +28,8 @@ def federated_data(cfg, dataset=None) -> FederatedData:
 class DataCache:
     """:func:`federated_data` with memory: runs that differ only in the algorithm share their data.
 
-    Loading and splitting a dataset is often the slowest part of a short run;
-    a chapter that runs many algorithms over a few seeds loads each seed's
-    subset once (``Simulation(cfg, data=cache(cfg))`` is then exactly
+    Loading and splitting a dataset is often the slowest part of a short run; a chapter that runs many algorithms
+    over a few seeds loads each seed's subset once (``Simulation(cfg, data=cache(cfg))`` is then exactly
     ``Simulation(cfg)``).
     """
 

@@ -41,12 +41,7 @@ def history_record(*, t: int, lr: float, test: tuple[float, float], train: tuple
 
 
 class Evaluator:
-    """Measures every client's model and the average model x̄ on the clients' data.
-
-    The average model is evaluated on the whole test set and on the union of
-    the clients' train splits (DFedSAM Table 1's "Validation" and "Train");
-    each client's own model on its own train and test splits.
-    """
+    """Measures every client's model and the average model x̄ on the clients' data (which: :mod:`dfl_core.metrics`)."""
 
     def __init__(self, model: StackedModel, data: FederatedData, client_chunk: int):
         self.model, self.data, self.client_chunk = model, data, client_chunk

@@ -1,11 +1,9 @@
 """The driver loop, written once: the simulator and the distributed backend both run it.
 
-A run is a :class:`RunState` (the algorithm's state, the round number, the
-counters and the history: everything a checkpoint holds) advanced by
-:func:`drive`. Whoever calls it supplies the round's tools (the simulator's
-:class:`~.tools.SimulationTools`, or one rank's tools in
-:mod:`dfl_core.distributed`), the evaluation, and :class:`Hooks` that observe
-the loop (progress, checkpoints, gossip steps, timings) without changing it.
+A run is a :class:`RunState` (the algorithm's state, the round number, the counters and the history: everything a
+checkpoint holds) advanced by :func:`drive`. Whoever calls it supplies the round's tools (the simulator's
+:class:`~.tools.SimulationTools`, or one rank's tools in :mod:`dfl_core.distributed`), the evaluation, and
+:class:`Hooks` that observe the loop (progress, checkpoints, gossip steps, timings) without changing it.
 """
 from __future__ import annotations
 
@@ -78,10 +76,10 @@ class RoundLog(Hooks):
 
 
 class HookList(Hooks):
-    """Several hooks, called in order (a hook may define only some of the methods)."""
+    """Several hooks (or one), called in order (a hook may define only some of the methods)."""
 
     def __init__(self, hooks=()):
-        self.hooks = [h for h in hooks if h is not None]
+        self.hooks = [h for h in (hooks if isinstance(hooks, (list, tuple)) else [hooks]) if h is not None]
 
     def _each(self, name: str, *args) -> None:
         for hook in self.hooks:
@@ -148,8 +146,7 @@ def evaluation_rounds(rounds: int, eval_every: int) -> list[int]:
 
 
 def drive(algorithm, run: RunState, *, rounds: int, eval_every: int, num_clients: int,
-          tools_for: Callable[[RunState, Hooks], Any], evaluate: Callable[[RunState], dict],
-          hooks=()) -> RunState:
+          tools_for: Callable[[RunState, Hooks], Any], evaluate: Callable[[RunState], dict], hooks=()) -> RunState:
     """Run ``algorithm`` from ``run`` until ``rounds`` rounds are complete; returns the final :class:`RunState`.
 
     0. a run that has not started is evaluated first (the round-0 record);
@@ -165,7 +162,7 @@ def drive(algorithm, run: RunState, *, rounds: int, eval_every: int, num_clients
     An interrupt (Ctrl-C) leaves the last completed round to :meth:`Hooks.on_interrupt`;
     nothing of the interrupted round is kept, since ``run`` is only replaced once a round is complete.
     """
-    hooks = HookList(hooks if isinstance(hooks, (list, tuple)) else [hooks])
+    hooks = HookList(hooks)
     if run.t == 0 and not run.history:                                       # 0.
         run = evaluated(run, evaluate, hooks)
     while run.t < rounds:

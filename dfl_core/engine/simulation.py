@@ -1,15 +1,8 @@
 """The simulator: all m clients of one run on one machine, stepped round by round.
 
-:class:`Simulation` puts the parts together and hands them to the driver loop
-(:func:`~.loop.drive`):
-
-1. data: the dataset, split over the clients (:func:`~.data.federated_data`);
-2. model: the stacked model and the initial parameters x⁰ (``init`` stream);
-3. topology: the mixing matrices W_t (decentralized FL);
-4. local training (:class:`~.trainer.LocalTrainer`) and evaluation (:class:`~.evaluation.Evaluator`);
-5. the algorithm's state before round 0 (``algorithm.init``), in a :class:`~.loop.RunState`.
-
-Each round gets fresh :class:`~.tools.SimulationTools` (:meth:`Simulation.tools`),
+:class:`Simulation` puts the parts together (data, model and x⁰, topology, local training and evaluation, the
+algorithm's state before round 0: the numbered steps of its constructor) and hands them to the driver loop
+(:func:`~.loop.drive`). Each round gets fresh :class:`~.tools.SimulationTools` (:meth:`Simulation.tools`),
 so nothing of a round outlives it except what the algorithm returns.
 """
 from __future__ import annotations
@@ -58,9 +51,8 @@ class Simulation:
         data: the clients' data (``data.train.client_indices()`` lists each client's samples).
         model: the :class:`StackedModel` (parameter layout, forward pass).
         x0: the initial parameters, ``(m, d)``; read-only (an expanded view of one row when all clients start equal).
-        x: the current parameters, ``(m, d)``; row i is client i's model.
-        state: the algorithm's state (e.g. SCAFFOLD's control variates); ``run_state`` holds it with the counters.
-        t: rounds completed.
+        x, state, t: every client's model ``(m, d)``, the algorithm's state, the rounds completed; ``run_state``
+            holds them with the counters.
         matrices(t): the mixing matrices used in round t; tools(t): the tools the algorithm gets in round t.
     """
 
@@ -83,7 +75,8 @@ class Simulation:
         # 2. model and initial parameters
         self.model = StackedModel(partial(build_model, cfg.model, ds.input_shape, ds.num_classes),
                                   cfg.forward_strategy, self.device, autocast_dtype=AUTOCAST_DTYPES[cfg.precision],
-                                  channels_last=cfg.channels_last)
+                                  channels_last=cfg.channels_last, compile=cfg.compile,
+                                  cudnn_benchmark=cfg.cudnn_benchmark)
         same_init = cfg.same_init or self.centralized
         # equal rows are kept once: at m = 1000 a 2NN's (m, d) copy is 0.74 GiB (restart() clones what it needs)
         x0 = self.model.init_params(1 if same_init else m, purpose_seed(cfg.seed, "init"), same_init=same_init,
@@ -191,7 +184,7 @@ class Simulation:
     # ------------------------------------------------------------------- rounds
     def step(self, hooks=()) -> None:
         """Run one round of the algorithm (no evaluation; see :meth:`evaluate`); ``hooks`` observe it."""
-        hooks = HookList(hooks if isinstance(hooks, (list, tuple)) else [hooks])
+        hooks = HookList(hooks)
         hooks.before_round(self.run_state)
         self.run_state = play_round(self.algorithm, self.run_state, self.tools(hooks=hooks), self.config.num_clients)
         hooks.after_round(self.run_state)
@@ -212,11 +205,10 @@ class Simulation:
             checkpoint_every: int = 10, hooks=()) -> History:
         """Run all remaining rounds, evaluating every ``eval_every`` rounds and at the end (:func:`~.loop.drive`).
 
-        With ``checkpoint`` (a file path) the state is saved atomically every
-        ``checkpoint_every`` rounds, after the last round, and when the run is
-        interrupted (Ctrl-C); :meth:`resume` continues from it. A diverging run
-        stops with :class:`DivergenceError` and leaves the last good checkpoint.
-        ``hooks`` (:class:`~.loop.Hooks`) observe the loop.
+        With ``checkpoint`` (a file path) the state is saved atomically every ``checkpoint_every`` rounds, after the
+        last round, and when the run is interrupted (Ctrl-C); :meth:`resume` continues from it. A diverging run
+        stops with :class:`DivergenceError` and leaves the last good checkpoint. ``hooks`` (:class:`~.loop.Hooks`)
+        observe the loop.
         """
         cfg = self.config
         saver = None
@@ -224,15 +216,10 @@ class Simulation:
             check_int("checkpoint_every", checkpoint_every, 1)
             saver = Checkpointing(self, checkpoint, checkpoint_every)
         bar = ProgressBar(cfg.rounds, self.t, desc or cfg.algorithm) if progress else None
-        extra = list(hooks) if isinstance(hooks, (list, tuple)) else [hooks]
-
-        def tools_for(run: RunState, hook_list) -> SimulationTools:
-            return self.tools(run.t, hook_list)
-
         try:
             self.run_state = drive(self.algorithm, self.run_state, rounds=cfg.rounds, eval_every=cfg.eval_every,
-                                   num_clients=cfg.num_clients, tools_for=tools_for, evaluate=self._measure,
-                                   hooks=[_Follow(self), saver, bar, *extra])
+                                   num_clients=cfg.num_clients, tools_for=lambda run, on: self.tools(run.t, on),
+                                   evaluate=self._measure, hooks=[_Follow(self), saver, bar, HookList(hooks)])
         except DivergenceError as err:
             if saver is not None and saver.saved_t is not None:
                 raise DivergenceError(f"{err}. The last good checkpoint (round {saver.saved_t}) is "
@@ -326,8 +313,7 @@ class ProgressBar(Hooks):
 
 
 def run(config: Config, progress: bool = False, checkpoint: str | os.PathLike | None = None,
-        checkpoint_every: int = 10, resume: bool = False, data: FederatedData | None = None,
-        hooks=()) -> History:
+        checkpoint_every: int = 10, resume: bool = False, data: FederatedData | None = None, hooks=()) -> History:
     """Run one configuration to the end and return its :class:`History`.
 
     With ``checkpoint``, save there as :meth:`Simulation.run` does; with

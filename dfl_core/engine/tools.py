@@ -1,13 +1,13 @@
 """The simulator's round tools: what an algorithm may use in round t (:class:`~dfl_core.algorithms.RoundTools`).
 
-A :class:`SimulationTools` lives for one round. It lends the algorithm local
-training (:class:`~.trainer.LocalTrainer` with the algorithm's declared rule),
-gossip with the round's mixing matrices, client sampling and the round's
-generators, and it counts what was sent. The driver loop (:mod:`.loop`) reads
-the counts and the recorded quantities back when the round is over.
+A :class:`SimulationTools` lives for one round. It lends the algorithm local training
+(:class:`~.trainer.LocalTrainer` with the algorithm's declared rule), gossip with the round's mixing matrices,
+client sampling and the round's generators, and it counts what was sent. The driver loop (:mod:`.loop`) reads the
+counts and the recorded quantities back when the round is over.
 """
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 import torch
@@ -17,6 +17,7 @@ from ..gossip import MixingOperator
 from ..local import LocalRule, map_state, typed_state
 from ..operators import message_bits, quantize
 from .buffers import OutputBuffers
+from .loop import Hooks
 from .trainer import Gradient, LocalTrainer, RoundStreams
 
 __all__ = ["SimulationTools", "learning_rate"]
@@ -28,19 +29,13 @@ def learning_rate(config, t: int) -> float:
 
 
 class SimulationTools:
-    r"""The tools of round ``t`` of one simulated run, for an algorithm whose state at the round's start is ``state``.
+    r"""The tools of round ``t`` (rounds completed before it) of one simulated run, for an algorithm whose state at
+    the round's start is ``state`` (the algorithm's declared local rule is built from it).
 
-    Args:
-        config: the run's config (its ``params``: the algorithm's hyperparameters).
-        algorithm: the :class:`~dfl_core.algorithms.Algorithm` (its declared local rule is built from ``state``).
-        state: the algorithm's state at the start of the round.
-        t: rounds completed before this one.
-        trainer: local training on the clients' data.
-        matrices: this round's mixing matrices, one per gossip step (empty for centralized FL).
-        input_shape: the shape of one input sample.
-        rule_state: local-rule buffers kept across rounds (``reset_momentum=False``), or ``None``.
-        hooks: observers of local training and gossip (:class:`~.loop.Hooks`).
-        public_copies: :math:`\hat x`, the public copies of compressed gossip (``quant_bits``), or ``None``.
+    ``matrices``: this round's mixing matrices, one per gossip step (none for centralized FL); ``rule_state``: the
+    local-rule buffers kept across rounds (``reset_momentum=False``) or ``None``; ``hooks`` observe local training and
+    gossip; ``operators``, ``outputs``: the mixing operators and gossip outputs the caller keeps across rounds;
+    ``public_copies``: compressed gossip's :math:`\hat x` (``quant_bits``) or ``None``.
     """
 
     def __init__(self, config, algorithm, state, t: int, trainer: LocalTrainer, matrices: list,
@@ -57,19 +52,17 @@ class SimulationTools:
         self._outputs = OutputBuffers() if outputs is None else outputs   # gossip outputs, reused when free
         for key in [k for k, (M, _) in self._operators.items() if not any(M is N for N in matrices)]:
             del self._operators[key]                                        # a time-varying W of an earlier round
-        self._rule: LocalRule | None = None
-        self.rule_state = _clone(rule_state)      # this round's copy; the driver keeps it if the round completes
+        # this round's copy (a typed rule state keeps its types); the driver keeps it if the round completes
+        self.rule_state = None if rule_state is None else map_state(Tensor.clone, rule_state)
         self.public_copies = public_copies        # replaced, never written in place: the driver keeps the new one
-        self.hooks = hooks
+        self.hooks = Hooks() if hooks is None else hooks     # (Hooks: each method does nothing)
         self.transmissions, self.bits = 0, 0      # messages sent this round, and their bits
         self.records: dict[str, float] = {}       # the algorithm's own per-round quantities
 
-    @property
+    @cached_property
     def rule(self) -> LocalRule:
         """The algorithm's declared local rule for this round (built once, from the state at the round's start)."""
-        if self._rule is None:
-            self._rule = self.algorithm.local_rule(self.params, self.state, self.config)
-        return self._rule
+        return self.algorithm.local_rule(self.params, self.state, self.config)
 
     # ------------------------------------------------------------- local training
     def local_train(self, x: Tensor, clients: Tensor | None = None, *, rule: LocalRule | None = None,
@@ -87,8 +80,7 @@ class SimulationTools:
         y = self.trainer.train(x, clients, rule, lr=self.lr, t=self.t,
                                streams=self.streams, rule_state=None if cfg.reset_momentum else self.rule_state,
                                gradient=gradient, hint=hint)
-        if self.hooks is not None:
-            self.hooks.after_local_train(x, y, clients)
+        self.hooks.after_local_train(x, y, clients)
         return y
 
     def full_gradient(self, x: Tensor, clients: Tensor | None = None) -> Tensor:
@@ -117,8 +109,7 @@ class SimulationTools:
         for q, M in enumerate(self._matrices):
             self.count_transmissions(M.num_messages, bits_per_message)
             before, x = x, self._operator(M)(x, out=self._outputs.take(x))
-            if self.hooks is not None:
-                self.hooks.after_gossip(before, x, q)
+            self.hooks.after_gossip(before, x, q)
         return x
 
     def compressed_gossip(self, x: Tensor) -> Tensor:
@@ -147,17 +138,15 @@ class SimulationTools:
             message = quantize(x - public, **p.quantizer, generator=gen)                                # 1.
             public = public + message                                                                  # 2.
             before, x = x, x + p.consensus_step * (self._operator(M)(public) - public)                 # 3.
-            if self.hooks is not None:
-                self.hooks.after_gossip(before, x, q)
+            self.hooks.after_gossip(before, x, q)
         self.public_copies = public
         return x
 
     def _operator(self, M):
         """What :meth:`_build_operator` makes of W, built once per matrix object (a static W once per run).
 
-        The cache is the ``operators`` dict the caller shares across rounds; the
-        entries of matrices this round does not use (a time-varying W of an
-        earlier round) are dropped when the round's tools are made.
+        The cache is the ``operators`` dict the caller shares across rounds; the entries of matrices this round does
+        not use (a time-varying W of an earlier round) are dropped when the round's tools are made.
         """
         key = id(M)
         if key not in self._operators or self._operators[key][0] is not M:
@@ -171,11 +160,8 @@ class SimulationTools:
 
     # --------------------------------------------------------- centralized FL
     def sample_clients(self) -> Tensor:
-        """The clients taking part in this round (centralized FL), sorted, without replacement.
-
-        A count (``clients_per_round``) or a fraction of m (``client_fraction``,
-        rounded, at least 1), drawn uniformly from the round's own generator.
-        """
+        """The clients of this round (centralized FL), sorted: :meth:`Config.clients_per_round_count` of them drawn
+        uniformly without replacement from the round's ``"clients"`` generator."""
         m, n = self.config.num_clients, self.config.clients_per_round_count()
         return torch.randperm(m, generator=self.generator("clients"))[:n].sort().values
 
@@ -188,9 +174,8 @@ class SimulationTools:
     def count_transmissions(self, models: int, bits_per_message: int | None = None) -> None:
         """Record ``models`` messages (e.g. downloads and uploads of centralized FL) and their bits.
 
-        A message is one model-sized vector; unless the algorithm says otherwise
-        (a quantized message, :func:`dfl_core.instruments.quantize.message_bits`)
-        it carries ``d * bits_per_param`` bits.
+        A message is one model-sized vector; unless the algorithm says otherwise (a quantized message,
+        :func:`dfl_core.instruments.quantize.message_bits`) it carries ``d * bits_per_param`` bits.
         """
         bits = self.model.d * self.config.bits_per_param if bits_per_message is None else bits_per_message
         self.transmissions += models
@@ -204,7 +189,3 @@ class SimulationTools:
     def record(self, **values: float) -> None:
         """Per-round quantities of the algorithm, reported with the next evaluation (e.g. FedGF's c)."""
         self.records.update(values)
-
-
-def _clone(tree):
-    return None if tree is None else map_state(Tensor.clone, tree)     # a typed rule state keeps its types

@@ -203,7 +203,8 @@ class LocalTrainer:
         torch.cuda.synchronize(device)
         before = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
-        self.gradient(p, *batch)
+        with self.model.eager():            # no compile for one client; the eager pass keeps more intermediates
+            self.gradient(p, *batch)
         peak = torch.cuda.max_memory_allocated(device) - before
         buffers = 8 * d * p.element_size()                  # x, y, g, u, SAM point, momentum, leaves, out
         return int(2 * peak + buffers)                      # 2x: SAM's second pass, allocator slack

@@ -18,18 +18,10 @@ from .privacy import (MembershipResult, attack_features, client_membership_auc, 
                       train_classifier)
 from .quantize import Encoded, adaptive_step, decode, encode, message_bits, quantize, quantize_levels
 
-__all__ = [
-    # hessian
-    "top_hessian_eigenvalue", "hessian_trace", "hessian_vector_product", "TraceEstimate",
-    "sharpness_report", "SharpnessReport", "client_data", "union_data", "HVP_CHUNK",
-    # landscape
-    "random_direction", "loss_line", "loss_surface", "interpolation_line", "landscape_around_average",
-    "evaluate_points", "LossLine", "LossSurface",
-    # flatness
-    "flatness_discrepancy", "flatness_from_simulation", "FlatnessDiscrepancy", "ball_max", "BallMax",
-    # quantize
-    "quantize", "encode", "decode", "Encoded", "adaptive_step", "quantize_levels", "message_bits",
-    # privacy
-    "membership_auc", "client_membership_auc", "MembershipResult", "roc_auc", "attack_features",
-    "train_classifier",
-]
+__all__ = ["top_hessian_eigenvalue", "hessian_trace", "hessian_vector_product", "TraceEstimate", "sharpness_report",
+           "SharpnessReport", "client_data", "union_data", "HVP_CHUNK", "random_direction", "loss_line",
+           "loss_surface", "interpolation_line", "landscape_around_average", "evaluate_points", "LossLine",
+           "LossSurface", "flatness_discrepancy", "flatness_from_simulation", "FlatnessDiscrepancy", "ball_max",
+           "BallMax", "quantize", "encode", "decode", "Encoded", "adaptive_step", "quantize_levels", "message_bits",
+           "membership_auc", "client_membership_auc", "MembershipResult", "roc_auc", "attack_features",
+           "train_classifier"]

@@ -13,11 +13,10 @@ make the global model flat for the global loss. FedGF measures the gap as
 with w the global model, F the global loss, :math:`w_i` the local models,
 :math:`F_i` their losses and :math:`m_i / m` the data fractions.
 
-Each inner maximum is computed twice: by SAM's one-step approximation
-:math:`\delta = \rho\, g / \lVert g \rVert` (Foret et al., 2021), the one
-SAM and FedSAM optimise, and by projected gradient ascent on the ℓ2 ball
-started from that point, the quantity the definition asks for. PGA keeps the
-best point it visits, so it never reports less than the one-step value.
+Each inner maximum is computed twice: by SAM's one-step approximation :math:`\delta = \rho\, g / \lVert g \rVert`
+(Foret et al., 2021), the one SAM and FedSAM optimise, and by projected gradient ascent on the ℓ2 ball started from
+that point, the quantity the definition asks for. PGA keeps the best point it visits, so it never reports less than
+the one-step value.
 """
 from __future__ import annotations
 
@@ -56,12 +55,6 @@ def _row_norm(v: Tensor) -> Tensor:
     return torch.linalg.vector_norm(v, dim=1, keepdim=True)                  # (k, 1)
 
 
-def _default_step(s: int, steps: int, rho: float) -> float:
-    """η_s: 2ρ for s < ⌊S/2⌋, then linearly down to 2ρ/⌈S/2⌉ at s = S − 1."""
-    half = steps // 2
-    return 2 * rho if s < half else 2 * rho * (steps - s) / (steps - half)
-
-
 def ball_max(loss_grad: LossGrad, w: Tensor, rho: float, *, steps: int = 10,
              step_size: float | Callable[[int], float] | None = None) -> BallMax:
     r"""Maximise :math:`f_i(w_i + \delta_i)` over :math:`\lVert\delta_i\rVert_2 \le \rho`, for every row i at once.
@@ -72,15 +65,12 @@ def ball_max(loss_grad: LossGrad, w: Tensor, rho: float, *, steps: int = 10,
         \delta^{s+1} = \Pi_\rho\Big(\delta^s + \eta_s \frac{g(w + \delta^s)}{\lVert g(w + \delta^s) \rVert}\Big),
         \qquad \Pi_\rho(v) = v \min\Big(1, \frac{\rho}{\lVert v \rVert}\Big),
 
-    with :math:`\eta_s` = ``step_size`` (a number, or a function of s), by
-    default 2ρ for the first half of the S = ``steps`` steps, then decaying
-    linearly to 2ρ/⌈S/2⌉ at the last. Long steps travel quickly over the sphere, where the
-    maximum usually is (on a 10:1 quadratic with ρ = 1 and S = 10, a constant
-    2ρ/S reaches 86% of the maximum, this schedule all of it to a relative
-    4e-6); the short ones let PGA settle on a maximum inside the ball. The
-    answer is the largest :math:`f(w + \delta^s)` over s = 0 … S; s = 0 is
-    the one-step SAM point, so ``pga ≥ one_step``. The gradient is
-    normalised because near a minimum its size says little about how far to
+    with :math:`\eta_s` = ``step_size`` (a number, or a function of s), by default 2ρ for the first half of the S =
+    ``steps`` steps, then decaying linearly to 2ρ/⌈S/2⌉ at the last. Long steps travel quickly over the sphere,
+    where the maximum usually is (on a 10:1 quadratic with ρ = 1 and S = 10, a constant 2ρ/S reaches 86% of the
+    maximum, this schedule all of it to a relative 4e-6); the short ones let PGA settle on a maximum inside the
+    ball. The answer is the largest :math:`f(w + \delta^s)` over s = 0 … S; s = 0 is the one-step SAM point, so
+    ``pga ≥ one_step``. The gradient is normalised because near a minimum its size says little about how far to
     move.
 
     Args:
@@ -108,8 +98,10 @@ def ball_max(loss_grad: LossGrad, w: Tensor, rho: float, *, steps: int = 10,
         best_delta[better] = delta[better]
         if last:
             break
-        eta = (_default_step(s, steps, rho) if step_size is None
-               else step_size(s) if callable(step_size) else step_size)
+        if step_size is None:                         # 2ρ for s < ⌊S/2⌋, then linearly down to 2ρ/⌈S/2⌉ at s = S − 1
+            eta = 2 * rho if s < steps // 2 else 2 * rho * (steps - s) / (steps - steps // 2)
+        else:
+            eta = step_size(s) if callable(step_size) else step_size
         delta = delta + eta * g / (_row_norm(g) + SAM_EPS)                  # ascent step
         delta = delta * (rho / (_row_norm(delta) + SAM_EPS)).clamp(max=1.0)  # back onto the ball
     return BallMax(loss=loss, one_step=one_step, pga=best, delta=best_delta)
@@ -210,15 +202,6 @@ def _discrepancy(model: StackedModel, w: Tensor, local: Tensor, clients: _Sample
         rho=float(rho), steps=steps, global_delta=g.delta[0], local_delta=c.delta)
 
 
-def _fractions(weights, counts: Sequence[int]) -> Tensor:
-    p = torch.as_tensor(counts if weights is None else weights, dtype=torch.float64).reshape(-1)
-    if len(p) != len(counts):
-        raise ValueError(f"{len(p)} weights for {len(counts)} clients")
-    if (p < 0).any() or p.sum() <= 0:
-        raise ValueError("weights must be non-negative with a positive sum")
-    return p / p.sum()
-
-
 def flatness_discrepancy(model: StackedModel, global_params: Tensor, local_params: Tensor,
                          client_xy: Sequence[tuple[Tensor, Tensor]], weights=None, rho: float = 0.05,
                          steps: int = 10, *, step_size: float | Callable[[int], float] | None = None,
@@ -228,16 +211,13 @@ def flatness_discrepancy(model: StackedModel, global_params: Tensor, local_param
 
     Args:
         client_xy: client i's samples ``(x_i, y_i)``; :math:`F_i` is their mean cross-entropy.
-        weights: :math:`m_i/m`, normalised to sum to 1; default the sample
-            fractions :math:`n_i / \sum_j n_j`.
+        weights: :math:`m_i/m`, normalised to sum to 1; default the sample fractions :math:`n_i / \sum_j n_j`.
         rho: the radius of the ball (FedGF and SAM's ρ).
-        steps: PGA steps after the one-step point (FedGF's definition is the
-            exact maximum; 10 steps is the default, 5 the least this module
-            is tested with).
+        steps: PGA steps after the one-step point (FedGF's definition is the exact maximum; 10 steps is the default,
+            5 the least this module is tested with).
         step_size: PGA's η, a number or a function of the step (default: the schedule of :func:`ball_max`).
-        global_xy: the samples of the global loss F; default
-            :math:`F = \sum_i \frac{m_i}{m} F_i`, the clients' weighted mixture
-            (equal to the union's mean loss when the weights are the sample fractions).
+        global_xy: the samples of the global loss F; default :math:`F = \sum_i \frac{m_i}{m} F_i`, the clients'
+            weighted mixture (equal to the union's mean loss when the weights are the sample fractions).
 
     All clients' maxima run together through one stacked forward pass per step.
 
@@ -247,7 +227,12 @@ def flatness_discrepancy(model: StackedModel, global_params: Tensor, local_param
     local_params = local_params.reshape(-1, model.d)
     if len(client_xy) != local_params.shape[0]:
         raise ValueError(f"{local_params.shape[0]} local models but {len(client_xy)} client data sets")
-    p = _fractions(weights, [len(y) for _, y in client_xy])
+    p = torch.as_tensor([len(y) for _, y in client_xy] if weights is None else weights, dtype=torch.float64).reshape(-1)
+    if len(p) != len(client_xy):
+        raise ValueError(f"{len(p)} weights for {len(client_xy)} clients")
+    if (p < 0).any() or p.sum() <= 0:
+        raise ValueError("weights must be non-negative with a positive sum")
+    p = p / p.sum()
     clients, glob = _Samples.from_lists(client_xy, p)
     if global_xy is not None:
         _, glob = _Samples.from_lists([global_xy], torch.ones(1))
@@ -259,17 +244,14 @@ def from_simulation(sim, rho: float | None = None, steps: int = 10, *, local_par
                     chunk: int = FLATNESS_CHUNK) -> FlatnessDiscrepancy:
     r""":math:`\Delta_F` of a :class:`~dfl_core.engine.Simulation` on its clients' train splits.
 
-    * Decentralized: w is the average model :math:`\bar x`, :math:`w_i` the
-      rows of ``sim.x``, :math:`m_i/m = n_i/n` over all clients, and F the
-      union's mean loss.
-    * Centralized: w is the global model and F the union's loss over all
-      clients. The local models are not kept between rounds, so pass them as
-      ``local_params`` (``(n, d)``) with the ``clients`` they belong to. If they
-      are omitted and the algorithm's round is FedAvg's (FedAvg, FedSAM,
-      FedASAM, FedProx), they are recomputed with the next round's tools
-      (``sim.tools()``): the round's sampled clients train from w exactly as
-      :meth:`~dfl_core.engine.Simulation.step` would (same batches; nothing in
-      ``sim`` changes). Weights are then :math:`n_i / \sum_{j \in S} n_j`.
+    * Decentralized: w is the average model :math:`\bar x`, :math:`w_i` the rows of ``sim.x``, :math:`m_i/m = n_i/n`
+      over all clients, and F the union's mean loss.
+    * Centralized: w is the global model and F the union's loss over all clients. The local models are not kept
+      between rounds, so pass them as ``local_params`` (``(n, d)``) with the ``clients`` they belong to. If they are
+      omitted and the algorithm's round is FedAvg's (FedAvg, FedSAM, FedASAM, FedProx), they are recomputed with the
+      next round's tools (``sim.tools()``): the round's sampled clients train from w exactly as
+      :meth:`~dfl_core.engine.Simulation.step` would (same batches; nothing in ``sim`` changes). Weights are then
+      :math:`n_i / \sum_{j \in S} n_j`.
 
     ``rho`` defaults to the run's ``config.rho`` (or 0.05 if it has none).
     """

@@ -1,18 +1,16 @@
 r"""Curvature of the training loss: the top Hessian eigenvalue and the Hessian trace.
 
-DFedSAM (Shi et al., ICML 2023, Figure 5) measures flatness by the largest
-eigenvalue of the Hessian of the training loss at the consensus model,
-following PyHessian (Yao et al., 2020): the smaller it is, the flatter the
-minimum. Both measures here need only Hessian-vector products
+DFedSAM (Shi et al., ICML 2023, Figure 5) measures flatness by the largest eigenvalue of the Hessian of the training
+loss at the consensus model, following PyHessian (Yao et al., 2020): the smaller it is, the flatter the minimum.
+Both measures here need only Hessian-vector products
 
 .. math::
 
     H v = \nabla_w \big( \nabla_w F(w)^\top v \big), \qquad
     F(w) = \frac1n \sum_{j=1}^n \ell\big(f(w; x_j), y_j\big),
 
-a second backward pass through the first (Pearlmutter, 1994), so the
-``d × d`` Hessian is never formed. The sum over samples is split into chunks
-and accumulated, so F can be a client's or the union's whole train split.
+a second backward pass through the first (Pearlmutter, 1994), so the ``d × d`` Hessian is never formed. The sum over
+samples is split into chunks and accumulated, so F can be a client's or the union's whole train split.
 """
 from __future__ import annotations
 
@@ -24,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.func import functional_call
 
+from ..metrics import evaluate_model
 from ..stacked import StackedModel
 
 __all__ = ["hessian_vector_product", "top_hessian_eigenvalue", "hessian_trace", "TraceEstimate",
@@ -42,9 +41,8 @@ def hessian_vector_product(model: StackedModel, params: Tensor, x: Tensor, y: Te
                            *, chunk: int = HVP_CHUNK) -> Tensor:
     r""":math:`H v` for the mean cross-entropy of the model ``params`` (``(d,)``) on ``(x, y)``.
 
-    Each chunk contributes :math:`\nabla(\nabla F_c^\top v)` with
-    :math:`F_c = \frac1n \sum_{j \in c} \ell_j`, so the chunks add up to the
-    full-data product exactly. Works in the dtype of ``params`` (float32 or float64).
+    Each chunk contributes :math:`\nabla(\nabla F_c^\top v)` with :math:`F_c = \frac1n \sum_{j \in c} \ell_j`, so
+    the chunks add up to the full-data product exactly. Works in the dtype of ``params`` (float32 or float64).
     """
     n = len(y)
     out = torch.zeros_like(params)
@@ -64,12 +62,11 @@ def hessian_vector_product(model: StackedModel, params: Tensor, x: Tensor, y: Te
 def _lanczos_top(matvec: Callable[[Tensor], Tensor], q: Tensor, iters: int, tol: float) -> float:
     r"""Largest eigenvalue of a symmetric operator by Lanczos with full reorthogonalisation.
 
-    After k steps the tridiagonal :math:`T_k = Q_k^\top H Q_k` has a largest Ritz
-    value θ with residual :math:`\lVert H Q_k s - θ Q_k s\rVert = β_{k+1} |s_k|`,
-    which bounds the distance from θ to an eigenvalue of H; stop when it is
-    below ``tol·|θ|``. The Krylov basis is kept (``iters × d`` numbers) because
-    in floating point Lanczos vectors lose orthogonality and produce ghost
-    copies of converged eigenvalues without it (Golub & Van Loan, *Matrix Computations*, ch. 10).
+    After k steps the tridiagonal :math:`T_k = Q_k^\top H Q_k` has a largest Ritz value θ with residual
+    :math:`\lVert H Q_k s - θ Q_k s\rVert = β_{k+1} |s_k|`, which bounds the distance from θ to an eigenvalue of H;
+    stop when it is below ``tol·|θ|``. The Krylov basis is kept (``iters × d`` numbers) because in floating point
+    Lanczos vectors lose orthogonality and produce ghost copies of converged eigenvalues without it (Golub & Van
+    Loan, *Matrix Computations*, ch. 10).
     """
     d = q.numel()
     basis = torch.empty(iters, d, dtype=q.dtype, device=q.device)
@@ -119,14 +116,11 @@ def top_hessian_eigenvalue(model: StackedModel, params: Tensor, x: Tensor, y: Te
                            method: str = "lanczos") -> float:
     r"""Largest eigenvalue :math:`\lambda_{\max}(\nabla^2 F(w))` of the mean cross-entropy on ``(x, y)``.
 
-    ``method="lanczos"`` (default) returns the largest *algebraic* eigenvalue,
-    stopping when the Ritz residual is below ``tol`` relative (usually after
-    10–40 Hessian-vector products); it stores the Krylov basis, ``iters × d``
-    numbers. ``method="power"`` is PyHessian's power iteration (Yao et al.,
-    2020): no basis, but it finds the eigenvalue largest in *magnitude* and
-    stops on a relative change below ``tol``, which can be early when the top
-    eigenvalues are close. Near a minimum the Hessian is almost positive
-    semi-definite and the two agree.
+    ``method="lanczos"`` (default) returns the largest *algebraic* eigenvalue, stopping when the Ritz residual is
+    below ``tol`` relative (usually after 10–40 Hessian-vector products); it stores the Krylov basis, ``iters × d``
+    numbers. ``method="power"`` is PyHessian's power iteration (Yao et al., 2020): no basis, but it finds the
+    eigenvalue largest in *magnitude* and stops on a relative change below ``tol``, which can be early when the top
+    eigenvalues are close. Near a minimum the Hessian is almost positive semi-definite and the two agree.
 
     Args:
         model: the model layout; ``params`` is one model, shape ``(d,)``.
@@ -168,14 +162,12 @@ def hessian_trace(model: StackedModel, params: Tensor, x: Tensor, y: Tensor, *, 
 
         \operatorname{tr} H = \mathbb{E}_v\, v^\top H v, \qquad v_k \in \{-1, +1\} \text{ uniform},
 
-    averaged over ``samples`` draws; the variance of one draw is
-    :math:`2 \sum_{k \neq l} H_{kl}^2`, the smallest among i.i.d. choices of v
-    (Hutchinson, 1990). Each draw costs one Hessian-vector product.
+    averaged over ``samples`` draws; the variance of one draw is :math:`2 \sum_{k \neq l} H_{kl}^2`, the smallest
+    among i.i.d. choices of v (Hutchinson, 1990). Each draw costs one Hessian-vector product.
 
     References:
-        Hutchinson, "A stochastic estimator of the trace of the influence matrix
-        for Laplacian smoothing splines", Comm. Stat. Sim. Comp. 1990; the
-        PyHessian trace (Yao et al., 2020).
+        Hutchinson, "A stochastic estimator of the trace of the influence matrix for Laplacian smoothing splines",
+        Comm. Stat. Sim. Comp. 1990; the PyHessian trace (Yao et al., 2020).
     """
     if samples < 2:
         raise ValueError(f"samples must be at least 2 (for a standard error), got {samples}")
@@ -227,19 +219,13 @@ def sharpness_report(sim, params: Tensor | None = None, *, split: str = "train",
                      chunk: int = HVP_CHUNK) -> SharpnessReport:
     r"""Top Hessian eigenvalue and trace of the union's loss at the average model :math:`\bar x`.
 
-    This is DFedSAM Figure 5's flatness measure (the consensus model, all
-    clients' training data). ``params`` replaces :math:`\bar x` by another
-    model (e.g. one client's row ``sim.x[i]``). For a centralized run every row
+    This is DFedSAM Figure 5's flatness measure (the consensus model, all clients' training data). ``params``
+    replaces :math:`\bar x` by another model (e.g. one client's row ``sim.x[i]``). For a centralized run every row
     is the global model, so the average is the global model.
     """
     w = (sim.x.mean(0) if params is None else params).detach()
     x, y = union_data(sim, split)
-    loss = 0.0
-    with torch.no_grad():
-        for a in range(0, len(y), chunk):
-            logits = sim.model.forward_one(w, _as_input(x[a:a + chunk], w))
-            loss += float(F.cross_entropy(logits, y[a:a + chunk].to(w.device), reduction="sum"))
-    loss /= max(len(y), 1)
+    _, loss = evaluate_model(sim.model, w, _as_input(x, w), y.to(w.device), chunk=chunk)
     return SharpnessReport(
         top_eigenvalue=top_hessian_eigenvalue(sim.model, w, x, y, iters=iters, tol=tol, seed=seed, chunk=chunk),
         trace=hessian_trace(sim.model, w, x, y, samples=trace_samples, seed=seed, chunk=chunk),

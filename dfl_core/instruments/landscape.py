@@ -6,22 +6,15 @@ A landscape plots the loss on a line or a plane through the parameter space,
 
     \alpha \mapsto F(w + \alpha\, d), \qquad (\alpha, \beta) \mapsto F(w + \alpha\, d_1 + \beta\, d_2),
 
-with random directions d that are *filter-normalised*: every filter of d is
-rescaled to the norm of the same filter of w. Without it, a network's scale
-invariances (a ReLU layer multiplied by c and the next one divided by c is the
-same function) make plots of different networks incomparable; with it, the
-width of a basin says something about flatness (Li et al., §4). DFedSAM
-(Figure 2) uses such plots to show that decentralized training finds sharper
-minima than centralized training.
+with random directions d that are *filter-normalised* (:func:`random_direction`). Without it, a network's
+scale invariances (a ReLU layer multiplied by c and the next one divided by c is the same function) make
+plots of different networks incomparable; with it, the width of a basin says something about flatness (Li
+et al., §4). DFedSAM (Figure 2) uses such plots to show that decentralized training finds sharper minima than
+centralized training. :func:`interpolation_line` is the second picture: a bump on the segment between two
+clients' models means they sit in different basins, which is what inconsistency among clients looks like.
 
-:func:`interpolation_line` is the second picture: the loss along the segment
-from one client's model to another's. A bump between them means the two
-models sit in different basins, which is what inconsistency among clients
-looks like.
-
-Every point is one forward pass of a whole model, so several points of a line
-are evaluated at once by treating them as the "clients" of
-:meth:`~dfl_core.stacked.StackedModel.forward`.
+Every point is one forward pass of a whole model, so several points of a line are evaluated at once by treating them
+as the "clients" of :meth:`~dfl_core.stacked.StackedModel.forward`.
 """
 from __future__ import annotations
 
@@ -46,22 +39,19 @@ POINTS_BYTES = 64 << 20
 def random_direction(model: StackedModel, params: Tensor, seed: int = 0) -> Tensor:
     r"""A filter-normalised Gaussian direction ``(d,)`` around ``params`` (Li et al., 2018, §4).
 
-    For every weight tensor with two or more dimensions, each *filter*
-    :math:`d_{k}` — a slice along the output dimension: a row of a ``Linear``
-    weight, an output channel of a ``Conv2d`` weight — is rescaled to the
-    norm of the same filter of ``params``:
+    For every weight tensor with two or more dimensions, each *filter* :math:`d_{k}` — a slice along the output
+    dimension: a row of a ``Linear`` weight, an output channel of a ``Conv2d`` weight — is rescaled to the norm of
+    the same filter of ``params``:
 
     .. math::
 
         d_{k} \leftarrow \frac{d_{k}}{\lVert d_{k} \rVert} \lVert w_{k} \rVert.
 
-    One-dimensional parameters (biases, GroupNorm weights and biases) are set
-    to zero, as Li et al. do for biases and BatchNorm ("ignore biasbn" in their
-    code). The draw depends on ``seed`` only, not on the dtype or device.
+    One-dimensional parameters (biases, GroupNorm weights and biases) are set to zero, as Li et al. do for biases
+    and BatchNorm ("ignore biasbn" in their code). The draw depends on ``seed`` only, not on the dtype or device.
 
     References:
-        Li, Xu, Taylor, Studer & Goldstein, "Visualizing the Loss Landscape of
-        Neural Nets", NeurIPS 2018.
+        Li, Xu, Taylor, Studer & Goldstein, "Visualizing the Loss Landscape of Neural Nets", NeurIPS 2018.
     """
     gen = torch.Generator().manual_seed(seed)
     raw = torch.randn(model.d, generator=gen, dtype=torch.float64)
@@ -83,9 +73,8 @@ def evaluate_points(model: StackedModel, points: Tensor, x: Tensor, y: Tensor, *
                     chunk: int = EVAL_CHUNK, point_chunk: int | None = None) -> tuple[Tensor, Tensor]:
     """Mean cross-entropy and accuracy of each model in ``points`` (``(P, d)``) on all of ``(x, y)``.
 
-    Returns two ``(P,)`` float64 tensors. ``point_chunk`` models go through one
-    stacked forward pass (default: as many as fit in :data:`POINTS_BYTES`),
-    with about ``chunk`` samples per pass shared among them.
+    Returns two ``(P,)`` float64 tensors. ``point_chunk`` models go through one stacked forward pass (default: as
+    many as fit in :data:`POINTS_BYTES`), with about ``chunk`` samples per pass shared among them.
     """
     P, n = points.shape[0], len(y)
     if point_chunk is None:
@@ -143,8 +132,7 @@ def loss_surface(model: StackedModel, params: Tensor, d1: Tensor, d2: Tensor, x:
                  alphas, betas, *, chunk: int = EVAL_CHUNK) -> LossSurface:
     r"""The 2-D landscape :math:`F(w + \alpha d_1 + \beta d_2)` on the grid ``alphas × betas``.
 
-    The grid is evaluated one row of α at a time, so only ``len(betas)``
-    parameter copies exist at once.
+    The grid is evaluated one row of α at a time, so only ``len(betas)`` parameter copies exist at once.
     """
     a, b = _coords(alphas), _coords(betas)
     w, d1, d2 = params.detach(), d1.to(params), d2.to(params)
@@ -161,15 +149,12 @@ def interpolation_line(model: StackedModel, params_a: Tensor, params_b: Tensor, 
                        ts=np.linspace(-0.25, 1.25, 31), *, chunk: int = EVAL_CHUNK) -> LossLine:
     r"""The loss along the straight line :math:`(1 - t)\, w_a + t\, w_b` between two models.
 
-    t = 0 is ``params_a``, t = 1 is ``params_b``; values outside [0, 1]
-    extrapolate (the default grid goes a quarter beyond each end, as in
-    Goodfellow et al., 2015). Linear interpolation between two solutions is
-    the oldest landscape picture: a barrier in between means the models lie in
-    different basins.
+    t = 0 is ``params_a``, t = 1 is ``params_b``; values outside [0, 1] extrapolate (the default grid goes a quarter
+    beyond each end, as in Goodfellow et al., 2015). Linear interpolation between two solutions is the oldest
+    landscape picture: a barrier in between means the models lie in different basins.
 
     References:
-        Goodfellow, Vinyals & Saxe, "Qualitatively characterizing neural network
-        optimization problems", ICLR 2015.
+        Goodfellow, Vinyals & Saxe, "Qualitatively characterizing neural network optimization problems", ICLR 2015.
     """
     t = _coords(ts)
     a, b = params_a.detach(), params_b.detach().to(params_a)
@@ -183,9 +168,8 @@ def landscape_around_average(sim, alphas, betas=None, *, seed: int = 0, split: s
                              chunk: int = EVAL_CHUNK) -> LossLine | LossSurface:
     r"""The landscape of the union's loss around the average model :math:`\bar x` of a Simulation.
 
-    One filter-normalised direction (seed ``seed``) gives a :class:`LossLine`
-    over ``alphas``; with ``betas`` a second one (seed ``seed + 1``) gives a
-    :class:`LossSurface`, the picture of DFedSAM Figure 2.
+    One filter-normalised direction (seed ``seed``) gives a :class:`LossLine` over ``alphas``; with ``betas`` a
+    second one (seed ``seed + 1``) gives a :class:`LossSurface`, the picture of DFedSAM Figure 2.
     """
     w = sim.x.mean(0)
     x, y = union_data(sim, split)

@@ -1,32 +1,27 @@
 r"""Membership inference attack (MIA) of DFedAvgM §6 (Sun et al.), after ML-Leaks (Salem et al., NDSS 2019).
 
-The question: given a trained model and a data point, can an attacker tell
-whether the point was in the model's training set? The attack, as DFedAvgM §6
-describes it:
+The question: given a trained model and a data point, can an attacker tell whether the point was in the model's
+training set? The attack, as DFedAvgM §6 describes it:
 
-1. Split the data into a *shadow* part and a *target* part of the same size,
-   each halved again: :math:`D^{in}_{shadow}, D^{out}_{shadow}, D^{in}_{target}, D^{out}_{target}`.
+1. Split the data into a *shadow* part and a *target* part of the same size, each halved again:
+   :math:`D^{in}_{shadow}, D^{out}_{shadow}, D^{in}_{target}, D^{out}_{target}`.
 2. Train a *shadow model* (the target's architecture) on :math:`D^{in}_{shadow}`.
-3. Apply it to all of :math:`D_{shadow}`; each point's feature vector is its
-   **top three class probabilities, sorted** (two for a binary task), tagged
-   1 if the point is in :math:`D^{in}_{shadow}`, 0 otherwise.
-4. Train the *attack model* on these labelled features: an MLP with one hidden
-   layer of 64 units and a softmax output (the paper's footnote 3).
-5. The target model was trained on :math:`D^{in}_{target}` (its members); the
-   attack scores every point of :math:`D_{target}` by its probability of being
-   a member, and the **ROC AUC** of these scores, members against
-   non-members, over all thresholds, measures the leak. 0.5 is a random guess
-   (perfect membership privacy); the higher, the less private.
+3. Apply it to all of :math:`D_{shadow}`; each point's feature vector is its **top three class probabilities,
+   sorted** (two for a binary task), tagged 1 if the point is in :math:`D^{in}_{shadow}`, 0 otherwise.
+4. Train the *attack model* on these labelled features: an MLP with one hidden layer of 64 units and a softmax
+   output (the paper's footnote 3).
+5. The target model was trained on :math:`D^{in}_{target}` (its members); the attack scores every point of
+   :math:`D_{target}` by its probability of being a member, and the **ROC AUC** of these scores, members against
+   non-members, over all thresholds, measures the leak. 0.5 is a random guess (perfect membership privacy); the
+   higher, the less private.
 
 What the paper leaves open, and what we chose (say so when you report numbers):
 
-* how the shadow model is trained: by :func:`train_classifier` (mini-batch SGD
-  with momentum, cross-entropy, a fixed number of steps). For a client of a
-  :class:`~dfl_core.engine.Simulation`, :func:`client_membership_auc` gives the
-  shadow the client's local budget: ``rounds·K`` steps at the run's lr, batch
-  size and momentum, on as many samples as the client holds;
-* how the attack MLP is trained: full-batch Adam on the class-balanced
-  cross-entropy, ``attack_steps`` steps;
+* how the shadow model is trained: by :func:`train_classifier` (mini-batch SGD with momentum, cross-entropy, a fixed
+  number of steps). For a client of a :class:`~dfl_core.engine.Simulation`, :func:`client_membership_auc` gives the
+  shadow the client's local budget: ``rounds·K`` steps at the run's lr, batch size and momentum, on as many samples
+  as the client holds;
+* how the attack MLP is trained: full-batch Adam on the class-balanced cross-entropy, ``attack_steps`` steps;
 * where the data come from in a federated run: see :func:`client_membership_auc`.
 
 Every random choice (splits, initialisations, batches) is drawn from generators
@@ -64,11 +59,10 @@ XY = tuple[Tensor, Tensor]
 def roc_auc(scores, labels) -> float:
     r"""Area under the ROC curve of ``scores`` for the binary ``labels`` (1 = positive), rank-based.
 
-    The Mann–Whitney form: :math:`\mathrm{AUC} = P(S_+ > S_-) + \tfrac12 P(S_+ = S_-)`,
-    computed as :math:`(R_+ - n_+(n_+ + 1)/2) / (n_+ n_-)` with :math:`R_+` the sum
-    of the positives' ranks, tied scores sharing their average rank. This is
-    the area under the ROC curve traced by all thresholds, tied scores joined
-    by a straight segment (as ``sklearn.metrics.roc_auc_score``).
+    The Mann–Whitney form: :math:`\mathrm{AUC} = P(S_+ > S_-) + \tfrac12 P(S_+ = S_-)`, computed as
+    :math:`(R_+ - n_+(n_+ + 1)/2) / (n_+ n_-)` with :math:`R_+` the sum of the positives' ranks, tied scores sharing
+    their average rank. This is the area under the ROC curve traced by all thresholds, tied scores joined by a
+    straight segment (as ``sklearn.metrics.roc_auc_score``).
     """
     s = np.asarray(torch.as_tensor(scores).detach().cpu().to(torch.float64)).ravel()
     y = np.asarray(torch.as_tensor(labels).detach().cpu()).ravel()
@@ -110,10 +104,9 @@ def train_classifier(model: nn.Module, x: Tensor, y: Tensor, *, steps: int, lr: 
                      restart_every: int | None = None) -> nn.Module:
     """Train ``model`` in place by ``steps`` mini-batch SGD steps (heavy ball) on the cross-entropy; returns it.
 
-    Batches walk through seeded random permutations of the data, reshuffled
-    after each pass (the whole set when it is smaller than ``batch_size``).
-    ``restart_every`` zeroes the momentum every that many steps, as a
-    federated client's local momentum restarts every round.
+    Batches walk through seeded random permutations of the data, reshuffled after each pass (the whole set when it
+    is smaller than ``batch_size``). ``restart_every`` zeroes the momentum every that many steps, as a federated
+    client's local momentum restarts every round.
     """
     if restart_every is not None and (not isinstance(restart_every, int) or restart_every < 1):
         raise ValueError(f"restart_every must be a positive integer or None, got {restart_every!r}")
@@ -207,20 +200,16 @@ def membership_auc(target_model: StackedModel | nn.Module, params: Tensor | None
     """Run the DFedAvgM §6 membership inference attack against one trained model.
 
     Args:
-        target_model: the target's architecture and forward pass: a
-            :class:`~dfl_core.stacked.StackedModel` (then ``params`` is the
-            target's flat ``(d,)`` parameter vector) or an ``nn.Module`` (then
-            ``params`` is ``None`` to use its own parameters, or a flat vector
-            to load into a copy).
+        target_model: the target's architecture and forward pass: a :class:`~dfl_core.stacked.StackedModel` (then
+            ``params`` is the target's flat ``(d,)`` parameter vector) or an ``nn.Module`` (then ``params`` is
+            ``None`` to use its own parameters, or a flat vector to load into a copy).
         members_xy: ``(x, y)`` of points the target was trained on (D_target^in).
         nonmembers_xy: points it never saw (D_target^out).
-        shadow_train_xy: the shadow model's training data (D_shadow^in),
-            disjoint from the target's data.
+        shadow_train_xy: the shadow model's training data (D_shadow^in), disjoint from the target's data.
         shadow_out_xy: points the shadow never saw (D_shadow^out).
         seed: seeds the shadow's and the attack's initialisation and batches.
-        shadow_*: the shadow's training (:func:`train_classifier`); make it
-            resemble the target's, since the attack learns the shadow's
-            confidence gap between seen and unseen points.
+        shadow_*: the shadow's training (:func:`train_classifier`); make it resemble the target's, since the attack
+            learns the shadow's confidence gap between seen and unseen points.
         attack_steps, attack_lr: full-batch Adam on the attack MLP.
         top_k: sorted probabilities per feature vector (3 in the paper).
 
@@ -265,26 +254,20 @@ def client_membership_auc(sim: Simulation, client: int = 0, *, seed: int = 0, pa
     Data (our reading, for a federated run, of the paper's equal-size splits of one pool):
 
     * members (D_target^in): the client's own train samples;
-    * non-members (D_target^out): samples of the global test set, which no
-      client trained on (through gossip every train sample reaches every
-      model, so other clients' data are not non-members);
-    * shadow data (D_shadow^in, D_shadow^out): two disjoint draws from the
-      *other* clients' train samples (only the shadow model sees them, so
-      their part in the federated training does not matter);
-    * all four sets have the same label histogram, k_c points of class c,
-      k_c = min(the client's count, the test set's count, half the other
-      clients' count) of class c; members are a seeded subset where k_c is
-      smaller. Matching the labels keeps a non-IID client's class skew from
-      passing for membership: the attack sees members and non-members of the
-      same classes in the same proportions.
+    * non-members (D_target^out): samples of the global test set, which no client trained on (through gossip every
+      train sample reaches every model, so other clients' data are not non-members);
+    * shadow data (D_shadow^in, D_shadow^out): two disjoint draws from the *other* clients' train samples (only the
+      shadow model sees them, so their part in the federated training does not matter);
+    * all four sets have the same label histogram, k_c points of class c, k_c = min(the client's count, the test
+      set's count, half the other clients' count) of class c; members are a seeded subset where k_c is smaller.
+      Matching the labels keeps a non-IID client's class skew from passing for membership: the attack sees members
+      and non-members of the same classes in the same proportions.
 
-    The shadow model gets the client's local training budget: ``t·K`` steps
-    (``t`` the rounds run, at least one round) at the run's lr, batch size,
-    momentum (restarted every K steps, as a client's local momentum restarts
-    every round; without the restart, 500 steps of momentum 0.9 at lr 0.1
-    diverged on a showcase client) and weight decay; ``kwargs`` override these and the attack's
-    settings (see :func:`membership_auc`). ``params`` defaults to the client's
-    current model ``sim.x[client]``.
+    The shadow model gets the client's local training budget: ``t·K`` steps (``t`` the rounds run, at least one
+    round) at the run's lr, batch size, momentum (restarted every K steps, as a client's local momentum restarts
+    every round; without the restart, 500 steps of momentum 0.9 at lr 0.1 diverged on a showcase client) and weight
+    decay; ``kwargs`` override these and the attack's settings (see :func:`membership_auc`). ``params`` defaults to
+    the client's current model ``sim.x[client]``.
     """
     cfg, train, test = sim.config, sim.data.train, sim.data.test
     num_classes = sim.data.dataset.num_classes

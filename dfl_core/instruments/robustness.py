@@ -1,11 +1,9 @@
 r"""Robustness to affine distribution shifts: the worst-case affine adversary of FedRobust's experiments.
 
-Reisizadeh, Farnia, Pedarsani and Jadbabaie, "Robust Federated Learning: The Case of Affine
-Distribution Shifts" (NeurIPS 2020) report robustness as test accuracy under a worst-case affine
-shift :math:`x \mapsto \Lambda x + \delta` with :math:`\lVert \Lambda - I \rVert_F \le 0.4` and
-:math:`\lVert \delta \rVert_2 \le 1` (CIFAR-10, Figure 1). :func:`adversarial_affine_accuracy`
-finds such a shift by projected gradient ascent. The training side is :mod:`dfl_core.algorithms.fedrobust`,
-whose per-client shifts :func:`~dfl_core.operators.shift_inputs` applies (re-exported here, its former home).
+Reisizadeh et al. (NeurIPS 2020) report robustness as test accuracy under a worst-case affine shift
+:math:`x \mapsto \Lambda x + \delta`; :func:`adversarial_affine_accuracy` finds one by projected gradient ascent. The
+training side is :mod:`dfl_core.algorithms.fedrobust`, whose per-client shifts :func:`~dfl_core.operators.shift_inputs`
+applies (re-exported here, its former home).
 """
 from __future__ import annotations
 
