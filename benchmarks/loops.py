@@ -5,7 +5,7 @@
   ``torch.optim.SGD``, take K steps on in-memory tensors (SAM the usual
   two-pass way), then mix the state dicts with the round's W. No evaluation.
 * :class:`ReferenceLoop`: the structure of the public DisPFL / DFedSAM code
-  (``shared/notes/reference-code.md`` §5): one shared model object that every
+  (rong-dai/DisPFL, ``fedml_api/standalone``): one shared model object that every
   client's state dict is loaded into, ``copy.deepcopy`` of state dicts before
   and after training, a ``DataLoader`` with shuffling and a new optimizer per
   client and round (SAM as the davda54 ``SAM`` optimizer wrapper), mixing by

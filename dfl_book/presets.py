@@ -23,10 +23,10 @@ Conventions used in the values below:
   count local *epochs*. "E epochs at batch B with n samples per client" is
   ``K = E * ceil(n / B)`` (:func:`epochs_to_steps`); each conversion is written
   next to its value.
-* Every value carries a comment with its source. "paper" means the seed text
-  (``/work/shared/seeds``); "public code" means a value the paper's extraction
-  lost or never gave, filled from the public code described in
-  ``shared/notes/reference-code.md`` §4, and is repeated in the preset's ``notes``.
+* Every value carries a comment with its source. "paper" means the paper's
+  text; "public code" means a value the paper's text lost or never gave, filled
+  from the authors' public code (rong-dai/DisPFL, the DFedSAM and FedGF code
+  bases), and is repeated in the preset's ``notes``.
 * Presets are at the papers' full scale (CIFAR, 100 clients, 1000+ rounds): they
   are meant for a GPU. The book derives its fast profiles from them.
 """

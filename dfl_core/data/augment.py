@@ -1,7 +1,7 @@
 """On-device data augmentation, vectorized over every client and sample at once.
 
 ``crop-flip`` is the CIFAR augmentation of the seed papers' code (``RandomCrop(32, padding=4)`` then
-``RandomHorizontalFlip()``, see ``shared/notes/reference-code.md`` §4; He et al. 2016 §4.2). torchvision applies it
+``RandomHorizontalFlip()`` in rong-dai/DisPFL's CIFAR loaders; He et al. 2016 §4.2). torchvision applies it
 per image on the CPU in a DataLoader; the engine instead holds batches of all m clients as one ``(m, B, C, H, W)``
 tensor on the device, so here one gather augments all of them. The draws are made on the CPU, then moved, so a seed
 gives the same crops and flips on CPU and GPU.

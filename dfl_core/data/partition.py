@@ -5,8 +5,8 @@ Every function takes the labels as an ``(N,)`` integer array and an explicit
 
 * ``iid``: a random equal split.
 * ``dirichlet`` (label skew, :func:`dirichlet`), method ``"prior"`` (default): the partition of FedDyn (Acar et al.,
-  2021) that DisPFL (Dai et al., 2022) reuses (``partition_data(..., "dir")``, see shared/notes/reference-code.md
-  §4); method ``"hsu"``: Hsu et al. (2019), the partition DFedSAM §5 cites.
+  2021) that DisPFL (Dai et al., 2022) reuses (``partition_data(..., "dir")`` in the rong-dai/DisPFL code);
+  method ``"hsu"``: Hsu et al. (2019), the partition DFedSAM §5 cites.
 * ``shards``: the pathological split of McMahan et al. (2017): sort by label, cut into ``m * shards_per_client``
   shards, deal each client that many shards (DFedSAM App. C: 200 shards, 100 clients, 2 each; DFedAvgM §6: 40 shards
   of 1500 MNIST images, 20 clients, 2 each).
@@ -291,7 +291,7 @@ def split_like(train_parts: list[np.ndarray], train_labels, test_labels, rng: np
                test_size_per_client: int | None = None) -> list[np.ndarray]:
     """Per-client test sets drawn from the test split with each client's own train class proportions.
 
-    As DisPFL does (shared/notes/reference-code.md §4): client i's test labels are drawn from its train label
+    As DisPFL's code does (rong-dai/DisPFL, ``partition_data``): client i's test labels are drawn from its train label
     histogram (normalized), without replacement, by the same sampler as the "prior" Dirichlet split. Sizes default
     to ``len(test_labels) // m``; the sets are disjoint. A client whose classes have run out in the test pool takes
     uniformly random remaining test samples.
