@@ -340,10 +340,10 @@ class StackedModel:
         self.strategy = strategy
         self._twin: nn.Module | None = (_stacked_twin(self.template, channels_last)
                                         if strategy == "batched" and not sequential else None)
-        # Local training's forward pass (loss_and_grad), compiled on request. Evaluation stays eager: its batches
+        # Local training's forward pass (loss_and_grad): forward, or compiled on request. Evaluation stays eager: its batches
         # vary in size, and every new shape would compile again. dynamic=False: one specialised graph per
         # client-chunk shape (a run has at most two: the full chunks and the last).
-        self._train_forward = self._forward_stacked
+        self._train_forward = self.forward
         if compile:
             self._train_forward = torch.compile(self._forward_stacked, dynamic=False,
                                                 backend="inductor" if compile is True else compile)
@@ -440,7 +440,7 @@ class StackedModel:
         with torch.enable_grad():
             leaves = self.leaves(p)
             inputs = inputs.detach().requires_grad_(input_grad)
-            logits = self._logits(leaves, inputs)                    # (n, B, C)
+            logits = self._train_forward(leaves, inputs)             # (n, B, C)
             ce = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none")
             losses = (ce.view_as(weights) * weights).sum(1) / weights.sum(1)
             grads = torch.autograd.grad(losses.sum(), [*leaves.values(), *([inputs] if input_grad else [])])
@@ -470,7 +470,7 @@ class StackedModel:
                 with torch.enable_grad():
                     leaves = self.leaves(p)
                     x = inputs.detach().requires_grad_(input_grad)
-                    logits = self._logits(leaves, x).float()             # (n, B, C), the loss in float32
+                    logits = self._train_forward(leaves, x).float()      # (n, B, C), the loss in float32
                     ce = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none")
                     losses = (ce.view_as(weights) * weights).sum(1) / weights.sum(1)
                     total = losses.sum() if scale is None else losses.sum() * scale
@@ -557,15 +557,11 @@ class StackedModel:
     def eager(self):
         """Within it, local training's forward pass runs eagerly even where ``compile`` is on: for a one-off call
         of another shape (the memory probe's single client), which would otherwise compile a graph of its own."""
-        compiled, self._train_forward = self._train_forward, self._forward_stacked
+        compiled, self._train_forward = self._train_forward, self.forward
         try:
             yield self
         finally:
             self._train_forward = compiled
-
-    def _logits(self, leaves: dict, x: Tensor) -> Tensor:
-        """:meth:`forward` of local training: the compiled forward pass where ``compile`` asks for it."""
-        return self._train_forward(leaves, x) if self.strategy == "batched" else self.forward(leaves, x)
 
     def _forward_stacked(self, params: dict[str, Tensor], x: Tensor) -> Tensor:
         """The ``mlp``/``batched`` strategies' forward pass: the twin, or the interpreter of a flat Sequential."""

@@ -285,13 +285,13 @@ def test_cudnn_benchmark_is_on_during_local_training_only(monkeypatch):
     """Config.cudnn_benchmark turns PyTorch's global flag on for each loss_and_grad call and back off after it;
     on the CPU (where cuDNN is not used) the run is the default run bit for bit."""
     seen = []
-    real = StackedModel._logits
+    real = StackedModel.leaves                     # called by loss_and_grad only, in a run without instruments
 
-    def spy(self, leaves, x):
+    def spy(self, flat):
         seen.append(torch.backends.cudnn.benchmark)
-        return real(self, leaves, x)
+        return real(self, flat)
 
-    monkeypatch.setattr(StackedModel, "_logits", spy)
+    monkeypatch.setattr(StackedModel, "leaves", spy)
     runs = {}
     for flag in (False, True):
         cfg = Config(algorithm="dfedsam", model="cnn-mnist", num_clients=2, rounds=2, local_steps=2,
