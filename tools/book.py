@@ -4,6 +4,7 @@
     python tools/book.py sync [CHAPTER ...]      # links, then update the notebooks' markdown, keeping outputs
     python tools/book.py links                   # rewrite the derived text of every chapter (see below)
     python tools/book.py check                   # exit 1 if derived text is stale or MyST-only syntax is left
+    python tools/book.py student OUTDIR [CHAPTER ...]   # a student edition: the notebooks without solutions
     python tools/book.py migrate [CHAPTER ...]   # rewrite MyST roles ({cite:p}, {eq}, (label)=, ...) into portable forms
 
 A chapter must read the same in JupyterLab, Colab (one notebook opened alone) and
@@ -582,6 +583,63 @@ def execute(names: list[str] | None = None) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
+# The student edition: the executed notebooks without their solutions, for homework.
+
+SOLUTION_LINE = re.compile(r"^\s*\*\*Solution to exercise \d+\.\*\*\s*$")
+
+
+def student_notebook(nb: dict) -> dict:
+    """``nb`` (a notebook as JSON) without its solutions: the cells tagged ``solution`` are removed, and so
+    are the visible "**Solution to exercise N.**" lines (a markdown cell left empty goes too). Every other
+    cell, its outputs included, is kept as it is.
+
+    Raises ValueError if a code cell that is not a solution follows the first solution: it could use a
+    name a solution defined, and the student edition would no longer run top to bottom.
+    """
+    cells, seen_solution = [], False
+    for cell in nb["cells"]:
+        if SOLUTION_TAG in cell.get("metadata", {}).get("tags", []):
+            seen_solution = True
+            continue
+        if cell["cell_type"] == "code" and seen_solution:
+            first = "".join(cell["source"]).strip().splitlines()[:1]
+            raise ValueError(f"a code cell follows a solution and may depend on it: {first}; "
+                             "move it above the exercises or tag it 'solution'")
+        if cell["cell_type"] == "markdown":
+            source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            kept = [line for line in source.splitlines(keepends=True) if not SOLUTION_LINE.match(line)]
+            if not "".join(kept).strip():
+                continue
+            cell = {**cell, "source": "".join(kept).rstrip("\n")}
+        cells.append(cell)
+    return {**nb, "cells": cells}
+
+
+def student(argv: list[str]) -> int:
+    """``student OUTDIR [CHAPTER ...]``: write each chapter's executed notebook, without its solutions
+    (:func:`student_notebook`), to OUTDIR (created if needed); the chapter's sources are not touched."""
+    if not argv:
+        print("usage: python tools/book.py student OUTDIR [CHAPTER ...]  (OUTDIR: the folder to write)")
+        return 2
+    out = Path(argv[0])
+    if out.resolve() == BOOK.resolve():
+        print(f"refusing to write the student edition over the book itself ({BOOK}); give another OUTDIR")
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    for md in chapters(argv[1:] or None):
+        ipynb = md.with_suffix(".ipynb")
+        nb = json.loads(ipynb.read_text())
+        try:
+            edition = student_notebook(nb)
+        except ValueError as e:
+            print(f"{ipynb.name}: {e}")
+            return 1
+        (out / ipynb.name).write_text(json.dumps(edition, indent=1, ensure_ascii=False) + "\n")
+        print(f"{out / ipynb.name}: {len(nb['cells']) - len(edition['cells'])} solution cells removed")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
 # One-off migration from MyST roles to the portable forms (kept for branches written before it).
 
 def _migrate_text(text: str, labels: dict[str, str], sections: set[str], here: str) -> str:
@@ -654,6 +712,8 @@ def migrate(names: list[str] | None = None) -> int:
 
 
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "student":
+        return student(argv[1:])
     if not argv or argv[0] not in ("execute", "sync", "links", "check", "migrate"):
         print(__doc__)
         return 2
