@@ -50,15 +50,18 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 # ------------------------------------------------------------------------------- mixed precision
 @pytest.mark.parametrize("model, clients", [("2nn", 10), ("cnn-mnist", 4)])
 def test_bfloat16_run_ends_within_tolerance_of_float32(one_thread, model, clients):
-    """DFedSAM on digits, 20 rounds: the hand-written 2NN backward and the CNN's autograd path under autocast."""
+    """DFedSAM on digits, 10 rounds: the hand-written 2NN backward and the CNN's autograd path under autocast.
+
+    10 rounds, not more: a CPU without AVX512-BF16 (an AVX2 machine) computes bfloat16 convolutions in
+    software, about 12 times slower than float32, and 10 rounds already train far above chance (0.1)."""
     acc, sims = {}, {}
     for precision in ("float32", "bfloat16"):
-        cfg = Config(algorithm="dfedsam", model=model, num_clients=clients, rounds=20, eval_every=100, seed=0,
+        cfg = Config(algorithm="dfedsam", model=model, num_clients=clients, rounds=10, eval_every=100, seed=0,
                      precision=precision)
         sims[precision] = sim = Simulation(cfg)
         acc[precision] = sim.run().records[-1]["test_acc"]
     assert sims["bfloat16"].model.autocast_dtype is torch.bfloat16
-    assert acc["float32"] > 0.8, acc
+    assert acc["float32"] > 0.7, acc
     assert abs(acc["bfloat16"] - acc["float32"]) <= ACCURACY_TOLERANCE, acc
     x16, x32 = sims["bfloat16"].x, sims["float32"].x
     assert x16.dtype == torch.float32                                  # parameters stay float32
