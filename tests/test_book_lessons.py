@@ -85,3 +85,30 @@ def test_the_checks_can_fail():
     assert len(_objectives(five)) == 5
     assert MAKING_OF.search("The text copy of the paper")
     assert MAKING_OF.search("we Retract it") and not MAKING_OF.search("the paper's protocol")
+
+
+def _syllabus() -> str:
+    text = (BOOK / "00_preface.md").read_text()
+    m = re.search(r"^### A six-week syllabus\n(.*?)(?=^#)", text, re.M | re.S)
+    assert m, "00_preface.md: no '### A six-week syllabus' section"
+    return m.group(1)
+
+
+def test_the_syllabus_covers_six_weeks_and_every_chapter():
+    rows = [line for line in _syllabus().splitlines() if re.match(r"^\| *\d+ *\|", line)]
+    assert [int(r.split("|")[1]) for r in rows] == [1, 2, 3, 4, 5, 6], rows
+    named = set(re.findall(r"\b(\d\d[a-z]?) \(\d+ min\)", _syllabus()))
+    chapters = {md.name.split("_")[0] for md in LESSONS}
+    assert chapters - named == set(), f"chapters missing from the syllabus: {sorted(chapters - named)}"
+
+
+def test_the_syllabus_run_times_are_the_chapters_own():
+    """Each '(N min)' of the syllabus is the 'about N minutes' of that chapter's **Run time:** line."""
+    stated = {nn: int(minutes) for nn, minutes in re.findall(r"\b(\d\d[a-z]?) \((\d+) min\)", _syllabus())}
+    wrong = []
+    for md in LESSONS:
+        nn = md.name.split("_")[0]
+        line = re.search(r"^\*\*Run time:\*\*.*?(\d+) minutes?", _body(md), re.M)
+        if nn in stated and line and int(line.group(1)) != stated[nn]:
+            wrong.append(f"{md.name}: syllabus {stated[nn]} min, chapter {line.group(1)} min")
+    assert wrong == [], "\n".join(wrong)
