@@ -902,10 +902,13 @@ def consensus_against_theory(ax, qs: Sequence[int], measured, predictions: Mappi
 
 
 def scatter_by_arm(ax, points_by_arm: Mapping[str, tuple], *, xlabel: str, ylabel: str,
-                   legend: bool = True) -> list:
+                   legend: bool = True, chance: float | None = None) -> list:
     """One point per run, one colour and marker per arm: ``{arm: (xs, ys)}`` with one x and y per seed.
-    Returns the scatter collections."""
+    ``chance``: a y value to draw as a labelled dotted line (0.5 for an attack's AUC), kept inside the axis so
+    that a reader sees how far the points are from it. Returns the scatter collections."""
     drawn = []
+    if chance is not None:
+        ax.axhline(chance, color="k", lw=0.9, ls=":", zorder=2, label=f"chance ({chance:g})")
     for i, (arm, (xs, ys)) in enumerate(points_by_arm.items()):
         st = style(i)
         drawn.append(ax.scatter(xs, ys, color=st["color"], marker=st.get("marker", "o"), s=40, zorder=3,
