@@ -56,7 +56,7 @@ Gradient = Callable[..., tuple[Tensor, Tensor]]
 class LocalStep:
     """One local step of n clients: this step's mini-batch ξ, η_t, and the gradient on that batch at any point."""
 
-    loss_and_grad: Gradient             # the batched gradient (the trainer's, or one that replaces it)
+    loss_and_grad: Gradient             # the batched gradient (StackedModel.loss_and_grad, or FedRobust's)
     lr: float                           # this round's learning rate η_t
     batch: tuple = ()                   # (inputs (n, B, ...), labels (n, B), weights (n, B)): ξ, one row per client
     clients: Tensor | None = None       # (n,) ids of the clients in the rows (for per-client state)
@@ -66,7 +66,7 @@ class LocalStep:
     def gradient(self, point: Tensor) -> Tensor:
         r""":math:`\nabla F_i(\text{point}_i; \xi_i)` for every row i, ``(n, d)``: one batched forward and backward pass.
 
-        The losses at ``point`` are kept in :attr:`losses` (the trainer's divergence
+        The losses at ``point`` are kept in :attr:`losses` (local training's divergence
         check names the evaluation by its place in that list).
         """
         g, loss = self.loss_and_grad(point, *self.batch, self.clients)

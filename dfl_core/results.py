@@ -12,6 +12,14 @@ Results schema ``dfl-book/results/v1`` (one file per CLI invocation)::
           "config": {...},        # the resolved Config (every field, no None left for algorithm defaults)
           "wall_time_s": 1.23,
           "notes": ["..."],       # only if some messages could not be sent as counted (Config.transmission_notes)
+          "execution": {          # how the run computed: what "auto" and unset settings resolved to
+            "device": "cpu",                 # where it ran: "cpu", or "cuda:0" and the GPU's name in device_name
+            "dtype": "float32",              # the parameters' dtype
+            "precision": "float32",          # local training's arithmetic: float32 (the dtype's), bfloat16, float16
+            "forward_strategy": "mlp",       # mlp, batched, vmap or loop (dfl_core.stacked)
+            "client_chunk": 10,              # clients trained together
+            "world_size": 2                  # the distributed backend only: the processes of the run
+          },
           "history": [            # one record per evaluation, in round order
             {
               "round": 0,                    # rounds completed when measured (0 = initial models)
@@ -66,6 +74,7 @@ class History:
     records: list[dict[str, Any]] = field(default_factory=list)
     wall_time_s: float = 0.0
     notes: list[str] = field(default_factory=list)     # what could not be sent as counted (Config.transmission_notes)
+    execution: dict[str, Any] = field(default_factory=dict)   # how the run computed (device, strategy, chunk, ...)
 
     @property
     def final(self) -> dict[str, Any]:
@@ -82,12 +91,13 @@ class History:
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config, "wall_time_s": self.wall_time_s, "history": self.records} | (
-            {"notes": list(self.notes)} if self.notes else {})
+            {"notes": list(self.notes)} if self.notes else {}) | (
+            {"execution": dict(self.execution)} if self.execution else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "History":
         return cls(config=d["config"], records=d["history"], wall_time_s=d.get("wall_time_s", 0.0),
-                   notes=list(d.get("notes", [])))
+                   notes=list(d.get("notes", [])), execution=dict(d.get("execution", {})))
 
 
 def versions() -> dict[str, str]:

@@ -7,32 +7,31 @@ consensus distance is one line. The model itself is evaluated functionally on
 views into that matrix, so autograd returns all clients' gradients as one
 ``(m, d)`` tensor.
 
-Four ways to compute all clients' losses and gradients at once (``strategy``):
+:class:`StackedModel` holds the parameter layout (names, shapes and offsets of the layers in a row) and one
+:class:`ForwardStrategy`, the way it computes all clients' logits, losses and gradients at once, chosen by
+:func:`forward_strategy` (``strategy``):
 
-* ``"mlp"``: for ``nn.Sequential`` stacks of ``Flatten``/``Linear``/``ReLU``
-  (the 2NN, softmax regression), the forward *and* backward pass written out
-  by hand with batched matrix products, each gradient written straight into
-  its slice of the ``(m, d)`` gradient (no autograd graph, no copies);
-  ``"batched"`` computes the same with autograd, and the tests check the two agree;
-* ``"batched"``: an interpreter for ``nn.Sequential`` that turns every
-  ``Linear`` into one ``baddbmm`` over clients and every ``Conv2d`` into one
-  grouped convolution (``groups=m``), differentiated by autograd. No Python
-  loop over clients, so the number of kernels does not grow with m (the GPU path);
-* ``"vmap"``: ``torch.func.vmap`` over ``functional_call``; works for any module.
-* ``"loop"``: a Python loop over clients calling ``functional_call``; kept because
-  grouped convolutions are slow on CPU (see :func:`choose_strategy`).
+* ``"mlp"`` (:class:`MLPStrategy`): for ``nn.Sequential`` stacks of ``Flatten``/``Linear``/``ReLU``
+  (the 2NN, softmax regression), the forward *and* backward pass written out by hand with batched matrix
+  products, each gradient written straight into its slice of the ``(m, d)`` gradient (no autograd graph, no
+  copies); ``"batched"`` computes the same with autograd, and the tests check the two agree;
+* ``"batched"`` (:class:`BatchedStrategy`): every ``Linear`` one ``baddbmm`` over clients and every ``Conv2d``
+  one grouped convolution (``groups=m``), differentiated by autograd; no Python loop over clients, so the
+  number of kernels does not grow with m. A flat ``nn.Sequential`` runs through an interpreter; an image model
+  that is not one (VGG-11 and ResNet-18 with GroupNorm) through a *stacked twin* of the module
+  (:func:`_stacked_twin`): its own ``forward`` with every Conv2d, GroupNorm and Linear replaced by one call for
+  all clients, GroupNorm as one fused kernel over all clients' groups;
+* ``"vmap"`` (:class:`VmapStrategy`): ``torch.func.vmap`` over ``functional_call``; works for any module;
+* ``"loop"`` (:class:`LoopStrategy`): a Python loop over clients calling ``functional_call``.
 
-``"batched"`` also runs image models that are not one flat ``nn.Sequential`` (VGG-11 and
-ResNet-18 with GroupNorm) through a *stacked twin* of the module (:func:`_stacked_twin`):
-its own ``forward`` with every Conv2d, GroupNorm and Linear replaced by one call for all
-clients, and GroupNorm as one fused kernel over all clients' groups. ``"auto"`` still picks
-``"vmap"`` for them in float32 until a GPU measurement says otherwise (``benchmarks/TRIED.md``);
-with either option below it picks ``"batched"`` for every convolutional model that can run it
-(under autocast ``vmap``'s convolutions stay float32, and channels-last is a batched-path option).
+``"auto"`` (:func:`choose_strategy`) picks ``"mlp"`` for such stacks, ``"loop"`` for other flat Sequentials with
+convolutions on the CPU (grouped convolutions are slow there), ``"batched"`` for them on CUDA, and ``"vmap"`` for
+every other module; :func:`forward_strategy` then moves a convolutional model the batched path can run to
+``"batched"`` on CUDA, under autocast and with the options of the batched path (``channels_last``, ``compile``).
 
 On CPU a single model (the loop's clients, :meth:`StackedModel.forward_one`) pools
 through :class:`ChannelsLastMaxPool2d`: the same values and gradients, bit for bit,
-at a fraction of the cost of PyTorch's NCHW pooling kernel.
+as PyTorch's NCHW pooling kernel, and faster.
 
 Four speed options for the GPU, all off by default (off, nothing of the above changes):
 
@@ -49,8 +48,8 @@ Four speed options for the GPU, all off by default (off, nothing of the above ch
 * ``compile``: local training's forward pass on the ``"batched"`` strategy through
   ``torch.compile``; autograd differentiates the compiled graph. The same function up to float
   rounding (the fused kernels round in other places); evaluation stays eager.
-* ``cudnn_benchmark``: cuDNN's autotuner on during local training. Grouped convolutions are where
-  cuDNN's default choice of algorithm is worst (benchmarks/TRIED.md).
+* ``cudnn_benchmark``: cuDNN's autotuner on during local training (grouped convolutions are where cuDNN's
+  default choice of algorithm is worst, ``benchmarks/TRIED.md``).
 """
 from __future__ import annotations
 
@@ -64,8 +63,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call
 
-__all__ = ["StackedModel", "STRATEGIES", "choose_strategy", "ChannelsLastMaxPool2d", "AUTOCAST_DTYPES",
-           "FLOAT16_LOSS_SCALE", "MixedPrecisionOverflow"]
+__all__ = ["StackedModel", "STRATEGIES", "choose_strategy", "forward_strategy", "ForwardStrategy", "MLPStrategy",
+           "BatchedStrategy", "VmapStrategy", "LoopStrategy", "STRATEGY_CLASSES", "ChannelsLastMaxPool2d",
+           "AUTOCAST_DTYPES", "FLOAT16_LOSS_SCALE", "MixedPrecisionOverflow"]
 
 STRATEGIES = ("mlp", "batched", "vmap", "loop")
 _BATCHED_LAYERS = (nn.Flatten, nn.Linear, nn.ReLU, nn.Conv2d, nn.MaxPool2d)
@@ -87,9 +87,14 @@ class MixedPrecisionOverflow(FloatingPointError):
     """A float16 gradient overflowed under the static loss scale (:data:`FLOAT16_LOSS_SCALE`)."""
 
 
+def _is_sequential_of(module: nn.Module, layers: tuple[type, ...]) -> bool:
+    """``module`` is one flat ``nn.Sequential`` whose children are all ``layers``."""
+    return isinstance(module, nn.Sequential) and all(isinstance(layer, layers) for layer in module)
+
+
 def _is_mlp(module: nn.Module) -> bool:
     """``Flatten``, then ``Linear`` layers each optionally followed by one ``ReLU``."""
-    if not isinstance(module, nn.Sequential) or not all(isinstance(layer, _MLP_LAYERS) for layer in module):
+    if not _is_sequential_of(module, _MLP_LAYERS):
         return False
     kinds = [type(layer) for layer in module]
     return (kinds.count(nn.Flatten) <= 1 and (nn.Flatten not in kinds or kinds[0] is nn.Flatten)
@@ -97,21 +102,16 @@ def _is_mlp(module: nn.Module) -> bool:
 
 
 def choose_strategy(module: nn.Module, device: torch.device) -> str:
-    """The strategy the engine uses when ``strategy="auto"``.
+    """The strategy ``"auto"`` starts from (:func:`forward_strategy` may move it to ``"batched"``).
 
-    Measured on 2 CPU cores, m = 100, K = 5 SAM steps, B = 32 (benchmarks/):
-    for stacks of linear layers the hand-written batched backward (``"mlp"``)
-    is the fastest on every device; for convolutional models on CPU a grouped
-    convolution over 100 clients is slower than a loop of ordinary
-    convolutions, so the loop is the default there. On CUDA the batched form
-    keeps the number of kernel launches independent of m.
+    ``"mlp"`` for a stack of linear layers (its hand-written backward was the fastest on every device measured,
+    ``benchmarks/``); for another flat Sequential of :data:`_BATCHED_LAYERS`, ``"loop"`` on the CPU if it has
+    convolutions (a grouped convolution over many clients is slower there than a loop of ordinary ones), else
+    ``"batched"`` (the number of kernel launches does not grow with m); ``"vmap"`` for any other module.
     """
     if _is_mlp(module):
         return "mlp"
-    sequential_ok = isinstance(module, nn.Sequential) and all(
-        isinstance(layer, _BATCHED_LAYERS) for layer in module
-    )
-    if not sequential_ok:
+    if not _is_sequential_of(module, _BATCHED_LAYERS):
         return "vmap"
     has_conv = any(isinstance(layer, nn.Conv2d) for layer in module.modules())
     if has_conv and device.type == "cpu":
@@ -126,9 +126,9 @@ def _pair(v) -> list[int]:
 class _MaxPool2dChannelsLast(torch.autograd.Function):
     """Max pooling of an NCHW tensor by the channels-last kernel; output, indices and gradient in NCHW.
 
-    On 2 CPU cores PyTorch's NCHW kernel took 4.4 ms for a (32, 64, 28, 28) input, the channels-last
-    kernel 0.5 ms with both layout conversions. Both take the first maximum of a window in row-major
-    order, so the indices are the same, and the backward pass is PyTorch's own with those indices.
+    On CPU PyTorch's channels-last kernel, both layout conversions included, is several times faster than its
+    NCHW kernel (benchmarks/). Both take the first maximum of a window in row-major order, so the indices are the
+    same, and the backward pass is PyTorch's own with those indices.
     """
 
     @staticmethod
@@ -249,24 +249,284 @@ def _stacked_twin(module: nn.Module, channels_last: bool) -> nn.Module:
     return twin
 
 
+# ------------------------------------------------------------------------------------------- forward strategies
 class _ClientLeaves(dict):
     """:meth:`StackedModel.leaves` of the ``loop`` strategy: ``{(client, layer name): leaf}``, client-major."""
 
 
+class ForwardStrategy:
+    """One way to compute every client's logits at once; local training's losses and gradients follow from them.
+
+    A strategy gets the :class:`StackedModel` whose parameter layout it reads. :meth:`forward` maps the parameter
+    views ``{name: (n, *shape)}`` and inputs ``(n, B, *input_shape)`` to logits ``(n, B, C)``;
+    :meth:`loss_and_grad` differentiates :attr:`train_forward` (the same function, compiled where ``compile`` is
+    on) by autograd. :class:`MLPStrategy` replaces the autograd pass by a hand-written one.
+    """
+
+    name = ""
+
+    def __init__(self, model: StackedModel):
+        self.model = model
+        self.train_forward: Callable[[dict, Tensor], Tensor] = self.forward     # local training's forward pass
+
+    def leaves(self, flat: Tensor) -> dict:
+        """Per-layer views ``{name: (n, *shape)}`` of ``flat`` (``(n, d)``, or ``(d,)``) that autograd treats as leaves."""
+        return {n: v.requires_grad_(True) for n, v in self.model.unflatten(flat.detach()).items()}
+
+    def forward(self, params: dict, x: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def loss_and_grad(self, p: Tensor, inputs: Tensor, labels: Tensor, weights: Tensor, input_grad: bool,
+                      loss_scale: float | None) -> tuple[Tensor, ...]:
+        """:meth:`StackedModel.loss_and_grad` by autograd; under autocast the logits are cast to float32 before the
+        loss, and ``loss_scale`` (float16's) multiplies the summed loss before the backward pass."""
+        model = self.model
+        with torch.enable_grad():
+            leaves = model.leaves(p)
+            x = inputs.detach().requires_grad_(input_grad)
+            logits = self.train_forward(leaves, x)                                    # (n, B, C)
+            if model.autocast_dtype is not None:
+                logits = logits.float()                                               # the loss in float32
+            ce = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none")
+            losses = (ce.view_as(weights) * weights).sum(1) / weights.sum(1)
+            total = losses.sum() if loss_scale is None else losses.sum() * loss_scale
+            grads = torch.autograd.grad(total, [*leaves.values(), *([x] if input_grad else [])])
+        g = model.gather_grads(grads[:-1] if input_grad else grads, p)
+        return (g, losses.detach(), grads[-1]) if input_grad else (g, losses.detach())
+
+
+class BatchedStrategy(ForwardStrategy):
+    """``"batched"``: every ``Linear`` one ``baddbmm`` over clients and every ``Conv2d`` one grouped convolution
+    (``groups=n``): a flat ``nn.Sequential`` through an interpreter (:meth:`_sequential`), any other module whose
+    layers are all :data:`_TWIN_LAYERS` through its stacked twin (:func:`_stacked_twin`). Image inputs run as
+    ``(B, n·C, H, W)``: client i owns channels ``[i·C, (i+1)·C)``. ``channels_last``: the convolutions' inputs and
+    weights in channels-last layout; ``compile``: :attr:`train_forward` through ``torch.compile``.
+    """
+
+    name = "batched"
+
+    def __init__(self, model: StackedModel, channels_last: bool = False, compile: bool | str = False):
+        super().__init__(model)
+        self.channels_last = channels_last
+        flat = _is_sequential_of(model.template, _BATCHED_LAYERS)
+        self.twin = None if flat else _stacked_twin(model.template, channels_last)
+        if compile:
+            # Evaluation stays eager: its batches vary in size, and every new shape would compile again.
+            # dynamic=False: one graph per client-chunk shape (a run has at most two: the full chunks and the last).
+            self.train_forward = torch.compile(self.forward, dynamic=False,
+                                               backend="inductor" if compile is True else compile)
+
+    def forward(self, params: dict, x: Tensor) -> Tensor:
+        return self._sequential(params, x) if self.twin is None else self._through_twin(params, x)
+
+    def _stacked_images(self, x: Tensor) -> Tensor:
+        """``(n, B, C, H, W)`` as ``(B, n·C, H, W)``, channels-last if asked."""
+        n, batch = x.shape[0], x.shape[1]
+        h = x.transpose(0, 1).reshape(batch, n * x.shape[2], *x.shape[3:])
+        return h.contiguous(memory_format=torch.channels_last) if self.channels_last else h
+
+    def _sequential(self, params: dict, x: Tensor) -> Tensor:
+        """The interpreter of a flat ``nn.Sequential`` of :data:`_BATCHED_LAYERS`."""
+        m, batch = x.shape[0], x.shape[1]
+        image_layout = x.dim() == 5
+        h = self._stacked_images(x) if image_layout else x
+        for name, layer in self.model.template.named_children():
+            if isinstance(layer, nn.Conv2d):
+                w = params[f"{name}.weight"]                        # (m, out, in, k, k)
+                b = params.get(f"{name}.bias")                      # (m, out)
+                w = w.reshape(-1, *w.shape[2:])
+                if self.channels_last:
+                    w = w.contiguous(memory_format=torch.channels_last)
+                h = F.conv2d(h, w, None if b is None else b.reshape(-1),
+                             stride=layer.stride, padding=layer.padding, groups=m)
+            elif isinstance(layer, nn.MaxPool2d):
+                h = F.max_pool2d(h, layer.kernel_size, layer.stride, layer.padding)
+            elif isinstance(layer, nn.ReLU):
+                h = torch.relu(h)
+            elif isinstance(layer, nn.Flatten):
+                if image_layout:                                    # back to (m, B, features)
+                    h = h.reshape(batch, m, -1).transpose(0, 1)
+                    image_layout = False
+                else:
+                    h = h.reshape(m, batch, -1)
+            elif isinstance(layer, nn.Linear):
+                w = params[f"{name}.weight"]                        # (m, out, in)
+                b = params.get(f"{name}.bias")                      # (m, out)
+                h = (torch.bmm(h, w.transpose(1, 2)) if b is None
+                     else torch.baddbmm(b.unsqueeze(1), h, w.transpose(1, 2)))
+        return h
+
+    def _through_twin(self, params: dict, x: Tensor) -> Tensor:
+        """A module that is not one flat Sequential, through its stacked twin."""
+        template = self.model.template
+        if x.dim() != 5:
+            raise ValueError(f"strategy 'batched' on {type(template).__name__} needs image inputs "
+                             f"(n, B, C, H, W), got shape {tuple(x.shape)}")
+        m, batch = x.shape[0], x.shape[1]
+        out = functional_call(self.twin, params, (self._stacked_images(x),))
+        if out.dim() != 3 or out.shape[:2] != (m, batch):
+            raise ValueError(f"strategy 'batched': {type(template).__name__} must end in a Linear layer to run "
+                             f"stacked (output (n, B, C) = ({m}, {batch}, C) expected, got {tuple(out.shape)}); "
+                             "use forward_strategy 'vmap'")
+        return out
+
+
+class MLPStrategy(BatchedStrategy):
+    r"""``"mlp"``: a ``Flatten``/``Linear``/``ReLU`` stack (the 2NN, softmax regression). The forward pass is the
+    batched one; :meth:`loss_and_grad` writes the backward pass out by hand.
+
+    Forward: :math:`z_l = h_{l-1} W_l^\top + b_l`, :math:`h_l = \max(z_l, 0)` (one ``baddbmm`` over clients per
+    layer). Backward from :math:`\delta_L = (\mathrm{softmax}(z_L) - e_y)\, w/\sum w`:
+    :math:`\nabla W_l = \delta_l^\top h_{l-1}`, :math:`\nabla b_l = \sum_b \delta_l`,
+    :math:`\delta_{l-1} = (\delta_l W_l) \odot 1[h_{l-1} > 0]`; each gradient goes straight into its slice of the
+    ``(n, d)`` output (no autograd graph, no copies). Under autocast the products run in the low precision, the
+    softmax and the loss in float32 (PyTorch's CPU autocast would leave ``log_softmax`` in the low precision).
+    """
+
+    name = "mlp"
+
+    def __init__(self, model: StackedModel):
+        super().__init__(model)
+        children = list(model.template.named_children())               # (name, a ReLU follows) of each Linear
+        self.linear_layers = [(name, i + 1 < len(children) and isinstance(children[i + 1][1], nn.ReLU))
+                              for i, (name, layer) in enumerate(children) if isinstance(layer, nn.Linear)]
+
+    def loss_and_grad(self, p: Tensor, x: Tensor, labels: Tensor, weights: Tensor, input_grad: bool,
+                      loss_scale: float | None) -> tuple[Tensor, ...]:
+        model = self.model
+        n, batch = x.shape[0], x.shape[1]
+        params = model.unflatten(p)
+        g = torch.empty_like(p)
+        grads = model.unflatten(g)
+        h = x.reshape(n, batch, -1)                                          # Flatten
+        inputs = []                                                          # h_{l-1} of every linear layer
+        for name, relu in self.linear_layers:
+            inputs.append(h)
+            W, b = params[f"{name}.weight"], params.get(f"{name}.bias")      # (n, out, in), (n, out)
+            h = torch.bmm(h, W.transpose(1, 2)) if b is None else torch.baddbmm(b.unsqueeze(1), h, W.transpose(1, 2))
+            if relu:
+                h.clamp_min_(0)                                              # (n, B, out)
+        if model.autocast_dtype is not None:
+            h = h.float()
+        logp = torch.log_softmax(h, dim=-1)                                  # (n, B, C)
+        share = weights / weights.sum(1, keepdim=True)                       # w / Σw, (n, B)
+        picked = labels.unsqueeze(-1)
+        losses = -(logp.gather(-1, picked).squeeze(-1) * share).sum(1)
+        delta = logp.exp_().scatter_add_(-1, picked, torch.full_like(picked, -1, dtype=logp.dtype))
+        delta.mul_(share.unsqueeze(-1))                                      # ∂loss_i/∂z_L
+        if loss_scale is not None:
+            delta.mul_(loss_scale)
+        for k in range(len(self.linear_layers) - 1, -1, -1):
+            name, _ = self.linear_layers[k]
+            W = params[f"{name}.weight"]
+            # ∇W = δᵀ h. A (n, out, in) view of g is not contiguous across clients, and bmm into it runs one GEMM
+            # per client, slower than the batched product; computing contiguously and copying is faster.
+            grads[f"{name}.weight"].copy_(torch.bmm(delta.transpose(1, 2), inputs[k]))
+            if f"{name}.bias" in grads:
+                torch.sum(delta, dim=1, out=grads[f"{name}.bias"])                        # ∇b = Σ_b δ
+            if k > 0 or input_grad:
+                delta = torch.bmm(delta, W)                                               # δ W
+                if k > 0 and self.linear_layers[k - 1][1]:                                # through the ReLU
+                    delta = torch.ops.aten.threshold_backward(delta, inputs[k], 0.0)
+        return (g, losses, delta.view_as(x)) if input_grad else (g, losses)
+
+
+class VmapStrategy(ForwardStrategy):
+    """``"vmap"``: ``torch.func.vmap`` over ``functional_call`` of the template; works for any module."""
+
+    name = "vmap"
+
+    def forward(self, params: dict, x: Tensor) -> Tensor:
+        template = self.model.template
+        return torch.func.vmap(lambda p, xb: functional_call(template, p, (xb,)))(params, x)
+
+
+class LoopStrategy(ForwardStrategy):
+    """``"loop"``: a Python loop over clients, each through ``functional_call`` of the single model
+    (:attr:`StackedModel.single`). Its leaves are per client and layer (keys ``(i, name)``, client-major), so the
+    loop's per-client indexing has no backward pass (a zero fill and a copy per layer and client)."""
+
+    name = "loop"
+
+    def leaves(self, flat: Tensor) -> dict:
+        if flat.dim() != 2:
+            return super().leaves(flat)
+        return _ClientLeaves(((i, n), v.requires_grad_(True)) for i in range(flat.shape[0])
+                             for n, v in self.model.unflatten(flat[i].detach()).items())
+
+    def forward(self, params: dict, x: Tensor) -> Tensor:
+        model = self.model
+        if isinstance(params, _ClientLeaves):
+            clients = [{n: params[i, n] for n in model.names} for i in range(x.shape[0])]
+        else:
+            clients = [{n: p[i] for n, p in params.items()} for i in range(x.shape[0])]
+        return torch.stack([functional_call(model.single, client, (x[i],)) for i, client in enumerate(clients)])
+
+
+#: Each strategy's class (:func:`forward_strategy` builds one).
+STRATEGY_CLASSES: dict[str, type[ForwardStrategy]] = {"mlp": MLPStrategy, "batched": BatchedStrategy,
+                                                       "vmap": VmapStrategy, "loop": LoopStrategy}
+
+
+def forward_strategy(model: StackedModel, strategy: str = "auto", *, channels_last: bool = False,
+                     compile: bool | str = False) -> ForwardStrategy:
+    """The forward strategy ``model`` runs: ``strategy``, or for ``"auto"`` :func:`choose_strategy`'s choice, moved to
+    ``"batched"`` for a convolutional model that can run it where an option needs it (below); checked against the
+    model and the options.
+
+    ``"auto"`` picks ``"batched"`` instead of ``"vmap"`` for a convolutional model the batched path runs (a flat
+    Sequential or a stacked twin) on CUDA and under autocast (vmap's batching rule calls the convolutions below
+    autocast's casts, so they would stay float32), and instead of any other strategy with ``channels_last`` or
+    ``compile`` (options of the batched path only). A CPU float32 run keeps :func:`choose_strategy`'s choice.
+    """
+    template, device = model.template, model.device
+    flat = _is_sequential_of(template, _BATCHED_LAYERS)
+    has_conv = any(isinstance(layer, nn.Conv2d) for layer in template.modules())
+    can_batch = flat or _twin_supported(template)
+    if strategy == "auto":
+        strategy = choose_strategy(template, device)
+        if has_conv and can_batch and ((strategy == "vmap" and (device.type == "cuda"
+                                                                or model.autocast_dtype is not None))
+                                       or ((channels_last or compile) and strategy != "batched")):
+            strategy = "batched"
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown forward strategy {strategy!r}; allowed: auto, {', '.join(STRATEGIES)}")
+    if strategy == "batched" and not can_batch:
+        raise ValueError("strategy 'batched' needs an nn.Sequential of "
+                         + ", ".join(t.__name__ for t in _BATCHED_LAYERS) + ", or a module whose layers "
+                         "are all " + ", ".join(t.__name__ for t in _TWIN_LAYERS))
+    if strategy == "mlp" and not _is_mlp(template):
+        raise ValueError("strategy 'mlp' needs an nn.Sequential of Flatten, then Linear layers each "
+                         "optionally followed by ReLU")
+    if channels_last and (strategy != "batched" or not has_conv):
+        raise ValueError("channels_last=True applies to the convolutions of the 'batched' strategy; this model "
+                         + (f"runs strategy {strategy!r} (set forward_strategy 'batched' or 'auto', or "
+                            "channels_last=False)" if has_conv else "has no convolutions"))
+    if compile and strategy != "batched":
+        raise ValueError(f"compile={compile!r} compiles the 'batched' strategy's forward pass; this model runs "
+                         f"strategy {strategy!r} " + ("(its own hand-written backward pass: nothing to compile)"
+                                                      if strategy == "mlp" else
+                                                      "(set forward_strategy 'batched' or 'auto', or compile off)"))
+    if strategy == "batched":
+        return BatchedStrategy(model, channels_last, compile)
+    return STRATEGY_CLASSES[strategy](model)
+
+
+# ------------------------------------------------------------------------------------------- the stacked model
 class StackedModel:
-    """Parameters of m copies of ``factory()`` stored as the rows of one ``(m, d)`` tensor.
+    """Parameters of m copies of ``factory()`` stored as the rows of one ``(m, d)`` tensor, and the forward strategy
+    (:class:`ForwardStrategy`) that computes all their logits, losses and gradients at once.
 
     Args:
         factory: builds the model (called with no arguments).
-        strategy: ``"auto"`` or one of :data:`STRATEGIES`.
+        strategy: ``"auto"`` or one of :data:`STRATEGIES` (:func:`forward_strategy` resolves and checks it).
         device: where the template module lives (only its buffers matter).
         autocast_dtype: ``None`` (default: every pass in the parameters' dtype), ``torch.bfloat16`` or
-            ``torch.float16``: local training's forward pass under ``torch.autocast`` (see the module docstring;
+            ``torch.float16``: local training's forward pass under ``torch.autocast`` (:meth:`loss_and_grad`;
             :data:`AUTOCAST_DTYPES` maps ``Config.precision`` to it). Float32 parameters only.
         channels_last: convolutions in channels-last layout; the ``"batched"`` strategy only.
         compile: ``True``: local training's forward pass (the ``"batched"`` strategy) through ``torch.compile``
-            (inductor), which fuses the normalisation, activation, pooling and casts around the convolutions;
-            a string names another ``torch.compile`` backend (the tests use ``"aot_eager"``).
+            (inductor); a string names another ``torch.compile`` backend (the tests use ``"aot_eager"``).
         cudnn_benchmark: ``torch.backends.cudnn.benchmark`` on during :meth:`loss_and_grad`: cuDNN times its
             algorithms for every new convolution shape and keeps the fastest (CUDA only; which algorithm wins can
             differ between runs, and so can the rounding).
@@ -283,75 +543,25 @@ class StackedModel:
         if autocast_dtype is torch.bfloat16 and self.device.type == "cuda" and not torch.cuda.is_bf16_supported():
             raise ValueError("precision 'bfloat16' needs a GPU with bfloat16 support; "
                              f"{torch.cuda.get_device_name(self.device)} has none: use precision 'float16'")
-        if not isinstance(channels_last, bool):
-            raise ValueError(f"channels_last={channels_last!r} must be True or False")
-        if not isinstance(cudnn_benchmark, bool):
-            raise ValueError(f"cudnn_benchmark={cudnn_benchmark!r} must be True or False")
-        self.cudnn_benchmark = cudnn_benchmark
+        for name, value in (("channels_last", channels_last), ("cudnn_benchmark", cudnn_benchmark)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{name}={value!r} must be True or False")
         if not isinstance(compile, (bool, str)) or compile == "":
             raise ValueError(f"compile={compile!r} must be True, False or the name of a torch.compile backend")
         self.autocast_dtype, self.channels_last = autocast_dtype, channels_last
+        self.compile, self.cudnn_benchmark = compile, cudnn_benchmark
         self.template = factory().to(self.device)
         # what evaluates one client's model (the loop strategy, forward_one): the template, pooling channels-last on CPU
         self.single = _with_channels_last_pools(self.template) if self.device.type == "cpu" else self.template
-        self.names: list[str] = []
-        self.shapes: list[torch.Size] = []
-        self.offsets: list[int] = []
-        offset = 0
-        for name, p in self.template.named_parameters():
-            self.names.append(name)
-            self.shapes.append(p.shape)
-            self.offsets.append(offset)
-            offset += p.numel()
-        self.d = offset
-        # flat Sequentials run "batched" through the interpreter (_forward_batched), other image models through a twin
-        sequential = choose_strategy(self.template, torch.device("cuda")) in ("mlp", "batched")
-        has_conv = any(isinstance(layer, nn.Conv2d) for layer in self.template.modules())
-        can_batch = sequential or _twin_supported(self.template)
-        if strategy == "auto":
-            strategy = choose_strategy(self.template, self.device)
-            # A convolutional model that can run batched does, where vmap was measured slower or wrong: on CUDA
-            # (H100, m = 100, K = 20, B = 128, float32: VGG-11-GN 13.95 s a round against vmap's 15.97 s,
-            # ResNet-18-GN 28.50 s against 37.08 s; benchmarks/GPU_RESULTS.md), under autocast (vmap leaves the
-            # convolutions in float32: its batching rule calls them below autocast's casts), and with
-            # channels-last or compile (options of the batched path only). CPU float32 runs keep their strategy.
-            if has_conv and can_batch and ((strategy == "vmap" and (self.device.type == "cuda"
-                                                                    or autocast_dtype is not None))
-                                           or ((channels_last or compile) and strategy != "batched")):
-                strategy = "batched"
-        if strategy not in STRATEGIES:
-            raise ValueError(f"unknown forward strategy {strategy!r}; allowed: auto, {', '.join(STRATEGIES)}")
-        if strategy == "batched" and not can_batch:
-            raise ValueError("strategy 'batched' needs an nn.Sequential of "
-                             + ", ".join(t.__name__ for t in _BATCHED_LAYERS) + ", or a module whose layers "
-                             "are all " + ", ".join(t.__name__ for t in _TWIN_LAYERS))
-        if strategy == "mlp" and not _is_mlp(self.template):
-            raise ValueError("strategy 'mlp' needs an nn.Sequential of Flatten, then Linear layers each "
-                             "optionally followed by ReLU")
-        if channels_last and (strategy != "batched" or not has_conv):
-            raise ValueError("channels_last=True applies to the convolutions of the 'batched' strategy; this model "
-                             + (f"runs strategy {strategy!r} (set forward_strategy 'batched' or 'auto', or "
-                                "channels_last=False)" if has_conv else "has no convolutions"))
-        if compile and strategy != "batched":
-            raise ValueError(f"compile={compile!r} compiles the 'batched' strategy's forward pass; this model runs "
-                             f"strategy {strategy!r} " + ("(its own hand-written backward pass: nothing to compile)"
-                                                          if strategy == "mlp" else
-                                                          "(set forward_strategy 'batched' or 'auto', or compile off)"))
-        self.strategy = strategy
-        self._twin: nn.Module | None = (_stacked_twin(self.template, channels_last)
-                                        if strategy == "batched" and not sequential else None)
-        # Local training's forward pass (loss_and_grad): forward, or compiled on request. Evaluation stays eager: its batches
-        # vary in size, and every new shape would compile again. dynamic=False: one specialised graph per
-        # client-chunk shape (a run has at most two: the full chunks and the last).
-        self._train_forward = self.forward
-        if compile:
-            self._train_forward = torch.compile(self._forward_stacked, dynamic=False,
-                                                backend="inductor" if compile is True else compile)
-        self.compile = compile
+        params = list(self.template.named_parameters())
+        self.names: list[str] = [name for name, _ in params]
+        self.shapes: list[torch.Size] = [p.shape for _, p in params]
+        sizes = [p.numel() for _, p in params]
+        self.offsets: list[int] = [sum(sizes[:k]) for k in range(len(sizes))]
+        self.d = sum(sizes)
         self._weight_mask: Tensor | None = None
-        children = list(self.template.named_children())               # (name, ReLU follows) of each Linear
-        self._linear_layers = [(name, i + 1 < len(children) and isinstance(children[i + 1][1], nn.ReLU))
-                               for i, (name, layer) in enumerate(children) if isinstance(layer, nn.Linear)]
+        self.forward_strategy = forward_strategy(self, strategy, channels_last=channels_last, compile=compile)
+        self.strategy: str = self.forward_strategy.name
 
     # ----------------------------------------------------------------- parameters
     def init_params(self, m: int, seed: int, *, same_init: bool = True,
@@ -389,22 +599,14 @@ class StackedModel:
         return {name: flat[..., o:o + shape.numel()].view(*lead, *shape)
                 for name, shape, o in zip(self.names, self.shapes, self.offsets)}
 
-    # -------------------------------------------------------------------- forward
     def leaves(self, flat: Tensor) -> dict:
-        """Per-layer views of ``flat`` that autograd treats as leaves.
+        """Per-layer views of ``flat`` that autograd treats as leaves (the strategy's: per client with ``loop``).
 
         Differentiating with respect to these views, not ``flat`` itself, keeps
         autograd from materialising an ``(m, d)`` zero tensor per layer in the
-        backward pass of the slicing (it made a 2NN round six times slower).
-        With the ``loop`` strategy each client's layers are leaves of their own
-        (keys ``(i, name)``, client-major), so that the loop's per-client
-        indexing has no backward pass at all (a zero fill and a copy per
-        layer and client, a quarter of a CNN round's time).
+        backward pass of the slicing.
         """
-        if self.strategy == "loop" and flat.dim() == 2:
-            return _ClientLeaves(((i, n), v.requires_grad_(True)) for i in range(flat.shape[0])
-                                 for n, v in self.unflatten(flat[i].detach()).items())
-        return {n: v.requires_grad_(True) for n, v in self.unflatten(flat.detach()).items()}
+        return self.forward_strategy.leaves(flat)
 
     def gather_grads(self, grads: tuple[Tensor, ...], like: Tensor) -> Tensor:
         """Gradients for :meth:`leaves` (in the order of its values) back into one ``(m, d)`` tensor."""
@@ -419,64 +621,51 @@ class StackedModel:
                 g[i, o:o + n] = gr.reshape(-1)
         return g
 
-    def loss_and_grad(self, p: Tensor, inputs: Tensor, labels: Tensor, weights: Tensor,
-                      input_grad: bool = False) -> tuple[Tensor, ...]:
+    # --------------------------------------------------------------------- passes
+    def forward(self, flat: Tensor | dict, x: Tensor) -> Tensor:
+        """Logits ``(m, B, C)`` of client i's model on its inputs ``x[i]``, for all i (eager, in the parameters' dtype).
+
+        ``flat`` is ``(m, d)`` (or its :meth:`unflatten` dict, or :meth:`leaves`), ``x`` is ``(m, B, *input_shape)``.
+        """
+        return self.forward_strategy.forward(self.unflatten(flat) if isinstance(flat, Tensor) else flat, x)
+
+    def forward_one(self, flat: Tensor, x: Tensor) -> Tensor:
+        """Logits ``(B, C)`` of the single model ``flat`` (shape ``(d,)``) on ``x``."""
+        return functional_call(self.single, self.unflatten(flat), (x,))
+
+    def loss_and_grad(self, p: Tensor, inputs: Tensor, labels: Tensor, weights: Tensor, clients: Tensor | None = None,
+                      *, input_grad: bool = False) -> tuple[Tensor, ...]:
         r"""Each client's mean cross-entropy on its batch and its gradient: ``(g (n, d), losses (n,))``.
 
-        ``inputs`` (n, B, *input_shape), ``labels`` (n, B), ``weights`` (n, B): sample weights,
-        0 on padding; client i's loss is :math:`\sum_b w_{ib} \ell_{ib} / \sum_b w_{ib}`.
-        With ``input_grad`` the gradient with respect to the inputs comes third (FedRobust's shifts).
-        """
-        if self.cudnn_benchmark and not torch.backends.cudnn.benchmark:
-            torch.backends.cudnn.benchmark = True               # for this call only (a global flag of PyTorch)
-            try:
-                return self.loss_and_grad(p, inputs, labels, weights, input_grad)
-            finally:
-                torch.backends.cudnn.benchmark = False
-        if self.autocast_dtype is not None:
-            return self._mixed_loss_and_grad(p, inputs, labels, weights, input_grad)
-        if self.strategy == "mlp":
-            return self._mlp_loss_and_grad(p, inputs, labels, weights, input_grad)
-        with torch.enable_grad():
-            leaves = self.leaves(p)
-            inputs = inputs.detach().requires_grad_(input_grad)
-            logits = self._train_forward(leaves, inputs)             # (n, B, C)
-            ce = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none")
-            losses = (ce.view_as(weights) * weights).sum(1) / weights.sum(1)
-            grads = torch.autograd.grad(losses.sum(), [*leaves.values(), *([inputs] if input_grad else [])])
-        if input_grad:
-            return self.gather_grads(grads[:-1], p), losses.detach(), grads[-1]
-        return self.gather_grads(grads, p), losses.detach()
+        ``inputs`` (n, B, *input_shape), ``labels`` (n, B), ``weights`` (n, B): sample weights, 0 on padding;
+        client i's loss is :math:`\sum_b w_{ib} \ell_{ib} / \sum_b w_{ib}`. ``clients``, the rows' ids, which every
+        :data:`dfl_core.local.Gradient` receives, does not enter this loss. With ``input_grad`` the gradient with
+        respect to the inputs comes third (FedRobust's shifts), in the inputs' dtype.
 
-    def _mixed_loss_and_grad(self, p: Tensor, inputs: Tensor, labels: Tensor, weights: Tensor,
-                             input_grad: bool) -> tuple[Tensor, ...]:
-        """:meth:`loss_and_grad` with the forward pass under ``torch.autocast(self.autocast_dtype)``.
-
-        The logits are cast to float32 before the loss, so the losses and the loss's own backward are float32;
-        the gradients come back in the parameters' dtype (float32: autocast's casts differentiate back to it).
+        The strategy computes it (:meth:`ForwardStrategy.loss_and_grad`). With ``autocast_dtype`` its forward pass
+        runs under ``torch.autocast``; the losses and the gradients come back in float32, the parameters' dtype.
         float16 scales the summed loss by :data:`FLOAT16_LOSS_SCALE` before the backward pass and divides the
-        gradients by it (exact: a power of two), and raises :class:`MixedPrecisionOverflow` if a gradient is
-        not finite while every loss is (a diverging run, whose losses are not finite either, is the engine's
-        own business).
+        gradients by it (exact: a power of two), and raises :class:`MixedPrecisionOverflow` if a gradient is not
+        finite while every loss is (a diverging run, whose losses are not finite either, is the engine's own
+        business). ``cudnn_benchmark`` turns cuDNN's autotuner on for the call.
         """
-        if p.dtype != torch.float32:
+        if self.autocast_dtype is not None and p.dtype != torch.float32:
             raise ValueError(f"mixed precision ({self.autocast_dtype}) needs float32 parameters, got {p.dtype}; "
                              "use precision 'float32' with dtype float64")
         scale = FLOAT16_LOSS_SCALE if self.autocast_dtype is torch.float16 else None
-        with torch.autocast(self.device.type, dtype=self.autocast_dtype):
-            if self.strategy == "mlp":
-                out = self._mlp_loss_and_grad(p, inputs, labels, weights, input_grad, loss_scale=scale)
-            else:
-                with torch.enable_grad():
-                    leaves = self.leaves(p)
-                    x = inputs.detach().requires_grad_(input_grad)
-                    logits = self._train_forward(leaves, x).float()      # (n, B, C), the loss in float32
-                    ce = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none")
-                    losses = (ce.view_as(weights) * weights).sum(1) / weights.sum(1)
-                    total = losses.sum() if scale is None else losses.sum() * scale
-                    grads = torch.autograd.grad(total, [*leaves.values(), *([x] if input_grad else [])])
-                g = self.gather_grads(grads[:-1] if input_grad else grads, p)
-                out = (g, losses.detach(), grads[-1]) if input_grad else (g, losses.detach())
+        autotune = self.cudnn_benchmark and not torch.backends.cudnn.benchmark      # a global flag of PyTorch
+        autocast = (torch.autocast(self.device.type, dtype=self.autocast_dtype) if self.autocast_dtype is not None
+                    else contextlib.nullcontext())
+        try:
+            if autotune:
+                torch.backends.cudnn.benchmark = True
+            with autocast:
+                out = self.forward_strategy.loss_and_grad(p, inputs, labels, weights, input_grad, scale)
+        finally:
+            if autotune:
+                torch.backends.cudnn.benchmark = False
+        if self.autocast_dtype is None:
+            return out
         if input_grad:                       # float32 like the inputs (the hand-written backward's is low precision)
             out = (*out[:2], out[2].to(inputs.dtype))
         if scale is not None:
@@ -489,139 +678,13 @@ class StackedModel:
                     "where the device has it, or 'float32'")
         return out
 
-    def _mlp_loss_and_grad(self, p: Tensor, x: Tensor, labels: Tensor, weights: Tensor,
-                           input_grad: bool = False, loss_scale: float | None = None) -> tuple[Tensor, ...]:
-        r""":meth:`loss_and_grad` of a Flatten/Linear/ReLU stack, forward and backward by hand.
-
-        Forward: :math:`z_l = h_{l-1} W_l^\top + b_l`, :math:`h_l = \max(z_l, 0)` (one ``baddbmm``
-        over clients per layer). Backward from :math:`\delta_L = (\mathrm{softmax}(z_L) - e_y)\, w/\sum w`:
-        :math:`\nabla W_l = \delta_l^\top h_{l-1}`, :math:`\nabla b_l = \sum_b \delta_l`,
-        :math:`\delta_{l-1} = (\delta_l W_l) \odot 1[h_{l-1} > 0]`; each gradient goes straight
-        into its slice of the ``(n, d)`` output. Under autocast (:meth:`_mixed_loss_and_grad`) the products run
-        in the low precision, the softmax and the loss in float32 (PyTorch's CPU autocast would leave
-        ``log_softmax`` in the low precision), and ``loss_scale`` multiplies :math:`\delta_L` (float16's scaling).
-        """
-        n, batch = x.shape[0], x.shape[1]
-        params = self.unflatten(p)
-        g = torch.empty_like(p)
-        grads = self.unflatten(g)
-        h = x.reshape(n, batch, -1)                                          # Flatten
-        inputs = []                                                          # h_{l-1} of every linear layer
-        for name, relu in self._linear_layers:
-            inputs.append(h)
-            W, b = params[f"{name}.weight"], params.get(f"{name}.bias")      # (n, out, in), (n, out)
-            h = torch.bmm(h, W.transpose(1, 2)) if b is None else torch.baddbmm(b.unsqueeze(1), h, W.transpose(1, 2))
-            if relu:
-                h.clamp_min_(0)                                              # (n, B, out)
-        if self.autocast_dtype is not None:
-            h = h.float()
-        logp = torch.log_softmax(h, dim=-1)                                  # (n, B, C)
-        share = weights / weights.sum(1, keepdim=True)                       # w / Σw, (n, B)
-        picked = labels.unsqueeze(-1)
-        losses = -(logp.gather(-1, picked).squeeze(-1) * share).sum(1)
-        delta = logp.exp_().scatter_add_(-1, picked, torch.full_like(picked, -1, dtype=logp.dtype))
-        delta.mul_(share.unsqueeze(-1))                                      # ∂loss_i/∂z_L
-        if loss_scale is not None:
-            delta.mul_(loss_scale)
-        for k in range(len(self._linear_layers) - 1, -1, -1):
-            name, _ = self._linear_layers[k]
-            W = params[f"{name}.weight"]
-            # ∇W = δᵀ h. A (n, out, in) view of g is not contiguous across clients, and bmm into it runs
-            # one GEMM per client at about 0.6x the batched rate; computing contiguously and copying is faster.
-            grads[f"{name}.weight"].copy_(torch.bmm(delta.transpose(1, 2), inputs[k]))
-            if f"{name}.bias" in grads:
-                torch.sum(delta, dim=1, out=grads[f"{name}.bias"])                        # ∇b = Σ_b δ
-            if k > 0 or input_grad:
-                delta = torch.bmm(delta, W)                                               # δ W
-                if k > 0 and self._linear_layers[k - 1][1]:                               # through the ReLU
-                    delta = torch.ops.aten.threshold_backward(delta, inputs[k], 0.0)
-        return (g, losses, delta.view_as(x)) if input_grad else (g, losses)
-
-    def forward(self, flat: Tensor | dict, x: Tensor) -> Tensor:
-        """Logits ``(m, B, C)`` of client i's model on its inputs ``x[i]``, for all i.
-
-        ``flat`` is ``(m, d)`` (or its :meth:`unflatten` dict, or :meth:`leaves`), ``x`` is ``(m, B, *input_shape)``.
-        """
-        if isinstance(flat, _ClientLeaves):
-            return torch.stack([self._forward_client({n: flat[i, n] for n in self.names}, x[i])
-                                for i in range(x.shape[0])])
-        params = self.unflatten(flat) if isinstance(flat, Tensor) else flat
-        if self.strategy in ("mlp", "batched"):
-            return self._forward_stacked(params, x)
-        if self.strategy == "vmap":
-            return torch.func.vmap(lambda p, xb: functional_call(self.template, p, (xb,)))(params, x)
-        return torch.stack([self._forward_client({n: p[i] for n, p in params.items()}, x[i])
-                            for i in range(x.shape[0])])
-
     @contextlib.contextmanager
     def eager(self):
         """Within it, local training's forward pass runs eagerly even where ``compile`` is on: for a one-off call
         of another shape (the memory probe's single client), which would otherwise compile a graph of its own."""
-        compiled, self._train_forward = self._train_forward, self.forward
+        strategy = self.forward_strategy
+        compiled, strategy.train_forward = strategy.train_forward, strategy.forward
         try:
             yield self
         finally:
-            self._train_forward = compiled
-
-    def _forward_stacked(self, params: dict[str, Tensor], x: Tensor) -> Tensor:
-        """The ``mlp``/``batched`` strategies' forward pass: the twin, or the interpreter of a flat Sequential."""
-        return self._forward_twin(params, x) if self._twin is not None else self._forward_batched(params, x)
-
-    def _forward_client(self, params: dict[str, Tensor], x: Tensor) -> Tensor:
-        """One client's logits (the ``loop`` strategy)."""
-        return functional_call(self.single, params, (x,))
-
-    def forward_one(self, flat: Tensor, x: Tensor) -> Tensor:
-        """Logits ``(B, C)`` of the single model ``flat`` (shape ``(d,)``) on ``x``."""
-        return functional_call(self.single, self.unflatten(flat), (x,))
-
-    def _forward_batched(self, params: dict[str, Tensor], x: Tensor) -> Tensor:
-        m, batch = x.shape[0], x.shape[1]
-        # Convolutions run on (B, m*C, H, W): client i owns channels [i*C, (i+1)*C).
-        h = x
-        image_layout = x.dim() == 5
-        if image_layout:
-            h = x.transpose(0, 1).reshape(batch, m * x.shape[2], *x.shape[3:])
-            if self.channels_last:
-                h = h.contiguous(memory_format=torch.channels_last)
-        for name, layer in self.template.named_children():
-            if isinstance(layer, nn.Conv2d):
-                w = params[f"{name}.weight"]                        # (m, out, in, k, k)
-                b = params.get(f"{name}.bias")                      # (m, out)
-                w = w.reshape(-1, *w.shape[2:])
-                if self.channels_last:
-                    w = w.contiguous(memory_format=torch.channels_last)
-                h = F.conv2d(h, w, None if b is None else b.reshape(-1),
-                             stride=layer.stride, padding=layer.padding, groups=m)
-            elif isinstance(layer, nn.MaxPool2d):
-                h = F.max_pool2d(h, layer.kernel_size, layer.stride, layer.padding)
-            elif isinstance(layer, nn.ReLU):
-                h = torch.relu(h)
-            elif isinstance(layer, nn.Flatten):
-                if image_layout:                                    # back to (m, B, features)
-                    h = h.reshape(batch, m, -1).transpose(0, 1)
-                    image_layout = False
-                else:
-                    h = h.reshape(m, batch, -1)
-            elif isinstance(layer, nn.Linear):
-                w = params[f"{name}.weight"]                        # (m, out, in)
-                b = params.get(f"{name}.bias")                      # (m, out)
-                h = (torch.bmm(h, w.transpose(1, 2)) if b is None
-                     else torch.baddbmm(b.unsqueeze(1), h, w.transpose(1, 2)))
-        return h
-
-    def _forward_twin(self, params: dict[str, Tensor], x: Tensor) -> Tensor:
-        """The ``batched`` strategy on a module that is not one flat Sequential (:func:`_stacked_twin`)."""
-        if x.dim() != 5:
-            raise ValueError(f"strategy 'batched' on {type(self.template).__name__} needs image inputs "
-                             f"(n, B, C, H, W), got shape {tuple(x.shape)}")
-        m, batch = x.shape[0], x.shape[1]
-        h = x.transpose(0, 1).reshape(batch, m * x.shape[2], *x.shape[3:])    # client i: channels [i·C, (i+1)·C)
-        if self.channels_last:
-            h = h.contiguous(memory_format=torch.channels_last)
-        out = functional_call(self._twin, params, (h,))
-        if out.dim() != 3 or out.shape[:2] != (m, batch):
-            raise ValueError(f"strategy 'batched': {type(self.template).__name__} must end in a Linear layer to run "
-                             f"stacked (output (n, B, C) = ({m}, {batch}, C) expected, got {tuple(out.shape)}); "
-                             "use forward_strategy 'vmap'")
-        return out
+            strategy.train_forward = compiled

@@ -330,3 +330,56 @@ def test_every_hyperparameter_is_declared_once():
     assert set(ALGORITHM_FIELDS) <= set(declared) and not set(ALGORITHM_FIELDS) & set(RUN_FIELDS)
     for algorithm in ALGORITHMS.values():             # an override keeps the declaration's help and check
         assert all(f.metadata.get("help") and f.metadata.get("allowed") for f in fields(algorithm.params))
+
+
+# ------------------------------------------------------------------ one round, readable
+#: The most frames of dfl_core between ``drive`` and the model's loss and gradient in a DFedSAM round.
+ROUND_DEPTH = 7
+
+
+def traced_round_path() -> list[tuple[str, str]]:
+    """``(file under dfl_core, function's qualified name)`` of every dfl_core frame from :func:`drive` down to
+    :meth:`StackedModel.loss_and_grad`, at the first loss-and-gradient of one DFedSAM round."""
+    import inspect
+
+    from dfl_core.stacked import StackedModel
+
+    stacks = []
+    real = StackedModel.loss_and_grad
+
+    def spy(self, *args, **kwargs):
+        stacks.append([(Path(f.filename).resolve(), f.frame.f_code.co_qualname) for f in inspect.stack()])
+        return real(self, *args, **kwargs)
+
+    cfg = Config(algorithm="dfedsam", dataset="digits", num_clients=4, rounds=1, local_steps=1, train_size=200,
+                 test_size=100)
+    sim = Simulation(cfg)
+    StackedModel.loss_and_grad = spy
+    try:
+        sim.run()
+    finally:
+        StackedModel.loss_and_grad = real
+    stack = stacks[0]                                   # innermost first: the spy, standing in for loss_and_grad
+    drive = [name for _, name in stack].index("drive")
+    callers = [(str(path.relative_to(PACKAGE)), name) for path, name in reversed(stack[1:drive + 1])
+               if PACKAGE in path.parents]
+    return callers + [("stacked.py", "StackedModel.loss_and_grad")]
+
+
+def documented_round_path() -> list[tuple[str, str]]:
+    """The path the docstring of :mod:`dfl_core.engine.loop` states, as ``(file, qualified name)``."""
+    import dfl_core.engine.loop as loop
+
+    block = loop.__doc__.split("traces it and fails if it changes)::")[1].split("\n\n")[1]
+    return [(line.split()[1], line.split()[0]) for line in block.splitlines() if line.strip()]
+
+
+def test_one_round_reaches_the_gradient_in_a_few_documented_calls():
+    """From ``drive`` to the model's loss and gradient, a DFedSAM round passes through the functions that
+    ``dfl_core/engine/loop.py``'s docstring lists, in order, and no more than :data:`ROUND_DEPTH` in between. A
+    new layer (a pass-through included) fails here: document it, or better, leave it out."""
+    path = traced_round_path()
+    assert path == documented_round_path()
+    assert path[0] == ("engine/loop.py", "drive") and path[-1] == ("stacked.py", "StackedModel.loss_and_grad")
+    assert len(path) - 2 <= ROUND_DEPTH, path
+

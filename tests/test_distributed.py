@@ -156,6 +156,9 @@ def test_four_processes_equal_the_simulator(tmp_path):
     assert sent == {"dfedavg-ring": [2 * d * 8] * NPROC, "dfedavgm-q-ring": [2 * (d * 1 + 8)] * NPROC}
     results = read_results(tmp_path / "dfedavg-complete" / "results.json")[0]
     assert results.final["rank_bytes_last_round"] == [(NPROC - 1) * 2 * d * 8] * NPROC    # all_gather
+    assert results.execution == {"device": "cpu", "dtype": "float64", "precision": "float32",        # how it ran
+                                 "forward_strategy": Simulation(configs["dfedavg-complete"]).model.strategy,
+                                 "client_chunk": results.execution["client_chunk"], "world_size": NPROC}
     # one record builder and one lr schedule: the simulator's keys (plus each rank's bytes) and its lr
     sim = Simulation(configs["dfedavg-ring"])
     sim.run()

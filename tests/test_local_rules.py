@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from dfl_core.checkpoint import to_cpu, to_device
-from dfl_core.engine.trainer import RoundStreams, tree_assign_rows, tree_rows
+from dfl_core.engine.trainer import tree_assign_rows, tree_rows
 from dfl_core.errors import DivergenceError
 from dfl_core.local import (EMPTY, EmptyState, LocalStep, Momentum, asam, chain, control_variate, corrected_sam,
                             fedgf_perturbation, local_step, map_state, sam, sam_perturbation, sgd, trace,
@@ -157,7 +157,7 @@ def test_a_state_saved_before_states_were_typed_loads_typed():
         typed_state(chain(trace(0.9)), (((),),), v)
 
 
-# ------------------------------------------------------------- the engine's trainer
+# ------------------------------------------------------------- the engine's local training
 @pytest.fixture(scope="module")
 def sim():
     from benchmarks.round import engine_config, synthetic_data
@@ -171,11 +171,11 @@ def test_the_trainer_evaluates_as_often_as_the_rule_asks(sim, rule, per_step):
 
     def counted(p, inputs, labels, weights, clients):
         calls.append((p.clone(), inputs))
-        return sim.trainer.gradient(p, inputs, labels, weights)
+        return sim.model.loss_and_grad(p, inputs, labels, weights)
 
     clients = torch.arange(4)
-    y = sim.trainer.train(sim.x, clients, rule, lr=0.1, t=0, streams=RoundStreams(0, 0), gradient=counted).clone()
-    plain = sim.trainer.train(sim.x, clients, rule, lr=0.1, t=0, streams=RoundStreams(0, 0))
+    y = sim.tools(0).local_train(sim.x, clients, rule=rule, gradient=counted).clone()
+    plain = sim.tools(0).local_train(sim.x, clients, rule=rule)
     assert len(calls) == per_step * sim.config.local_steps
     assert torch.equal(y, plain)                                        # the replacement changes nothing here
     if per_step == 2:                                                   # SAM's two evaluations: the same batch
@@ -187,10 +187,9 @@ def test_divergence_names_the_evaluation_that_gave_a_nan(sim):
     evaluations = []
 
     def nan_at_the_fourth(p, inputs, labels, weights, clients):
-        g, loss = sim.trainer.gradient(p, inputs, labels, weights)
+        g, loss = sim.model.loss_and_grad(p, inputs, labels, weights)
         evaluations.append(None)
         return g, (loss * float("nan")) if len(evaluations) == 4 else loss
 
     with pytest.raises(DivergenceError, match=r"round 1 \(local gradient evaluation 3\) on client 0"):
-        sim.trainer.train(sim.x, torch.arange(4), chain(sam(0.05), sgd()), lr=0.1, t=0,
-                          streams=RoundStreams(0, 0), gradient=nan_at_the_fourth)
+        sim.tools(0).local_train(sim.x, torch.arange(4), rule=chain(sam(0.05), sgd()), gradient=nan_at_the_fourth)

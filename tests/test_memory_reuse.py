@@ -77,17 +77,17 @@ def test_applied_once(monkeypatch):
 
 def test_trainer_reuses_its_output_only_when_nobody_holds_it():
     from benchmarks.round import engine_config, synthetic_data
-    from dfl_core.engine import RoundStreams, Simulation
+    from dfl_core.engine import Simulation
     from dfl_core.local import sgd
     sim = Simulation(engine_config("2nn", "dfedavg", 4, K=1, B=4), data=synthetic_data((1, 28, 28), 4, 8, 2))
-    trainer, clients, rule = sim.trainer, torch.arange(4), sgd()
-    kept = trainer.train(sim.x, clients, rule, lr=0.1, t=0, streams=RoundStreams(0, 0))
+    clients, rule = torch.arange(4), sgd()
+    kept = sim.tools(0).local_train(sim.x, clients, rule=rule)
     snapshot = kept.clone()
-    second = trainer.train(sim.x, clients, rule, lr=0.1, t=1, streams=RoundStreams(0, 1))
+    second = sim.tools(1).local_train(sim.x, clients, rule=rule)
     assert second.data_ptr() != kept.data_ptr() and torch.equal(kept, snapshot)   # held: never overwritten
     ptr = second.data_ptr()
     del second
-    third = trainer.train(sim.x, clients, rule, lr=0.1, t=2, streams=RoundStreams(0, 2))
+    third = sim.tools(2).local_train(sim.x, clients, rule=rule)
     assert third.data_ptr() == ptr and torch.equal(kept, snapshot)                 # free again: reused
 
 

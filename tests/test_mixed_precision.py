@@ -17,6 +17,7 @@ from torch.profiler import ProfilerActivity, profile
 from dfl_core import stacked
 from dfl_core.config import Config, ConfigError
 from dfl_core.engine import Simulation
+from dfl_core.results import read_results, write_results
 from dfl_core.models import build_model
 from dfl_core.stacked import AUTOCAST_DTYPES, MixedPrecisionOverflow, StackedModel
 
@@ -163,6 +164,21 @@ def test_simulation_passes_the_config_options_to_the_model():
     assert sim.model.autocast_dtype is torch.bfloat16
     assert sim.model.channels_last and sim.model.strategy == "batched"
     assert Simulation(Config(num_clients=2, rounds=1, precision="float16")).model.autocast_dtype is torch.float16
+
+
+def test_a_run_records_how_it_ran(tmp_path):
+    """The results say what "auto" and an unset client_chunk resolved to, and what precision and device ran."""
+    sim = Simulation(Config(model="cnn-mnist", num_clients=3, rounds=1, precision="bfloat16", channels_last=True))
+    history = sim.run()
+    assert history.execution == {"device": "cpu", "dtype": "float32", "precision": "bfloat16",
+                                 "forward_strategy": "batched", "client_chunk": sim.client_chunk}
+    assert isinstance(sim.client_chunk, int) and 1 <= sim.client_chunk <= 3
+    plain = Simulation(Config(num_clients=3, rounds=1, dtype="float64", client_chunk=2, forward_strategy="loop"))
+    assert plain.run().execution == {"device": "cpu", "dtype": "float64", "precision": "float32",
+                                     "forward_strategy": "loop", "client_chunk": 2}
+    assert Simulation(Config(num_clients=3, rounds=1)).execution["forward_strategy"] == "mlp"     # auto, resolved
+    write_results(tmp_path / "results.json", [history])
+    assert read_results(tmp_path / "results.json")[0].execution == history.execution
 
 
 def test_channels_last_equals_the_default_layout_on_a_small_cnn():

@@ -357,4 +357,5 @@ def run_rank(cfg: Config, rank: int, world_size: int, exchange: Exchange, out: s
     if bar is not None:
         bar.close()
     return History(config=cfg.to_dict(), records=list(final.history),
-                   wall_time_s=time.perf_counter() - rank_run._start)
+                   wall_time_s=time.perf_counter() - rank_run._start,
+                   execution=rank_run.sim.execution | {"world_size": world_size})

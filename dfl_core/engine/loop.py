@@ -4,6 +4,21 @@ A run is a :class:`RunState` (the algorithm's state, the round number, the count
 checkpoint holds) advanced by :func:`drive`. Whoever calls it supplies the round's tools (the simulator's
 :class:`~.tools.SimulationTools`, or one rank's tools in :mod:`dfl_core.distributed`), the evaluation, and
 :class:`Hooks` that observe the loop (progress, checkpoints, gossip steps, timings) without changing it.
+
+One round of DFedSAM, call by call, from the loop to the model's gradients (``tests/test_architecture.py``
+traces it and fails if it changes)::
+
+    drive                          engine/loop.py               the loop over rounds
+    play_round                     engine/loop.py               one round, the divergence check, the counters
+    local_steps_then_gossip        algorithms/decentralized.py  algorithm.round: r.local_train, then r.gossip
+    SimulationTools.local_train    engine/tools.py              per chunk of clients and local step: its batch ξ
+    local_step                     local.py                     the step's update u from the declared rule
+    chain.<locals>.update          local.py                     the rule chain(sam(ρ), sgd(wd)), piece by piece
+    sam.<locals>.update            local.py                     SAM's two gradients, at y and at y + ρg/‖g‖
+    LocalStep.gradient             local.py                     one gradient on ξ, its losses kept
+    StackedModel.loss_and_grad     stacked.py                   all clients' losses and gradients at once
+
+and from there the model's forward strategy (:class:`dfl_core.stacked.ForwardStrategy`).
 """
 from __future__ import annotations
 

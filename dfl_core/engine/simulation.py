@@ -146,9 +146,25 @@ class Simulation:
         return self.trainer.client_chunk
 
     @property
+    def execution(self) -> dict:
+        """How this run computes, with "auto" and unset settings resolved (a results file's ``execution``,
+        :mod:`dfl_core.results`): the device, the parameters' dtype, local training's precision, the forward
+        strategy and the client chunk."""
+        device = self.device
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        out = {"device": str(device), "dtype": str(self.dtype).removeprefix("torch."),
+               "precision": self.config.precision, "forward_strategy": self.model.strategy,
+               "client_chunk": self.client_chunk}
+        if device.type == "cuda":
+            out["device_name"] = torch.cuda.get_device_name(device)
+        return out
+
+    @property
     def history(self) -> History:
         return History(config=self.config.to_dict(), records=list(self.run_state.history),
-                       wall_time_s=self.wall_time_s, notes=list(self.config.transmission_notes))
+                       wall_time_s=self.wall_time_s, notes=list(self.config.transmission_notes),
+                       execution=self.execution)
 
     def matrices(self, t: int) -> list[MixingMatrix]:
         """The mixing matrices of round t, one per gossip step (the same W repeated by default)."""

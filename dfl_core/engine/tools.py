@@ -13,12 +13,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..errors import DivergenceError
 from ..gossip import MixingOperator
-from ..local import LocalRule, map_state, typed_state
+from ..local import LocalRule, LocalStep, local_step, map_state, typed_state
 from ..operators import message_bits, quantize
 from .buffers import OutputBuffers
 from .loop import Hooks
-from .trainer import Gradient, LocalTrainer, RoundStreams
+from .trainer import Gradient, LocalTrainer, RoundStreams, tree_assign_rows, tree_rows
 
 __all__ = ["SimulationTools", "learning_rate"]
 
@@ -67,21 +68,60 @@ class SimulationTools:
     # ------------------------------------------------------------- local training
     def local_train(self, x: Tensor, clients: Tensor | None = None, *, rule: LocalRule | None = None,
                     gradient: Gradient | None = None) -> Tensor:
-        """K steps of the declared local rule (or ``rule``) from ``x`` (rows = ``clients``, default all); y^{t,K}."""
-        cfg = self.config
+        """K steps of the declared local rule (or ``rule``) from ``x`` (rows = ``clients``, default all); y^{t,K}.
+
+        Per chunk of ``client_chunk`` clients and per local step, ``step`` holds the step's mini-batch ξ and
+        :func:`~dfl_core.local.local_step` returns the update u: the rule asks ``step.gradient(point)`` for every
+        gradient it needs (SGD once, SAM twice), which is the stacked model's
+        :meth:`~dfl_core.stacked.StackedModel.loss_and_grad` on ξ (or ``gradient``, FedRobust's). Then y ← y + u.
+        The rule's state starts afresh every round (``rule.init``), or with ``reset_momentum=False`` is the run's
+        kept state, each chunk's rows read at its start and written back at its end.
+        """
+        cfg, trainer = self.config, self.trainer
         clients = torch.arange(cfg.num_clients) if clients is None else clients.cpu()
-        hint = ", ".join(cfg.step_sizes())
         rule = self.rule if rule is None else rule
-        if not cfg.reset_momentum and self.rule_state is None:             # every client's buffer starts at 0
-            self.rule_state = rule.init(torch.zeros(cfg.num_clients, self.model.d, dtype=self.trainer.dtype,
+        kept = None if cfg.reset_momentum else self._kept_rule_state(rule, x)
+        loss_and_grad = self.model.loss_and_grad if gradient is None else gradient
+        batches = trainer.batches(clients, self.streams)
+        out = trainer.outputs.take(x)
+        losses = []
+        for lo in range(0, len(clients), trainer.client_chunk):
+            rows = slice(lo, lo + trainer.client_chunk)
+            ids = clients[rows]
+            state = rule.init(x[rows]) if kept is None else tree_rows(kept, ids)
+            y, evals = out[rows], []                    # trained in place in the output (rules keep no y)
+            y.copy_(x[rows])
+            for inputs, labels, weights in batches:
+                step = LocalStep(loss_and_grad, self.lr, (inputs[rows], labels[rows], weights[rows]), ids, self.model,
+                                 evals)
+                u, state = local_step(rule, state, y, step)
+                y.add_(u)
+            losses.append(torch.stack(evals).cpu())     # every gradient evaluation's losses, in order
+            if kept is not None:
+                tree_assign_rows(kept, ids, state)
+        self._check_finite(torch.cat(losses, dim=1), clients)
+        self.hooks.after_local_train(x, out, clients)
+        return out
+
+    def _kept_rule_state(self, rule: LocalRule, x: Tensor):
+        """The rule's state kept across rounds (``reset_momentum=False``): every client's buffers at 0 at first."""
+        if self.rule_state is None:
+            self.rule_state = rule.init(torch.zeros(self.config.num_clients, self.model.d, dtype=self.trainer.dtype,
                                                     device=self.model.device))
-        elif not cfg.reset_momentum:                                       # read from a checkpoint: plain tuples
+        else:                                                              # read from a checkpoint: plain tuples
             self.rule_state = typed_state(rule, self.rule_state, x)
-        y = self.trainer.train(x, clients, rule, lr=self.lr, t=self.t,
-                               streams=self.streams, rule_state=None if cfg.reset_momentum else self.rule_state,
-                               gradient=gradient, hint=hint)
-        self.hooks.after_local_train(x, y, clients)
-        return y
+        return self.rule_state
+
+    def _check_finite(self, losses: Tensor, clients: Tensor) -> None:
+        """Stop on a NaN/inf loss (``losses``: gradient evaluations × clients), naming the round, the evaluation
+        and the client."""
+        bad = ~torch.isfinite(losses)
+        if bad.any():
+            step, row = (int(v) for v in bad.nonzero()[0])
+            raise DivergenceError(
+                f"loss became {float(losses[step, row])} in round {self.t + 1} (local gradient evaluation {step}) "
+                f"on client {int(clients[row])}; the run diverged, likely because the learning rate or the "
+                f"SAM radius is too large ({', '.join(self.config.step_sizes())}); try a smaller value")
 
     def full_gradient(self, x: Tensor, clients: Tensor | None = None) -> Tensor:
         """Each client's gradient of its mean loss over its whole train split at ``x`` (rows = ``clients``)."""

@@ -1,31 +1,22 @@
-"""Local training of many clients at once: a mini-batch's whole way from the data to a parameter update.
+"""Local training's data side: each client's mini-batches of a round, and its gradient over its whole split.
 
-:class:`LocalTrainer` holds what local training needs (the clients' data, the
-stacked model, K, B) and nothing else:
-
-1. :meth:`~LocalTrainer.batches`: each client's K mini-batches of round t, from
-   the round's ``batches`` stream (and the ``augment`` stream, for CIFAR);
-2. :meth:`~LocalTrainer.gradient`: every client's gradient of its mean loss
-   on its own batch, one batched forward and backward pass (:mod:`dfl_core.stacked`);
-3. :meth:`~LocalTrainer.train`: per chunk of clients and per step,
-   ``(u, state) ← local_step(rule, state, y, step)``, ``y ← y + u``, where
-   ``step`` (:class:`~dfl_core.local.LocalStep`) holds the step's mini-batch
-   and the rule calls ``step.gradient(point)`` for every gradient it needs
-   (:mod:`dfl_core.local`: SGD once, SAM twice).
+:class:`LocalTrainer` holds what local training needs besides the rule (the clients' data, the stacked model, K,
+B, the client chunk): :meth:`~LocalTrainer.batches` draws each client's K mini-batches of round t from the round's
+``batches`` stream (and the ``augment`` stream, for CIFAR). The K steps themselves are
+:meth:`dfl_core.engine.SimulationTools.local_train`'s loop, in one place.
 
 Clients are independent during local training, so they run in chunks of
 ``client_chunk``; chunking changes memory use and speed, never results.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 from torch import Tensor
 
 from ..data import FederatedData
-from ..errors import DivergenceError
-from ..local import Gradient, LocalRule, LocalStep, local_step, map_state
+from ..local import Gradient, map_state
 from ..rng import round_generator
 from ..stacked import StackedModel
 from .buffers import OutputBuffers
@@ -37,15 +28,9 @@ def default_client_chunk(d: int, m: int, device: torch.device,
                          bytes_per_client: Callable[[], int] | None = None) -> int:
     """How many clients train together when the config leaves ``client_chunk`` unset.
 
-    CPU: about 8 MB of parameters per chunk. Same-process A/B runs
-    (``benchmarks/RESULTS.md``, SAM round, 2 cores) measured the 2NN at
-    m = 100 at 0.65 s with 10 clients per chunk (8 MB) against 1.47 s with 84
-    (64 MB), and the MNIST CNN at m = 30 at 5.4 s with 1 client (6.6 MB)
-    against 7.6 s with 10 (then, larger (chunk, d) temporaries page-faulted
-    fresh memory at every local step). With glibc keeping freed memory
-    (:mod:`.allocator`) larger chunks no longer fault, but they gained nothing
-    either: 2NN at m = 100, 10 to 100 clients per chunk, SGD 223-231 ms, SAM
-    415-425 ms (``benchmarks/TRIED.md``).
+    CPU: about 8 MB of parameters per chunk. In same-process A/B runs larger chunks were slower (their
+    ``(chunk, d)`` temporaries page-faulted fresh memory at every local step) and, with glibc keeping freed
+    memory (:mod:`.allocator`), gained nothing (``benchmarks/RESULTS.md``, ``benchmarks/TRIED.md``).
 
     CUDA: as many clients as fit in 60% of the free device memory, with the
     memory one client needs measured by ``bytes_per_client`` (a probe that runs
@@ -79,7 +64,7 @@ class RoundStreams:
 
 
 class LocalTrainer:
-    """K local steps of a local rule on many clients at once (see the module docstring)."""
+    """The clients' data, batched for local training (see the module docstring)."""
 
     def __init__(self, model: StackedModel, data: FederatedData, *, local_steps: int, batch_size: int,
                  full_batch: bool, client_chunk: int, dtype: torch.dtype):
@@ -135,64 +120,18 @@ class LocalTrainer:
             return inputs
         return self.data.dataset.augment(inputs, streams.next_augment_generator())
 
-    # ----------------------------------------------------------------- 2. gradient
-    def gradient(self, p: Tensor, inputs: Tensor, labels: Tensor, weights: Tensor,
-                 clients: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """Gradients ``(n, d)`` of each client's mean cross-entropy on its batch, and the losses ``(n,)``."""
-        return self.model.loss_and_grad(p, inputs, labels, weights)
-
+    # ----------------------------------------------------------- 2. whole splits
     def full_gradient(self, x: Tensor, clients: Tensor) -> Tensor:
         """Each client's gradient of its mean loss over its whole train split at ``x`` (rows = ``clients``).
 
         One pass over the local data without augmentation (SCAFFOLD option I,
-        MimeLite's server statistics, DisPFL's regrowth); chunked like :meth:`train`.
+        MimeLite's server statistics, DisPFL's regrowth); in chunks of ``client_chunk`` clients.
         """
         out = torch.empty_like(x)
         for lo in range(0, len(clients), self.client_chunk):
             rows = slice(lo, lo + self.client_chunk)
-            out[rows], _ = self.gradient(x[rows], *self.whole_splits(clients[rows]))
+            out[rows], _ = self.model.loss_and_grad(x[rows], *self.whole_splits(clients[rows]))
         return out
-
-    # -------------------------------------------------------------------- 3. train
-    def train(self, x: Tensor, clients: Tensor, rule: LocalRule, *, lr: float, t: int, streams: RoundStreams,
-              rule_state: Any = None, gradient: Gradient | None = None, hint: str = "") -> Tensor:
-        """K steps of ``rule`` from ``x`` (one row per client in ``clients``); returns y^{t,K}.
-
-        ``rule_state`` is ``None`` (every client's rule state starts afresh with
-        ``rule.init``) or the rule's state (as ``rule.init`` types it) with ``(m, …)``
-        tensors indexed by client id, read at the start and written back at the
-        end (momentum kept across rounds). ``gradient`` replaces :meth:`gradient` (FedRobust).
-        """
-        gradient = self.gradient if gradient is None else gradient
-        batches = self.batches(clients, streams)
-        out = self.outputs.take(x)
-        losses = []
-        for lo in range(0, len(clients), self.client_chunk):
-            rows = slice(lo, lo + self.client_chunk)
-            ids = clients[rows]
-            state = rule.init(x[rows]) if rule_state is None else tree_rows(rule_state, ids)
-            y, evals = out[rows], []                    # trained in place in the output (rules keep no y)
-            y.copy_(x[rows])
-            for inputs, labels, weights in batches:
-                step = LocalStep(gradient, lr, (inputs[rows], labels[rows], weights[rows]), ids, self.model, evals)
-                u, state = local_step(rule, state, y, step)
-                y.add_(u)
-            losses.append(torch.stack(evals).cpu())     # every gradient evaluation's losses, in order
-            if rule_state is not None:
-                tree_assign_rows(rule_state, ids, state)
-        self._check_finite(torch.cat(losses, dim=1), clients, t, hint)
-        return out
-
-    @staticmethod
-    def _check_finite(losses: Tensor, clients: Tensor, t: int, hint: str) -> None:
-        """Stop on a NaN/inf loss, naming the round, the local step and the client."""
-        bad = ~torch.isfinite(losses)                                # (gradient evaluations, n)
-        if bad.any():
-            step, row = (int(v) for v in bad.nonzero()[0])
-            raise DivergenceError(
-                f"loss became {float(losses[step, row])} in round {t + 1} (local gradient evaluation {step}) "
-                f"on client {int(clients[row])}; the run diverged, likely because the learning rate or the "
-                f"SAM radius is too large ({hint}); try a smaller value")
 
     def bytes_per_client(self) -> int:
         """Peak device memory of one client's gradient on a batch, plus its (d,)-sized buffers (CUDA probe)."""
@@ -204,7 +143,7 @@ class LocalTrainer:
         before = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
         with self.model.eager():            # no compile for one client; the eager pass keeps more intermediates
-            self.gradient(p, *batch)
+            self.model.loss_and_grad(p, *batch)
         peak = torch.cuda.max_memory_allocated(device) - before
         buffers = 8 * d * p.element_size()                  # x, y, g, u, SAM point, momentum, leaves, out
         return int(2 * peak + buffers)                      # 2x: SAM's second pass, allocator slack
