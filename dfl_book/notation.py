@@ -133,7 +133,7 @@ SYMBOLS: tuple[Symbol, ...] = (
     _s("b", "bits per coordinate of a quantized message", "—", "lost", "—", "—", fields=["quant_bits"]),
     _s("h", "quantization step", "—", "lost", "—", "—", fields=["quant_step"]),
     _s("\\hat x_i", "client $i$'s public copy in compressed gossip, built from its messages alone "
-       "(CHOCO-Gossip)", "—", "—", "—", "—", code="`RunState.public_copies`"),
+       "(CHOCO-Gossip)", "—", "—", "—", "—", code="`RunState.gossip_state`"),
     _s("\\gamma", "consensus step of compressed gossip, $x \\leftarrow x + \\gamma (W - I)\\hat x$", "—", "—",
        "—", "—", fields=["consensus_step"]),
     _s("\\mathcal Q", "the quantizer, $\\mathcal Q(v) = h\\,k$ for a level $k$", "—", "lost", "—", "—",

@@ -3,17 +3,17 @@
 A checkpoint is a ``torch.save`` file of plain containers (dicts, lists,
 numbers, strings, tensors), so it loads with ``torch.load(..., weights_only=True)``
 and never unpickles code. It holds the run's :class:`~dfl_core.engine.RunState`,
-everything a run carries from one round to the next (format ``dfl-book/checkpoint/v2``)::
+everything a run carries from one round to the next (format ``dfl-book/checkpoint/v3``)::
 
     {"format": ..., "config": {...},      # the resolved Config
      "t": 12,                             # rounds completed
      "state": {"x": tensor (m, d)} or     # the algorithm's state, field by field
               {"w": tensor (d,), "c": ..., "c_clients": ...},
      "rule_state": None or (...),         # the local rule's state kept across rounds, as plain tuples
+     "gossip_state": None or ...,         # gossip's state kept across rounds (compressed gossip: x̂, (m, d))
      "counters": {"transmissions", "bits_sent", "bits_last_round"},
      "round_record": {...},               # the algorithm's quantities of the last round
-     "history": [records...], "elapsed_s": 3.2,
-     "public_copies": None or tensor (m, d)}  # compressed gossip's x̂ (absent in files written before it)
+     "history": [records...], "elapsed_s": 3.2}
 
 The local rule's typed state is stored as plain tuples (:func:`dfl_core.local.typed_state` types it again).
 Randomness needs no state (:mod:`dfl_core.rng`): a resumed run ends with bit-for-bit the same parameters
@@ -32,7 +32,9 @@ import torch
 __all__ = ["FORMAT", "CheckpointError", "RESUMABLE_CHANGES", "write_atomic", "save_atomic", "load",
            "check_compatible", "pack", "unpack", "to_cpu", "to_device"]
 
-FORMAT = "dfl-book/checkpoint/v2"
+FORMAT = "dfl-book/checkpoint/v3"
+#: Formats of earlier versions, which this one does not read (a run started with them starts again).
+EARLIER_FORMATS = ("dfl-book/checkpoint/v1", "dfl-book/checkpoint/v2")
 
 #: Config fields a resumed run may change: they do not alter the rounds already run
 #: (``client_chunk``, ``gossip_mode`` and ``forward_strategy`` change only how a round is computed, up to
@@ -99,7 +101,7 @@ def load(path: str | os.PathLike) -> dict[str, Any]:
                               f"{str(e).splitlines()[0] if str(e) else ''})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         found = state.get("format") if isinstance(state, dict) else type(state).__name__
-        older = " (written by an older dfl_core; start the run again)" if found == "dfl-book/checkpoint/v1" else ""
+        older = " (written by an older dfl_core; start the run again)" if found in EARLIER_FORMATS else ""
         raise CheckpointError(f"{str(path)!r} has format {found!r}; expected {FORMAT!r}{older}")
     return state
 
@@ -148,17 +150,17 @@ def pack(config: dict[str, Any], run, elapsed_s: float) -> dict[str, Any]:
     """A run's state (a :class:`~dfl_core.engine.RunState`) as a checkpoint: plain containers, tensors on the CPU."""
     return {"format": FORMAT, "config": config, "t": run.t,
             "state": to_cpu(run.state._asdict()), "rule_state": to_cpu(run.rule_state),
+            "gossip_state": to_cpu(run.gossip_state),
             "counters": {"transmissions": run.transmissions, "bits_sent": run.bits_sent,
                          "bits_last_round": run.bits_last_round},
-            "round_record": dict(run.round_record), "history": list(run.history), "elapsed_s": elapsed_s,
-            "public_copies": to_cpu(run.public_copies)}
+            "round_record": dict(run.round_record), "history": list(run.history), "elapsed_s": elapsed_s}
 
 
 def unpack(saved: dict[str, Any], like_state, device) -> dict[str, Any]:
     """The :class:`~dfl_core.engine.RunState` fields of a checkpoint (``like_state``: a state of the same algorithm)."""
     counters = saved["counters"]
     return dict(t=saved["t"], state=type(like_state)(**to_device(saved["state"], device)),
-                rule_state=to_device(saved["rule_state"], device), transmissions=counters["transmissions"],
+                rule_state=to_device(saved["rule_state"], device),
+                gossip_state=to_device(saved["gossip_state"], device), transmissions=counters["transmissions"],
                 bits_sent=counters["bits_sent"], bits_last_round=counters["bits_last_round"],
-                round_record=dict(saved["round_record"]), history=tuple(saved["history"]),
-                public_copies=to_device(saved.get("public_copies"), device))     # absent before compressed gossip
+                round_record=dict(saved["round_record"]), history=tuple(saved["history"]))

@@ -1,7 +1,11 @@
-r"""Gossip: :math:`X \leftarrow W X`, applied Q times (DFedSAM eqs. (4)–(5)).
+r"""Gossip: :math:`X \leftarrow W X`, applied Q times (DFedSAM eqs. (4)–(5)), and the state compressed gossip keeps.
 
 One gossip step is a matrix product (:mod:`dfl_core.topology` builds ``W``; this module only multiplies by it). When
 most of W's entries are zero only its nonzeros are used, so a ring costs O(m·degree·d) rather than O(m²·d).
+
+Compressed gossip (``quant_bits``, CHOCO-Gossip: :meth:`dfl_core.engine.SimulationTools.compressed_gossip`) keeps
+state across rounds, the public copies :math:`\hat x`; :func:`initial_gossip_state` is that state before round 0.
+The run carries it as ``RunState.gossip_state`` and checkpoints it as it does the local rule's state.
 """
 from __future__ import annotations
 
@@ -10,10 +14,19 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["MixingOperator", "SPARSE_DENSITY"]
+__all__ = ["MixingOperator", "SPARSE_DENSITY", "initial_gossip_state"]
 
 #: Below this fraction of nonzeros, W is treated as sparse.
 SPARSE_DENSITY = 0.25
+
+
+def initial_gossip_state(params, x0: Tensor, same_init: bool) -> Tensor | None:
+    r"""What gossip keeps across rounds, before round 0: ``None`` for exact gossip; compressed gossip's public copies
+    :math:`\hat x^0` (``params.uses_public_copies``, an ``(m, d)`` tensor): x⁰ when every client starts from the same
+    model, which each can compute from the seed at no cost, else 0 (CHOCO-Gossip's start)."""
+    if not getattr(params, "uses_public_copies", False):
+        return None
+    return x0.clone() if same_init else torch.zeros_like(x0)
 
 
 class MixingOperator:

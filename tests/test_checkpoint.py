@@ -147,7 +147,10 @@ def test_checkpoints_never_unpickle_code_and_broken_files_are_refused(tmp_path):
     with pytest.raises(CheckpointError, match="not a readable checkpoint"):
         load(tmp_path / "cut.pt")
     save_atomic({"format": "something/else"}, tmp_path / "other.pt")
-    with pytest.raises(CheckpointError, match="expected 'dfl-book/checkpoint/v2'"):
+    with pytest.raises(CheckpointError, match="expected 'dfl-book/checkpoint/v3'"):
+        load(tmp_path / "other.pt")
+    save_atomic({"format": "dfl-book/checkpoint/v2"}, tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="written by an older dfl_core; start the run again"):
         load(tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match="no checkpoint at"):
         load(tmp_path / "missing.pt")

@@ -87,7 +87,7 @@ def test_engine_equals_per_client_reference(case):
     cfg = Config(**{**SMALL, **CASES[case]})
     sim = Simulation(cfg)
     sim.run()
-    assert sim.config.uses_public_copies
+    assert sim.config.params.uses_public_copies and sim.run_state.gossip_state.shape == sim.x.shape
     ref = flat(reference_run(sim, ROUNDS, gossip=choco_reference(sim)))
     err = float((sim.x - ref).abs().max())
     assert err < 1e-10, f"{case}: max |engine - reference| = {err:.2e}"
@@ -131,20 +131,20 @@ def test_public_copies_are_checkpointed_and_a_resumed_run_is_bit_identical(tmp_p
     first = Simulation(cfg.replace(rounds=2))
     first.run(checkpoint=tmp_path / "ck.pt", checkpoint_every=1)
     saved = torch.load(tmp_path / "ck.pt", weights_only=True)
-    assert saved["public_copies"].shape == first.x.shape
+    assert saved["gossip_state"].shape == first.x.shape                  # x̂, saved as gossip's state
     resumed = Simulation.resume(tmp_path / "ck.pt", cfg)
     resumed.run()
     assert torch.equal(resumed.x, whole.x)
-    assert torch.equal(resumed.run_state.public_copies, whole.run_state.public_copies)
+    assert torch.equal(resumed.run_state.gossip_state, whole.run_state.gossip_state)
     assert resumed.history.records[-1]["bits_sent"] == whole.history.records[-1]["bits_sent"]
 
 
 def test_public_copies_start_at_zero_when_the_clients_start_apart():
     sim = Simulation(Config(**{**SMALL, "algorithm": "dfedavg", "quant_bits": 8, "same_init": False}))
-    assert torch.equal(sim.run_state.public_copies, torch.zeros_like(sim.x))
+    assert torch.equal(sim.run_state.gossip_state, torch.zeros_like(sim.x))
     assert torch.equal(Simulation(Config(**{**SMALL, "algorithm": "dfedavg", "quant_bits": 8})).run_state
-                       .public_copies, Simulation(Config(**{**SMALL, "algorithm": "dfedavg"})).x)
-    assert Simulation(Config(**{**SMALL, "algorithm": "dfedavg"})).run_state.public_copies is None
+                       .gossip_state, Simulation(Config(**{**SMALL, "algorithm": "dfedavg"})).x)
+    assert Simulation(Config(**{**SMALL, "algorithm": "dfedavg"})).run_state.gossip_state is None
 
 
 def test_bad_combinations_are_refused_naming_the_values():

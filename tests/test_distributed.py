@@ -246,8 +246,8 @@ def test_compressed_gossip_resumes_from_a_mid_run_checkpoint(tmp_path):
     assert [code for code, _ in launch()] == [0] * COMPRESSED_NPROC
     uninterrupted = load_final_params(tmp_path)
     rank0 = torch.load(tmp_path / "checkpoints" / "rank0" / "round000003.pt", weights_only=True)
-    assert rank0["public_copies"]["rows"] == [0, 1, 2, 3, 4, 7]           # its clients and their neighbours
-    assert rank0["public_copies"]["values"].shape == (6, Simulation(cfg).model.d)
+    assert rank0["gossip_state"]["rows"] == [0, 1, 2, 3, 4, 7]            # its clients and their neighbours
+    assert rank0["gossip_state"]["values"].shape == (6, Simulation(cfg).model.d)
     for f in (tmp_path / "checkpoints").glob("rank*/round000004.pt"):     # as if stopped after round 3
         f.unlink()
     (tmp_path / "results.json").unlink()
@@ -256,7 +256,7 @@ def test_compressed_gossip_resumes_from_a_mid_run_checkpoint(tmp_path):
     originals = {f: f.read_bytes() for f in mid}
     for f in mid:
         saved = torch.load(f, weights_only=True)
-        del saved["public_copies"]
+        saved["gossip_state"] = None
         torch.save(saved, f)
     refused = launch("--resume")
     assert all(code == 2 and "holds no public copies" in err for code, err in refused), refused
@@ -295,12 +295,9 @@ def test_a_killed_rank_stops_the_others_and_the_checkpoints_resume(tmp_path):
         assert f"error: rank {r}: round" in messages, messages
     assert "round 3" in messages and "lost rank 2" in messages, messages
     assert not (tmp_path / "results.json").exists()
-    # resume: every rank has round 2 (barrier before each checkpoint), and the result is the uninterrupted one,
-    # also from files written before checkpoints had the public copies key
-    for f in (tmp_path / "checkpoints").glob("rank*/round*.pt"):
-        saved = torch.load(f, weights_only=True)
-        assert saved.pop("public_copies") is None
-        torch.save(saved, f)
+    # resume: every rank has round 2 (barrier before each checkpoint), and the result is the uninterrupted one
+    assert all(torch.load(f, weights_only=True)["gossip_state"] is None        # exact gossip keeps no state
+               for f in (tmp_path / "checkpoints").glob("rank*/round*.pt"))
     procs = spawn(NPROC, [*args, "--resume"], env=ENV, cwd=ROOT, stderr=subprocess.PIPE, text=True)
     assert [p.wait(timeout=300) for p in procs] == [0] * NPROC, [p.stderr.read() for p in procs]
     assert float((load_final_params(tmp_path) - simulated(cfg)).abs().max()) < 1e-10

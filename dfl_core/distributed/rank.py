@@ -9,8 +9,8 @@ algorithms' round functions and the loop run unchanged; with the same config a r
 simulator's run (same batches: every random draw is a function of (seed, purpose, round), :mod:`dfl_core.rng`).
 
 Checkpoints are per rank: ``OUT/checkpoints/rank<r>/round<t>.pt`` holds that rank's block (parameters, momentum
-rows, its byte counters, the history, and with compressed gossip the rows of the public copies x̂ it holds: its own
-and its neighbours'; files written before that key existed still load). All ranks pass a barrier before writing
+rows, its byte counters, the history, and with compressed gossip gossip's state: the rows of the public copies x̂
+it holds, its own and its neighbours'). All ranks pass a barrier before writing
 round t, and each keeps its two newest files, so after any crash there is a round every rank has saved; ``--resume``
 continues from the newest such round.
 """
@@ -33,6 +33,7 @@ from ..data import ClientData
 from ..engine import (Hooks, ProgressBar, RunState, Simulation, SimulationTools, drive, federated_data,
                       history_record, learning_rate)
 from ..engine.trainer import tree_assign_rows, tree_rows
+from ..gossip import initial_gossip_state
 from ..local import map_state
 from ..metrics import evaluate_clients
 from ..operators import encode
@@ -43,7 +44,7 @@ from .exchange import Exchange, GossipPlan
 __all__ = ["RankTools", "run_rank", "FORMAT", "FAULT_ENV", "distributed_algorithms", "check_distributable",
            "checkpoint_rounds", "load_final_params"]
 
-FORMAT = "dfl-book/distributed-checkpoint/v2"
+FORMAT = "dfl-book/distributed-checkpoint/v3"
 #: Fault injection for tests and the book: "kill:RANK:ROUND" (SIGKILL) or "stall:RANK:ROUND"
 #: (SIGSTOP, the process stops answering) at the start of that 1-based round.
 FAULT_ENV = "DFL_DISTRIBUTED_FAULT"
@@ -70,10 +71,10 @@ class RankTools(SimulationTools):
     """
 
     def __init__(self, sim: Simulation, t: int, state, rule_state, hooks, clients: Tensor, exchange: Exchange,
-                 plans: dict, public_copies: Tensor | None = None):
+                 plans: dict, gossip_state: Tensor | None = None):
         super().__init__(sim.config, sim.algorithm, state, t, sim.trainer, sim.matrices(t),
                          sim.data.dataset.input_shape, rule_state=rule_state, hooks=hooks, operators=plans,
-                         public_copies=public_copies)
+                         gossip_state=gossip_state)
         self.clients, self.exchange = clients, exchange
 
     def local_train(self, x: Tensor, clients: Tensor | None = None, **kw) -> Tensor:
@@ -95,10 +96,10 @@ class RankTools(SimulationTools):
         ``"differences-only"``) sends packed levels. The rank's ``bits`` are its bytes on the wire (×8),
         not the simulator's charge.
         """
-        cfg = self.config
+        p = self.params
         quantize = None
-        if bits_per_message is not None and cfg.quant_mixing == "differences-only":
-            quantize = (cfg.quant_bits, cfg.quant_step)
+        if bits_per_message is not None and getattr(p, "quant_mixing", None) == "differences-only":
+            quantize = (p.quant_bits, p.quant_step)
         matrices = self.matrices()
         with self._counting():
             for q, M in enumerate(matrices):
@@ -115,10 +116,10 @@ class RankTools(SimulationTools):
         messages equal the simulator's; only the encoded messages travel (:meth:`Exchange.share_messages`),
         and its own rows of :math:`\hat x` add them decoded from the bytes sent, as the neighbours do.
         """
-        cfg, ex = self.config, self.exchange
-        gen = self.generator("quantize") if cfg.quant_stochastic else None
+        cfg, p, ex = self.config, self.params, self.exchange
+        gen = self.generator("quantize") if p.quant_stochastic else None
         own = self.clients.to(x.device)
-        public = self.public_copies.clone()          # this round's copy; the driver keeps it if the round completes
+        public = self.gossip_state.clone()           # this round's copy; the driver keeps it if the round completes
         matrices = self.matrices()
         with self._counting():
             for q, M in enumerate(matrices):
@@ -127,14 +128,14 @@ class RankTools(SimulationTools):
                 if gen is not None:                  # the simulator's draw for all m rows; this rank's rows
                     noise = torch.rand((cfg.num_clients, x.shape[1]), generator=gen, dtype=x.dtype)
                     noise = noise[self.clients].to(x.device)
-                message = encode(x - public[own], **cfg.quantizer, noise=noise)                          # 1.
+                message = encode(x - public[own], **p.quantizer, noise=noise)                            # 1.
                 decoded = ex.share_messages(message, plan, x.dtype, label=f"gossip step {q + 1}/{len(matrices)}")
                 held = plan.column_ids
                 public[held] = public[held] + decoded                                                   # 2.
                 mixed = public[held]
-                before, x = x, x + cfg.consensus_step * (plan.mix(mixed) - mixed[plan.own_positions])  # 3.
+                before, x = x, x + p.consensus_step * (plan.mix(mixed) - mixed[plan.own_positions])    # 3.
                 self.hooks.after_gossip(before, x, q)
-        self.public_copies = public
+        self.gossip_state = public
         return x
 
     @contextmanager
@@ -216,7 +217,7 @@ class _RankRun(Hooks):
         self.sim = Simulation(cfg, data=data)
         own = self.clients.to(self.sim.device)
         self.run = RunState(t=0, state=ClientModels(self.sim.x[own].clone()),
-                            public_copies=self.sim.initial_public_copies())       # x̂⁰ as the simulator's
+                            gossip_state=initial_gossip_state(cfg.params, self.sim.x0, cfg.same_init))  # as the simulator's
         self.plans: dict = {}
         self.folder = out / "checkpoints" / f"rank{rank}"
         self._start = time.perf_counter()
@@ -228,7 +229,7 @@ class _RankRun(Hooks):
         """The tools of round ``run.t``, after marking the round started (for messages naming the ranks behind)."""
         self.exchange.start_round(run.t + 1)
         return RankTools(self.sim, run.t, run.state, run.rule_state, hooks, self.clients, self.exchange, self.plans,
-                         public_copies=run.public_copies)
+                         gossip_state=run.gossip_state)
 
     # ------------------------------------------------------------ measurements
     def _gather(self, values: Tensor) -> Tensor:
@@ -282,18 +283,18 @@ class _RankRun(Hooks):
         self.exchange.barrier(f"checkpoint of round {run.t}")
         rule_state = None if run.rule_state is None else tree_rows(run.rule_state, self.clients)
         held = None
-        if run.public_copies is not None:       # the rows of x̂ it holds (its gossip plans' columns): its own, and
+        if run.gossip_state is not None:        # the rows of x̂ it holds (its gossip plans' columns): its own, and
             # those its rows of W mix, the rows RankTools.compressed_gossip updates
             rows = sorted(set().union(*(plan.columns.tolist() for _, plan in self.plans.values())))
-            held = {"rows": rows,
-                    "values": run.public_copies[torch.as_tensor(rows, device=run.public_copies.device)].detach().cpu()}
+            public = run.gossip_state
+            held = {"rows": rows, "values": public[torch.as_tensor(rows, device=public.device)].detach().cpu()}
         state = {"format": FORMAT, "config": self.cfg.to_dict(), "t": run.t, "rank": self.rank,
                  "world_size": self.world_size, "clients": self.clients.tolist(),
                  "x": run.state.x.detach().cpu().clone(), "rule_state": ckpt.to_cpu(rule_state),
                  "counters": {"bytes_sent": run.bits_sent // 8, "rows_sent": run.transmissions,
                               "bytes_last_round": run.bits_last_round // 8},
                  "history": list(run.history), "elapsed_s": time.perf_counter() - self._start,
-                 "public_copies": held}
+                 "gossip_state": held}
         ckpt.save_atomic(state, self.folder / f"round{run.t:06d}.pt")
         for old in checkpoint_rounds(self.folder)[:-2]:                 # keep the two newest
             (self.folder / f"round{old:06d}.pt").unlink(missing_ok=True)
@@ -320,12 +321,13 @@ class _RankRun(Hooks):
             own = ckpt.to_device(saved["rule_state"], self.sim.device)
             rule_state = map_state(lambda t: t.new_zeros(self.cfg.num_clients, *t.shape[1:]), own)
             tree_assign_rows(rule_state, self.clients, own)
-        public = self.sim.initial_public_copies()
-        held = saved.get("public_copies")                    # absent in checkpoints written before compressed gossip
+        public = initial_gossip_state(self.cfg.params, self.sim.x0, self.cfg.same_init)   # x̂⁰; its held rows replaced
+        held = saved["gossip_state"]
         if public is not None:
             if held is None:
                 raise ckpt.CheckpointError(f"{str(path)!r} holds no public copies, which compressed gossip "
-                                           f"(quant_bits={self.cfg.quant_bits}) needs; start again without --resume")
+                                           f"(quant_bits={self.cfg.params.quant_bits}) needs; start again without "
+                                           "--resume")
             public[torch.as_tensor(held["rows"], device=public.device)] = held["values"].to(public.device,
                                                                                           public.dtype)
         counters = saved["counters"]
@@ -333,7 +335,7 @@ class _RankRun(Hooks):
         self.run = RunState(t=saved["t"], state=ClientModels(saved["x"].to(self.sim.device, self.sim.dtype)),
                             rule_state=rule_state, transmissions=counters["rows_sent"],
                             bits_sent=8 * counters["bytes_sent"], bits_last_round=8 * counters["bytes_last_round"],
-                            history=tuple(saved["history"]), public_copies=public)
+                            history=tuple(saved["history"]), gossip_state=public)
         self._start = time.perf_counter() - saved["elapsed_s"]
         return True
 

@@ -43,7 +43,7 @@ class RunState(NamedTuple):
     bits_last_round: int = 0
     round_record: dict = {}                  # the algorithm's own quantities of the last round (e.g. FedGF's c)
     history: tuple = ()                      # one record per evaluation
-    public_copies: Any = None                # x̂, the public copies of compressed gossip (quant_bits), or None
+    gossip_state: Any = None                 # what gossip keeps across rounds (compressed gossip's x̂), or None
 
 
 class Hooks:
@@ -138,7 +138,7 @@ def play_round(algorithm, run: RunState, tools, num_clients: int) -> RunState:
     return run._replace(t=run.t + 1, state=state, rule_state=tools.rule_state,   # 4.
                         transmissions=run.transmissions + tools.transmissions,
                         bits_sent=run.bits_sent + tools.bits, bits_last_round=tools.bits,
-                        round_record=dict(tools.records), public_copies=tools.public_copies)
+                        round_record=dict(tools.records), gossip_state=tools.gossip_state)
 
 
 def evaluated(run: RunState, evaluate: Callable[[RunState], dict], hooks: Hooks) -> RunState:

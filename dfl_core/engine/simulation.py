@@ -22,6 +22,7 @@ from ..algorithms import ALGORITHMS
 from ..config import Config, ConfigError, check_int
 from ..data import FederatedData
 from ..errors import DivergenceError
+from ..gossip import initial_gossip_state
 from ..models import build_model
 from ..results import History
 from ..rng import purpose_seed
@@ -103,16 +104,9 @@ class Simulation:
     def restart(self) -> None:
         """Back to round 0: the algorithm's initial state from x⁰, no history, counters at 0."""
         self.run_state = RunState(t=0, state=self.algorithm.init(self.x0.clone(), self.tools(0, state=None)),
-                                  public_copies=self.initial_public_copies())
+                                  gossip_state=initial_gossip_state(self.config.params, self.x0, self.config.same_init))
         self.wall_time_s = 0.0
         self._start = time.perf_counter()
-
-    def initial_public_copies(self) -> Tensor | None:
-        r"""Compressed gossip's :math:`\hat x^0` (``None`` without it): x⁰ when every client starts from the same
-        model, which each can compute from the seed at no cost, else 0 (CHOCO-Gossip's start)."""
-        if not self.config.uses_public_copies:
-            return None
-        return self.x0.clone() if self.config.same_init else torch.zeros_like(self.x0)
 
     # ---------------------------------------------------------------- the run's parts
     @property
@@ -186,7 +180,7 @@ class Simulation:
                                self.trainer, self.matrices(t), self.data.dataset.input_shape,
                                rule_state=None if state is None else self.run_state.rule_state,
                                hooks=hooks, operators=self._operators, outputs=self._gossip_outputs,
-                               public_copies=None if state is None else self.run_state.public_copies)
+                               gossip_state=None if state is None else self.run_state.gossip_state)
 
     def batches(self, clients: Tensor | None = None, steps: int | None = None, t: int | None = None) -> list:
         """The mini-batches ``clients`` (default all) draw in round ``t`` (default the next): ``(inputs, labels, weights)``."""

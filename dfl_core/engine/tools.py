@@ -36,12 +36,13 @@ class SimulationTools:
     ``matrices``: this round's mixing matrices, one per gossip step (none for centralized FL); ``rule_state``: the
     local-rule buffers kept across rounds (``reset_momentum=False``) or ``None``; ``hooks`` observe local training and
     gossip; ``operators``, ``outputs``: the mixing operators and gossip outputs the caller keeps across rounds;
-    ``public_copies``: compressed gossip's :math:`\hat x` (``quant_bits``) or ``None``.
+    ``gossip_state``: what gossip keeps across rounds (:func:`dfl_core.gossip.initial_gossip_state`: compressed
+    gossip's public copies :math:`\hat x`), or ``None``.
     """
 
     def __init__(self, config, algorithm, state, t: int, trainer: LocalTrainer, matrices: list,
                  input_shape: tuple, rule_state: Any = None, hooks=None, operators: dict | None = None,
-                 outputs: OutputBuffers | None = None, public_copies: Tensor | None = None):
+                 outputs: OutputBuffers | None = None, gossip_state: Tensor | None = None):
         self.config, self.algorithm, self.state, self.t = config, algorithm, state, t
         self.params = config.params                                         # the algorithm's hyperparameters
         self.trainer, self.model = trainer, trainer.model
@@ -55,7 +56,7 @@ class SimulationTools:
             del self._operators[key]                                        # a time-varying W of an earlier round
         # this round's copy (a typed rule state keeps its types); the driver keeps it if the round completes
         self.rule_state = None if rule_state is None else map_state(Tensor.clone, rule_state)
-        self.public_copies = public_copies        # replaced, never written in place: the driver keeps the new one
+        self.gossip_state = gossip_state          # replaced, never written in place: the driver keeps the new one
         self.hooks = Hooks() if hooks is None else hooks     # (Hooks: each method does nothing)
         self.transmissions, self.bits = 0, 0      # messages sent this round, and their bits
         self.records: dict[str, float] = {}       # the algorithm's own per-round quantities
@@ -140,7 +141,7 @@ class SimulationTools:
         unless ``bits_per_message`` says the caller quantized what it mixes itself (dfedavgm-q's
         other readings): then ``x`` is mixed exactly and each message is charged ``bits_per_message``.
         """
-        if self.config.uses_public_copies and bits_per_message is None:
+        if self.gossip_state is not None and bits_per_message is None:          # compressed gossip's x̂
             return self.compressed_gossip(x)
         return self.exact_gossip(x, bits_per_message)
 
@@ -166,12 +167,13 @@ class SimulationTools:
 
         What a client needs, :math:`\hat x_j` of its neighbours, it has built from their messages alone,
         so the bits counted are the bits sent. With exact messages and γ = 1, :math:`\hat x = x` after
-        step 2 and step 3 is exact gossip, :math:`x \leftarrow W x`. The copies persist across rounds
-        (checkpointed with the run): the error of one message is sent again in the next (error feedback).
+        step 2 and step 3 is exact gossip, :math:`x \leftarrow W x`. The copies are gossip's state
+        (:attr:`gossip_state`), kept across rounds and checkpointed with the run: the error of one message is sent
+        again in the next (error feedback).
         Stochastic rounding draws from the round's ``"quantize"`` stream, one ``(m, d)`` draw per step.
         """
         p = self.params
-        public, gen = self.public_copies, (self.generator("quantize") if p.quant_stochastic else None)
+        public, gen = self.gossip_state, (self.generator("quantize") if p.quant_stochastic else None)
         bits = message_bits(x.shape[1], p.quant_bits)
         for q, M in enumerate(self._matrices):
             self.count_transmissions(M.num_messages, bits)
@@ -179,7 +181,7 @@ class SimulationTools:
             public = public + message                                                                  # 2.
             before, x = x, x + p.consensus_step * (self._operator(M)(public) - public)                 # 3.
             self.hooks.after_gossip(before, x, q)
-        self.public_copies = public
+        self.gossip_state = public
         return x
 
     def _operator(self, M):
