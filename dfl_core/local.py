@@ -40,7 +40,7 @@ __all__ = ["LocalStep", "LocalRule", "Gradient", "local_step", "EmptyState", "EM
            "map_state", "typed_state", "chain", "scale_by_lr", "sgd", "add_decayed_weights", "trace", "sam_scale",
            "sam_perturbation", "sam", "asam", "sharpness_aware", "blend_direction", "fedgf_perturbation",
            "clip_by_global_norm", "proximal", "control_variate", "corrected_sam", "SAM_EPS", "FEDGF_READINGS",
-           "SAM_VARIANTS"]
+           "SAM_VARIANTS", "Chain"]
 
 #: Added to the gradient norm in SAM's ρ·g/‖g‖ so that a zero gradient gives a
 #: zero perturbation (the value of the davda54 SAM used by DP-FedSAM).
@@ -379,17 +379,28 @@ def chain(*pieces: LocalRule) -> LocalRule:
         raise ValueError(f"{names} of the chain forms its own gradient; such a piece (sam, asam, corrected_sam, "
                          f"fedgf_perturbation) must come first")
 
-    def init(x: Tensor) -> tuple:
-        return tuple(piece.init(x) for piece in pieces)
+    pieces_in_order = Chain(pieces)
+    return LocalRule(pieces_in_order.init, pieces_in_order.update,
+                     forms_gradient=bool(pieces) and pieces[0].forms_gradient)
 
-    def update(g: Tensor | None, states: tuple, y: Tensor, step: LocalStep):
+
+class Chain:
+    """What :func:`chain` runs: its ``pieces`` in order (a named class, so that a debugger or a traceback names it)."""
+
+    def __init__(self, pieces: tuple[LocalRule, ...]):
+        self.pieces = pieces
+
+    def init(self, x: Tensor) -> tuple:
+        """Every piece's initial state, in order."""
+        return tuple(piece.init(x) for piece in self.pieces)
+
+    def update(self, g: Tensor | None, states: tuple, y: Tensor, step: LocalStep) -> tuple[Tensor, tuple]:
+        """Each piece transforms the direction the one before returned (the first may form it: SAM)."""
         new_states = []
-        for piece, state in zip(pieces, states):
+        for piece, state in zip(self.pieces, states):
             g, state = piece.update(g, state, y, step)
             new_states.append(state)
         return g, tuple(new_states)
-
-    return LocalRule(init, update, forms_gradient=bool(pieces) and pieces[0].forms_gradient)
 
 
 def sgd(weight_decay: float = 0.0, momentum: float = 0.0) -> LocalRule:

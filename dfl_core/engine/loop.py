@@ -13,7 +13,7 @@ traces it and fails if it changes)::
     local_steps_then_gossip        algorithms/decentralized.py  algorithm.round: r.local_train, then r.gossip
     SimulationTools.local_train    engine/tools.py              per chunk of clients and local step: its batch ξ
     local_step                     local.py                     the step's update u from the declared rule
-    chain.<locals>.update          local.py                     the rule chain(sam(ρ), sgd(wd)), piece by piece
+    Chain.update                   local.py                     the rule chain(sam(ρ), sgd(wd)), piece by piece
     sam.<locals>.update            local.py                     SAM's two gradients, at y and at y + ρg/‖g‖
     LocalStep.gradient             local.py                     one gradient on ξ, its losses kept
     StackedModel.loss_and_grad     stacked.py                   all clients' losses and gradients at once
