@@ -24,10 +24,11 @@ views into that matrix, so autograd returns all clients' gradients as one
 * ``"vmap"`` (:class:`VmapStrategy`): ``torch.func.vmap`` over ``functional_call``; works for any module;
 * ``"loop"`` (:class:`LoopStrategy`): a Python loop over clients calling ``functional_call``.
 
-``"auto"`` (:func:`choose_strategy`) picks ``"mlp"`` for such stacks, ``"loop"`` for other flat Sequentials with
-convolutions on the CPU (grouped convolutions are slow there), ``"batched"`` for them on CUDA, and ``"vmap"`` for
-every other module; :func:`forward_strategy` then moves a convolutional model the batched path can run to
-``"batched"`` on CUDA, under autocast and with the options of the batched path (``channels_last``, ``compile``).
+``"auto"`` (:func:`choose_strategy`) picks ``"mlp"`` for such stacks; for another flat Sequential of the layers
+the interpreter runs, ``"batched"``, except ``"loop"`` on the CPU when it has convolutions (grouped convolutions
+are slow there); ``"vmap"`` for every other module. :func:`forward_strategy` then moves a convolutional model the
+batched path can run (a flat Sequential or a stacked twin) to ``"batched"`` from ``"vmap"`` on CUDA and under
+autocast, and from any strategy with the batched path's options (``channels_last``, ``compile``).
 
 On CPU a single model (the loop's clients, :meth:`StackedModel.forward_one`) pools
 through :class:`ChannelsLastMaxPool2d`: the same values and gradients, bit for bit,
@@ -270,7 +271,7 @@ class ForwardStrategy:
         self.train_forward: Callable[[dict, Tensor], Tensor] = self.forward     # local training's forward pass
 
     def leaves(self, flat: Tensor) -> dict:
-        """Per-layer views ``{name: (n, *shape)}`` of ``flat`` (``(n, d)``, or ``(d,)``) that autograd treats as leaves."""
+        """Per-layer views ``{name: (n, *shape)}`` of ``flat`` (``(n, d)``, or ``(d,)``), autograd's leaves."""
         return {n: v.requires_grad_(True) for n, v in self.model.unflatten(flat.detach()).items()}
 
     def forward(self, params: dict, x: Tensor) -> Tensor:

@@ -159,6 +159,18 @@ def test_auto_strategy_moves_to_batched_only_with_an_option():
     assert _model("2nn", (1, 8, 8), autocast_dtype=torch.bfloat16).strategy == "mlp"
 
 
+def test_one_class_per_strategy_chosen_by_one_function():
+    """forward_strategy builds the class of the strategy it resolved; StackedModel.strategy names it."""
+    cases = {("2nn", "auto"): stacked.MLPStrategy, ("2nn", "batched"): stacked.BatchedStrategy,
+             ("cnn-mnist", "auto"): stacked.LoopStrategy, ("cnn-mnist", "vmap"): stacked.VmapStrategy}
+    for (name, strategy), cls in cases.items():
+        model = _model(name, (1, 8, 8), strategy)
+        assert type(model.forward_strategy) is cls and model.strategy == cls.name
+        assert stacked.STRATEGY_CLASSES[model.strategy] is cls
+    twin = _model("vgg11-gn", (3, 32, 32), "batched").forward_strategy
+    assert twin.twin is not None and _model("cnn-mnist", (1, 8, 8), "batched").forward_strategy.twin is None
+
+
 def test_simulation_passes_the_config_options_to_the_model():
     sim = Simulation(Config(model="cnn-mnist", num_clients=2, rounds=1, precision="bfloat16", channels_last=True))
     assert sim.model.autocast_dtype is torch.bfloat16

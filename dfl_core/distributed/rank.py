@@ -217,7 +217,7 @@ class _RankRun(Hooks):
         self.sim = Simulation(cfg, data=data)
         own = self.clients.to(self.sim.device)
         self.run = RunState(t=0, state=ClientModels(self.sim.x[own].clone()),
-                            gossip_state=initial_gossip_state(cfg.params, self.sim.x0, cfg.same_init))  # as the simulator's
+                            gossip_state=initial_gossip_state(cfg.params, self.sim.x0, cfg.same_init))   # x̂⁰
         self.plans: dict = {}
         self.folder = out / "checkpoints" / f"rank{rank}"
         self._start = time.perf_counter()
@@ -321,7 +321,7 @@ class _RankRun(Hooks):
             own = ckpt.to_device(saved["rule_state"], self.sim.device)
             rule_state = map_state(lambda t: t.new_zeros(self.cfg.num_clients, *t.shape[1:]), own)
             tree_assign_rows(rule_state, self.clients, own)
-        public = initial_gossip_state(self.cfg.params, self.sim.x0, self.cfg.same_init)   # x̂⁰; its held rows replaced
+        public = initial_gossip_state(self.cfg.params, self.sim.x0, self.cfg.same_init)   # x̂⁰, held rows replaced
         held = saved["gossip_state"]
         if public is not None:
             if held is None:
