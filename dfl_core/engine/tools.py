@@ -1,9 +1,10 @@
 """The simulator's round tools: what an algorithm may use in round t (:class:`~dfl_core.algorithms.RoundTools`).
 
-A :class:`SimulationTools` lives for one round. It lends the algorithm local training
-(:class:`~.trainer.LocalTrainer` with the algorithm's declared rule), gossip with the round's mixing matrices,
-client sampling and the round's generators, and it counts what was sent. The driver loop (:mod:`.loop`) reads the
-counts and the recorded quantities back when the round is over.
+A :class:`SimulationTools` lives for one round. It lends the algorithm local training (the K steps of its
+declared rule on :class:`~.trainer.LocalTrainer`'s mini-batches, :meth:`~SimulationTools.local_train`), gossip with
+the round's mixing matrices, client sampling and the round's generators, and it counts what was sent. The driver
+loop (:mod:`.loop`) reads the counts, the recorded quantities and the kept states (the rule's, gossip's) back when
+the round is over.
 """
 from __future__ import annotations
 
