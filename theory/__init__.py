@@ -8,6 +8,9 @@
   constants as sympy expressions; what the seed texts lost (``MISSING``).
 * :mod:`theory.derivation`: Theorem 4.5 re-derived from Appendix D's
   per-step inequalities, step by step, and compared term by term.
+* :mod:`theory.reading`: how to read Theorem 4.5: vacuous or not against 2LΔ,
+  the transient rounds after which its topology term stops dominating, the
+  proof's step-size condition, and ρ as a pure cost; one table per graph and Q.
 * :mod:`theory.rates`: the O(·) displays (Corollaries 4.6/4.8, Appendix
   D.2/D.3) term by term against the derived bound.
 * :mod:`theory.problems`: problems with known L, σ_l, σ_g, β; gossip and
@@ -42,13 +45,16 @@ from .bounds import (
 from .claims import REQUIRED_IDS, VERDICTS, Claim, all_claims, format_claim, format_table
 from .phi import PHI, phi_limit_q_infinity, phi_monotone_symbolic, phi_q1, phi_table
 from .problems import (
+    DiagonalQuadratics,
     LeastSquares,
     LogisticRegression,
     ProblemConstants,
     ShiftedQuadratics,
     consensus_distance,
+    diagonal_quadratics,
     gossip_contraction,
     reference_dfedsam,
+    run_decentralized,
     shifted_quadratics,
     softmax_regression_constants,
 )
@@ -75,6 +81,7 @@ __all__ = [
     "PHI", "phi_limit_q_infinity", "phi_monotone_symbolic", "phi_q1", "phi_table",
     "LeastSquares", "LogisticRegression", "ProblemConstants", "ShiftedQuadratics", "consensus_distance",
     "gossip_contraction", "reference_dfedsam", "shifted_quadratics", "softmax_regression_constants",
+    "DiagonalQuadratics", "diagonal_quadratics", "run_decentralized",
     "CLOSED_FORMS", "STATIC", "TIME_VARYING", "as_coded_exact", "check_closed_forms", "closed_form_lambda",
     "gap_series", "grid_gap_scaling", "lemma_d1_static", "mean_square_contraction", "spectral_table",
     "static_spectrum",

@@ -8,6 +8,10 @@ stated upper bound (``ProblemConstants.exact`` says which):
 * :class:`ShiftedQuadratics`, f_i(x) = ½(x − b_i)ᵀA(x − b_i) with a shared
   Hessian A: ∇f_i − ∇f = −A(b_i − b̄) does not depend on x, so β and σ_g are
   exact, and so is σ_l for minibatch sampling of per-sample shifts b_ij.
+* :class:`DiagonalQuadratics`, f_i(x) = ½(x − b_i)ᵀdiag(h_i)(x − b_i), one
+  Hessian per client: the testbed where the topology moves the average model
+  (with a shared Hessian it cannot); :func:`run_decentralized` runs D-SGD,
+  DFedAvg and DFedSAM on it and records x̄ᵗ and the consensus distance per round.
 * :class:`LeastSquares`: L exact; β, σ_g finite only if all clients share
   the Hessian XᵢᵀXᵢ/nᵢ (otherwise ∇f_i − ∇f grows with ‖x‖ and the
   assumptions fail on ℝ^d: reported as ``inf``).
@@ -35,6 +39,9 @@ __all__ = [
     "ProblemConstants",
     "ShiftedQuadratics",
     "shifted_quadratics",
+    "DiagonalQuadratics",
+    "diagonal_quadratics",
+    "run_decentralized",
     "LeastSquares",
     "LogisticRegression",
     "softmax_regression_constants",
@@ -164,6 +171,105 @@ def shifted_quadratics(m: int = 16, d: int = 10, n: int = 1, spread: float = 1.0
     eps = noise * rng.standard_normal((m, n, d))
     eps -= eps.mean(1, keepdims=True)
     return ShiftedQuadratics(A=A, b=centers[:, None, :] + eps, batch=batch)
+
+
+# --------------------------------------------------------------------------- #
+# Quadratics with one diagonal Hessian per client
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True, eq=False)
+class DiagonalQuadratics:
+    """f_i(x) = ½(x − b_i)ᵀ diag(h_i)(x − b_i): client i has its own diagonal Hessian H_i = diag(h_i).
+
+    Full batch (σ_l = 0). Why it exists: with one Hessian shared by every client
+    (:class:`ShiftedQuadratics`, or ``h`` with equal rows here) the mean of the
+    local gradients is ∇f at the mean, (1/m)Σᵢ A(xᵢ − bᵢ) = A(x̄ − b̄), so a
+    gossip-and-gradient method moves x̄ exactly as if the clients agreed: the
+    average model's path cannot depend on the topology. With different Hessians
+
+        (1/m)Σᵢ Hᵢ(xᵢ − bᵢ) = ∇f(x̄) + (1/m)Σᵢ (Hᵢ − H̄)(xᵢ − x̄),
+
+    and the clients' deviations xᵢ − x̄, which the topology controls, move the
+    average (the first-order version of the expansion behind Zhu et al. 2023).
+    DFedSAM is the exception to the shared case: its perturbation ρg/‖g‖ is not
+    linear in the model, so the mean of the perturbed gradients depends on the
+    deviations even with one Hessian (by an amount of order ηρL per step; measured in the tests).
+    """
+
+    h: np.ndarray  # (m, d) positive diagonal Hessians
+    b: np.ndarray  # (m, d) client minimisers
+
+    def __post_init__(self):
+        if self.h.shape != self.b.shape or self.h.ndim != 2:
+            raise ValueError(f"h and b must both have shape (m, d); got {self.h.shape} and {self.b.shape}")
+        if not (self.h > 0).all():
+            raise ValueError(f"every Hessian entry must be > 0; the smallest is {self.h.min()!r}")
+
+    @property
+    def m(self) -> int:
+        return self.h.shape[0]
+
+    @property
+    def shared_hessian(self) -> bool:
+        return bool(np.all(self.h == self.h[0]))
+
+    @property
+    def minimizer(self) -> np.ndarray:
+        """x* = H̄⁻¹ (1/m)Σᵢ Hᵢbᵢ, H̄ = (1/m)Σᵢ Hᵢ (everything diagonal)."""
+        return (self.h * self.b).mean(0) / self.h.mean(0)
+
+    def f(self, x: np.ndarray) -> float:
+        """f(x) = (1/m)Σᵢ f_i(x)."""
+        return float(0.5 * (self.h * (x[None, :] - self.b) ** 2).sum(1).mean())
+
+    def grad_f(self, x: np.ndarray) -> np.ndarray:
+        """∇f(x) = (1/m)Σᵢ Hᵢ(x − bᵢ)."""
+        return (self.h * (x[None, :] - self.b)).mean(0)
+
+    def local_grads(self, X: np.ndarray) -> np.ndarray:
+        """∇f_i(x_i) = Hᵢ(xᵢ − bᵢ) for every client, X of shape (m, d)."""
+        return self.h * (X - self.b)
+
+    def constants(self) -> ProblemConstants:
+        """L = maxᵢ max hᵢ and f* exact; σ_l = 0 (full batch); σ_g, β exact if the Hessians are shared, else ∞.
+
+        ∇f_i(x) − ∇f(x) = (Hᵢ − H̄)x − (Hᵢbᵢ − mean Hⱼbⱼ) grows with ‖x‖ unless
+        Hᵢ = H̄, so Assumption 4.4 and Definition 4.2 fail on ℝ^d then: Theorem 4.5
+        does not cover the heterogeneous case (as :class:`LeastSquares`).
+        """
+        shared = self.shared_hessian
+        if shared:
+            het = np.linalg.norm(self.h * (self.b - self.b.mean(0)), axis=1)
+            beta_v, sg = float(het.max()), float(math.sqrt((het**2).mean()))
+        else:
+            beta_v = sg = math.inf
+        return ProblemConstants(L=float(self.h.max()), sigma_l=0.0, sigma_g=sg, beta=beta_v,
+                                f_star=self.f(self.minimizer),
+                                exact={"L": True, "sigma_l": True, "sigma_g": shared, "beta": shared, "f_star": True},
+                                note="full batch; sigma_g, beta finite only with a shared Hessian")
+
+
+def diagonal_quadratics(m: int = 16, d: int = 10, spread: float = 1.0, L: float = 1.0, cond: float = 10.0,
+                        shared_hessian: bool = False, seed: int = 0) -> DiagonalQuadratics:
+    """A random instance: Hessian entries log-uniform in [L/cond, L], minimisers with std ``spread``.
+
+    ``shared_hessian=True`` draws one diagonal and gives it to every client (then the
+    problem is a :class:`ShiftedQuadratics` with a diagonal A); otherwise each client
+    draws its own. The minimisers are drawn from the same stream either way, so the two
+    instances of one seed differ only in their Hessians.
+    """
+    if m < 1 or d < 1:
+        raise ValueError(f"m and d must be >= 1, got m={m}, d={d}")
+    if not (L > 0 and cond >= 1):
+        raise ValueError(f"need L > 0 and cond >= 1, got L={L}, cond={cond}")
+    rng = np.random.default_rng(seed)
+    b = spread * rng.standard_normal((m, d))
+    h = np.exp(rng.uniform(np.log(L / cond), np.log(L), size=(m, d)))
+    if shared_hessian:
+        h = np.tile(h[0], (m, 1))
+    h[:, np.argmax(h.max(0))] *= L / h.max()  # the largest entry is exactly L (a rescaled column keeps sharing)
+    return DiagonalQuadratics(h=h, b=b)
 
 
 # --------------------------------------------------------------------------- #
@@ -380,3 +486,76 @@ def reference_dfedsam(problem, W: np.ndarray | Callable[[int], np.ndarray], K: i
         x = y
     return {"grad_norm_sq": np.asarray(gnorm), "consensus": np.asarray(cons), "mean_grad_norm_sq": np.asarray(g2),
             "f_x1": problem.f(np.zeros(d) if x0 is None else np.asarray(x0, float))}
+
+
+#: the methods :func:`run_decentralized` runs
+DECENTRALIZED_METHODS = ("dsgd", "dfedavg", "dfedsam")
+
+
+def run_decentralized(problem, W: np.ndarray | Callable[[int], np.ndarray], method: str, *, T: int, eta: float,
+                      K: int = 1, rho: float = 0.0, Q: int = 1, x0: np.ndarray | None = None) -> dict:
+    """D-SGD, DFedAvg or DFedSAM on ``problem`` with full-batch gradients, float64 numpy, and what moves.
+
+    ``problem`` needs ``local_grads(X)`` (X of shape (m, d)), ``grad_f(x)`` and ``f(x)``
+    (:class:`DiagonalQuadratics`, :class:`ShiftedQuadratics`). Every client starts at
+    ``x0`` (zeros if None). One round t → t + 1, with Wᵗ = ``W`` or ``W(t)``:
+
+    * ``"dsgd"`` (D-PSGD, Lian et al. 2017, as ``dfl_core``'s dpsgd_round):
+      x⁺ᵢ = Σⱼ (W^Q)ᵢⱼ xⱼ − η∇fᵢ(xᵢ); needs K = 1 and ρ = 0.
+    * ``"dfedavg"`` (Sun et al., eq. (5)): K steps y ← y − η∇fᵢ(y), then Q gossip steps; ρ = 0.
+    * ``"dfedsam"`` (Shi et al., Algorithm 1): K steps g = ∇fᵢ(y), δ = ρg/‖g‖ (0 where g = 0),
+      y ← y − η∇fᵢ(y + δ), then Q gossip steps. At ρ = 0 it is ``"dfedavg"``.
+
+    Returns arrays over t = 0..T: ``average`` (T+1, d), the path of x̄ᵗ; ``consensus``,
+    (1/m)Σᵢ‖xᵢᵗ − x̄ᵗ‖² (the left side of DFedSAM Lemmas D.5/D.6); ``grad_norm_sq``,
+    ‖∇f(x̄ᵗ)‖²; ``loss``, f(x̄ᵗ); and ``models``, the clients' final (m, d) models.
+    """
+    if method not in DECENTRALIZED_METHODS:
+        raise ValueError(f"method must be one of {DECENTRALIZED_METHODS}, got {method!r}")
+    if int(T) != T or T < 0 or int(K) != K or K < 1 or int(Q) != Q or Q < 1:
+        raise ValueError(f"T must be an integer >= 0 and K, Q integers >= 1; got T={T!r}, K={K!r}, Q={Q!r}")
+    if not (eta > 0 and math.isfinite(eta)):
+        raise ValueError(f"eta (the local step size) must be a finite number > 0, got {eta!r}")
+    if rho < 0 or (rho > 0 and method != "dfedsam"):
+        raise ValueError(f"rho (SAM's radius) must be >= 0, and > 0 only for 'dfedsam'; got rho={rho!r} for {method!r}")
+    if method == "dsgd" and K != 1:
+        raise ValueError(f"D-SGD takes one gradient step per round (K = 1), got K={K!r}; use 'dfedavg' for K > 1")
+    get = W if callable(W) else (lambda t: W)
+    m = problem.m
+    d = problem.b.shape[-1]
+    x = np.zeros((m, d)) if x0 is None else np.tile(np.asarray(x0, np.float64), (m, 1))
+    if get(0).shape != (m, m):
+        raise ValueError(f"W must be ({m}, {m}) for this problem's {m} clients, got {get(0).shape}")
+    avg, cons, gn, loss = [], [], [], []
+
+    def record(x):
+        xb = x.mean(0)
+        g = problem.grad_f(xb)
+        avg.append(xb)
+        cons.append(consensus_distance(x))
+        gn.append(float(g @ g))
+        loss.append(problem.f(xb))
+
+    record(x)
+    for t in range(T):
+        Wt = get(t)
+        if method == "dsgd":
+            step = -eta * problem.local_grads(x)   # the gradient at the client's own model, before mixing
+            for _ in range(Q):
+                x = Wt @ x
+            x = x + step
+        else:
+            y = x.copy()
+            for _ in range(K):
+                if method == "dfedsam" and rho > 0:
+                    g = problem.local_grads(y)
+                    nrm = np.linalg.norm(g, axis=1, keepdims=True)
+                    y = y - eta * problem.local_grads(y + rho * g / np.where(nrm > 0, nrm, 1.0))
+                else:
+                    y = y - eta * problem.local_grads(y)
+            for _ in range(Q):
+                y = Wt @ y
+            x = y
+        record(x)
+    return {"average": np.asarray(avg), "consensus": np.asarray(cons), "grad_norm_sq": np.asarray(gn),
+            "loss": np.asarray(loss), "models": x}
