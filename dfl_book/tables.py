@@ -50,7 +50,6 @@ from typing import Callable
 
 from dfl_core.checkpoint import write_atomic
 from dfl_core.config import Config, ConfigError
-from dfl_core.data import DATASETS
 
 from .presets import PRESETS, Preset, get_preset
 from .stats import MIN_SEEDS, VERDICTS, PairedComparison, compare_paired, markdown_table, signed, summarize
@@ -82,8 +81,10 @@ DISPLAY_NAMES = {
 }
 
 
-def _steps_per_epoch(n: int, batch: int) -> int:
-    return math.ceil(n / batch)
+def _steps_per_epoch(cfg: Config) -> int:
+    """⌈n/B⌉, the steps of one local epoch of ``cfg``, with n from the one definition of a client's samples,
+    :meth:`Config.samples_per_client` (the dataset entry's declared train size, or the subset's, over m)."""
+    return math.ceil(cfg.samples_per_client() / cfg.batch_size)
 
 
 def fast_config(preset: Preset, algorithm: str, setting: str, **changes) -> Config:
@@ -95,12 +96,12 @@ def fast_config(preset: Preset, algorithm: str, setting: str, **changes) -> Conf
     """
     full = preset.config(algorithm, setting, **changes)
     m, rounds = FAST["num_clients"], FAST_ROUNDS.get(preset.name, FAST["rounds"])
-    n_full = _samples_per_client(full)
-    n_fast = _TRAIN_SIZES[FAST["dataset"]] // m
+    fast_data = Config(dataset=FAST["dataset"], train_size=FAST["train_size"], num_clients=m,
+                       batch_size=FAST["batch_size"])
     small = dict(FAST, rounds=rounds, eval_every=rounds)
     if algorithm != "dpsgd":
-        epochs = full.local_steps / _steps_per_epoch(n_full, full.batch_size)
-        small["local_steps"] = max(1, round(epochs * _steps_per_epoch(n_fast, FAST["batch_size"])))
+        epochs = full.local_steps / _steps_per_epoch(full)
+        small["local_steps"] = max(1, round(epochs * _steps_per_epoch(fast_data)))
     if getattr(full.params, "clients_per_round", None) is not None:       # centralized, a count of clients
         small["clients_per_round"] = max(1, round(full.clients_per_round * m / full.num_clients))
     return full.replace(**small)
@@ -117,7 +118,7 @@ SHOWCASE_ROUNDS = {"decentralized": 100, "centralized": 600}
 
 def _epochs(preset: Preset, algorithm: str, setting: str) -> float:
     full = preset.config(algorithm, setting, **({"fedgf_threshold": NEVER} if algorithm == "fedgf" else {}))
-    return full.local_steps / _steps_per_epoch(_samples_per_client(full), full.batch_size)
+    return full.local_steps / _steps_per_epoch(full)
 
 
 def showcase_config(preset: Preset, algorithm: str, setting: str, **changes) -> Config:
@@ -134,14 +135,6 @@ def showcase_config(preset: Preset, algorithm: str, setting: str, **changes) -> 
     if getattr(full.params, "clients_per_round", None) is not None:
         big["clients_per_round"] = max(1, round(full.clients_per_round * SHOWCASE["num_clients"] / full.num_clients))
     return full.replace(**big)
-
-
-#: Training-set sizes of the datasets, from their entries in :data:`dfl_core.data.DATASETS`.
-_TRAIN_SIZES = {name: spec.train_size for name, spec in DATASETS.items()}
-
-
-def _samples_per_client(cfg: Config) -> int:
-    return max(1, (cfg.train_size or _TRAIN_SIZES[cfg.dataset]) // cfg.num_clients)
 
 
 @dataclass

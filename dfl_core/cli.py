@@ -25,7 +25,9 @@ from tqdm import tqdm
 
 from .algorithms import ALGORITHMS
 from .config import ALGORITHM_FIELDS, RUN_FIELDS, Config, ConfigError, check_int
-from .data import DATASETS, PARTITIONS, DataError
+from .data import DATASETS, PARTITIONS, DataError, register_image_folder
+from .data.augment import AUGMENTATIONS
+from .data.imagefiles import LAYOUT as IMAGE_FOLDER_LAYOUT
 from .engine import DivergenceError, run
 from .models import MODEL_HELP
 from .checkpoint import CheckpointError
@@ -87,6 +89,14 @@ def find_preset(name: str) -> Any:
     return presets[name]
 
 
+#: ``--dataset imagefolder --data-dir DIR``: the user's own images, registered under this name before the configs are
+#: built (:func:`dfl_core.data.register_image_folder`), so that ``Config`` sees their sizes.
+IMAGE_FOLDER = "imagefolder"
+_IMAGE_FOLDER_HELP = (f"your own images, DIR/train/<class>/<image> and DIR/test/<class>/<image>: --dataset "
+                      f"{IMAGE_FOLDER} --data-dir DIR (one image size, classes from the folder names; see "
+                      "--image-normalization, --image-augmentation). CIFAR-10 as image files: --dataset cifar10 "
+                      "--data-dir DIR")
+
 DEFAULT_ALGORITHMS = ("dpsgd", "dfedavg", "dfedavgm", "dfedsam", "dfedsam-mgs")
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)          # the book's rule: a verdict needs 5 seeds (dfl_book.stats.MIN_SEEDS)
 
@@ -97,7 +107,8 @@ def _catalogue() -> str:
         return f"{title}:\n" + "\n".join(lines)
     return "\n\n".join([
         block("algorithms", ALGORITHMS), block("topologies", TOPOLOGIES),
-        block("datasets", DATASETS), block("models", MODEL_HELP), block("partitions", PARTITIONS),
+        block("datasets", DATASETS | {IMAGE_FOLDER: _IMAGE_FOLDER_HELP}), block("models", MODEL_HELP),
+        block("partitions", PARTITIONS),
         block("presets (--preset; --setting one of the listed columns)",
               {p.name: f"{p.description} [settings: {', '.join(p.settings)}]" for p in cli_presets().values()}
               or {"none": "the papers' presets come with the book's package, dfl_book, which is not installed"}),
@@ -158,6 +169,12 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true",
                      help="continue an interrupted invocation with the same options: finished runs are read "
                           "from OUT/results.json, unfinished ones continue from OUT/checkpoints")
+    run.add_argument("--image-normalization", default=None, choices=("train", "none"),
+                     help=f"--dataset {IMAGE_FOLDER} only: normalize each channel by the train split's mean and std "
+                          "(train, the default) or keep pixels in [0, 1] (none)")
+    run.add_argument("--image-augmentation", default=None, choices=("none", *AUGMENTATIONS),
+                     help=f"--dataset {IMAGE_FOLDER} only: training augmentation (default: none; crop-flip is the "
+                          "CIFAR papers' random 4-pixel crop and horizontal flip)")
     add_config_arguments(run)
     sub.add_parser("list", help="list algorithms, topologies, datasets, models and partitions")
     for extension in cli_extensions():                  # e.g. the book's showcase and table commands
@@ -337,6 +354,23 @@ def _refusal(out: Path, files: list[str], checkpoints: list[Path]) -> str:
             "it with the same options, --out DIR for a new folder, or --overwrite to start afresh")
 
 
+def _register_folder_dataset(args: argparse.Namespace, overrides: Mapping[str, Any]) -> None:
+    """``--dataset imagefolder --data-dir DIR``: register DIR as the dataset ``imagefolder`` (with the
+    ``--image-*`` options); those options without it are refused."""
+    image_options = [f"--image-{name}" for name in ("normalization", "augmentation")
+                     if getattr(args, f"image_{name}", None) is not None]
+    if overrides.get("dataset") != IMAGE_FOLDER:
+        if image_options:
+            raise ConfigError(f"{', '.join(image_options)} apply to --dataset {IMAGE_FOLDER} only; the built-in "
+                              "datasets carry their own normalization and augmentation")
+        return
+    if not overrides.get("data_dir"):
+        raise DataError(f"--dataset {IMAGE_FOLDER} needs data_dir= a folder holding {IMAGE_FOLDER_LAYOUT}")
+    augmentation = args.image_augmentation if args.image_augmentation not in (None, "none") else None
+    register_image_folder(overrides["data_dir"], IMAGE_FOLDER, normalization=args.image_normalization or "train",
+                          augmentation=augmentation)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -364,6 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # --overwrite: the earlier files go once this command's first run is saved, not before (a bad option or a
         # diverging first run leaves them as they were).
         to_replace = [out / name for name in earlier if name != "results.json"] + stale if args.overwrite else []
+        _register_folder_dataset(args, overrides)
         configs = configs_from_options(args.preset, args.setting, parse_names(args.algorithms), overrides)
         check_int("--checkpoint-every", args.checkpoint_every, 1)
         done = {}

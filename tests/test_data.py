@@ -1,6 +1,7 @@
 """Tests for dfl_core.data: IDX reading, dataset loading, partitions, the padded client layout."""
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import os
 import struct
@@ -29,6 +30,12 @@ def idx_bytes(array: np.ndarray) -> bytes:
     array = np.ascontiguousarray(array, dtype=np.uint8)
     header = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
     return header + array.tobytes()
+
+
+def declare_sizes(monkeypatch, name: str, n_train: int, n_test: int) -> None:
+    """Make the entry ``name`` declare the tiny files' sizes: an entry's sizes are checked against what it loads
+    (test_a_copy_of_other_sizes_is_refused)."""
+    monkeypatch.setitem(DATASETS, name, dataclasses.replace(DATASETS[name], train_size=n_train, test_size=n_test))
 
 
 def write_fashion_files(directory: Path, n_train: int, n_test: int, *, gz: bool, seed: int = 0):
@@ -129,7 +136,8 @@ def test_read_idx_missing_file(tmp_path):
 # ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("gz", [True, False])
-def test_fashion_mnist_from_data_dir(tmp_path, gz):
+def test_fashion_mnist_from_data_dir(tmp_path, gz, monkeypatch):
+    declare_sizes(monkeypatch, "fashion-mnist", 50, 20)
     arrays = write_fashion_files(tmp_path, 50, 20, gz=gz)
     ds = load_dataset("fashion-mnist", data_dir=str(tmp_path))
     assert ds.name == "fashion-mnist" and ds.num_classes == 10 and ds.input_shape == (1, 28, 28)
@@ -145,7 +153,8 @@ def test_fashion_mnist_from_data_dir(tmp_path, gz):
     assert ds.x_train.max().item() == pytest.approx(hi, abs=1e-5)
 
 
-def test_fashion_mnist_subsets_are_stratified(tmp_path):
+def test_fashion_mnist_subsets_are_stratified(tmp_path, monkeypatch):
+    declare_sizes(monkeypatch, "fashion-mnist", 50, 20)
     write_fashion_files(tmp_path, 50, 20, gz=True)
     ds = load_dataset("fashion-mnist", data_dir=str(tmp_path), train_size=20, test_size=10, seed=3)
     assert len(ds.y_train) == 20 and len(ds.y_test) == 10
@@ -156,7 +165,8 @@ def test_fashion_mnist_subsets_are_stratified(tmp_path):
     assert not torch.equal(ds.x_train, other.x_train)
 
 
-def test_fashion_mnist_reads_torchvision_layout_in_data_dir(tmp_path):
+def test_fashion_mnist_reads_torchvision_layout_in_data_dir(tmp_path, monkeypatch):
+    declare_sizes(monkeypatch, "fashion-mnist", 30, 10)
     write_fashion_files(tmp_path / "FashionMNIST" / "raw", 30, 10, gz=True)
     ds = load_dataset("fashion-mnist", data_dir=str(tmp_path))
     assert ds.x_train.shape == (30, 1, 28, 28)
@@ -194,6 +204,7 @@ def test_fashion_mnist_download_path_reads_torchvision_tensors(tmp_path, monkeyp
 
     monkeypatch.setattr(datasets_module, "SYSTEM_FASHION_MNIST_DIR", str(tmp_path / "absent"))
     monkeypatch.setattr(torchvision.datasets, "FashionMNIST", FakeFashionMNIST)
+    declare_sizes(monkeypatch, "fashion-mnist", 40, 10)
     (tmp_path / "cache").mkdir()
     ds = load_dataset("fashion-mnist", data_dir=str(tmp_path / "cache"))
     assert calls == [(str(tmp_path / "cache"), True, True), (str(tmp_path / "cache"), False, True)]
@@ -205,6 +216,7 @@ def test_a_data_dir_that_does_not_exist_is_refused_not_replaced_by_the_system_co
     system = tmp_path / "system"
     write_fashion_files(system, 30, 10, gz=True)                  # a system copy that must not be used
     monkeypatch.setattr(datasets_module, "SYSTEM_FASHION_MNIST_DIR", str(system))
+    declare_sizes(monkeypatch, "fashion-mnist", 30, 10)
     assert load_dataset("fashion-mnist").x_train.shape == (30, 1, 28, 28)     # no data_dir: the system copy
     absent = tmp_path / "absent" / "path"
     with pytest.raises(DataError) as info:
@@ -233,9 +245,18 @@ def test_a_named_folder_without_the_files_is_where_fashion_mnist_is_downloaded(t
             self.targets = torch.arange(20 if train else 10) % 10
 
     monkeypatch.setattr(torchvision.datasets, "FashionMNIST", FakeFashionMNIST)
+    declare_sizes(monkeypatch, "fashion-mnist", 20, 10)
     (tmp_path / "mine").mkdir()
     ds = load_dataset("fashion-mnist", data_dir=str(tmp_path / "mine"))
     assert roots == [str(tmp_path / "mine")] * 2 and len(ds.y_train) == 20
+
+
+def test_a_copy_of_other_sizes_is_refused(tmp_path):
+    """The entry's declared sizes are checked against the files: a partial copy would change K (local_epochs)."""
+    write_fashion_files(tmp_path, 50, 20, gz=True)
+    with pytest.raises(DataError, match=r"Fashion-MNIST loaded 50 train / 20 test samples; its entry declares "
+                                        r"60000 / 10000"):
+        load_dataset("fashion-mnist", data_dir=str(tmp_path))
 
 
 def test_digits_reads_no_files_so_a_data_dir_is_refused(tmp_path):

@@ -33,12 +33,28 @@ def test_every_entry_is_a_spec_named_by_its_key_and_consistent():
 
 def test_the_registered_sizes_are_the_loaded_sizes_and_tables_use_them():
     from dfl_book import tables
+    from dfl_book.presets import get_preset
 
     digits = load_dataset("digits")
     spec = DATASETS["digits"]
     assert (len(digits.y_train), len(digits.y_test)) == (spec.train_size, spec.test_size) == (1438, 359)
     assert (digits.input_shape, digits.num_classes) == (spec.input_shape, spec.num_classes)
-    assert tables._TRAIN_SIZES == {name: s.train_size for name, s in DATASETS.items()}
+    # One definition of a client's samples (Config.samples_per_client): the tables' epochs use it.
+    cfg = Config(dataset="digits", num_clients=20, batch_size=32)
+    assert cfg.samples_per_client() == 1438 / 20 and tables._steps_per_epoch(cfg) == 3          # ⌈71.9 / 32⌉
+    assert not hasattr(tables, "_samples_per_client") and not hasattr(tables, "_TRAIN_SIZES")
+    preset = get_preset("dfedsam-table1-cifar10")
+    full = preset.config("dfedavg", next(iter(preset.settings)))
+    assert tables._epochs(preset, "dfedavg", next(iter(preset.settings))) == \
+        full.local_steps / -(-full.samples_per_client() // full.batch_size)
+
+
+def test_a_reader_that_loads_other_sizes_than_declared_is_refused(monkeypatch):
+    def forty(spec, folder):                # always the 40 + 10 samples TINY declares
+        return read_tiny(TINY, folder)
+    monkeypatch.setitem(DATASETS, "tiny", dataclasses.replace(TINY, train_size=41, reader=forty))
+    with pytest.raises(DataError, match=r"Tiny blobs loaded 40 train / 10 test samples; its entry declares 41 / 10"):
+        load_dataset("tiny")
 
 
 def test_the_real_fashion_mnist_files_have_the_registered_sizes():

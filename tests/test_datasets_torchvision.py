@@ -7,6 +7,7 @@ Downloads are patched to fail in every test, so nothing touches the network.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import pickle
@@ -50,6 +51,12 @@ def downloads(monkeypatch) -> list[str]:
 # ---------------------------------------------------------------------------
 # Writers of the real formats, independent of the code under test
 # ---------------------------------------------------------------------------
+
+def declare_sizes(monkeypatch, name: str, n_train: int, n_test: int) -> None:
+    """Make the entry ``name`` declare the tiny files' sizes: an entry's sizes are checked against what it loads
+    (a tiny copy under the real entry is refused, see test_dataset_registry.py)."""
+    monkeypatch.setitem(DATASETS, name, dataclasses.replace(DATASETS[name], train_size=n_train, test_size=n_test))
+
 
 def idx_bytes(array: np.ndarray) -> bytes:
     """An IDX file: 0, 0, type 0x08 (ubyte), ndim, big-endian uint32 sizes, C-order data."""
@@ -136,6 +143,7 @@ def write_cifar10(root: Path, monkeypatch, per_batch: int = 2, n_test: int = 3) 
         "num_cases_per_batch": per_batch, "num_vis": 3072,
         "label_names": ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]}))
     register_checksums(monkeypatch, tvd.CIFAR10, folder)
+    declare_sizes(monkeypatch, "cifar10", 5 * per_batch, n_test)
     return {"x_train": np.concatenate([d for d, _ in batches]), "y_train": sum((l for _, l in batches), []),
             "x_test": test_data, "y_test": test_labels}
 
@@ -156,6 +164,7 @@ def write_cifar100(root: Path, monkeypatch, n_train: int = 6, n_test: int = 4) -
         "fine_label_names": [f"fine_{i}" for i in range(100)],
         "coarse_label_names": [f"coarse_{i}" for i in range(20)]}))
     register_checksums(monkeypatch, tvd.CIFAR100, folder)
+    declare_sizes(monkeypatch, "cifar100", n_train, n_test)
     return {"x_train": splits["train"][0], "y_train": splits["train"][1],
             "x_test": splits["test"][0], "y_test": splits["test"][1]}
 
@@ -186,8 +195,9 @@ def test_new_datasets_are_listed():
     assert "byclass" in DATASETS["emnist"].summary and "62" in DATASETS["emnist"].summary
 
 
-def test_mnist_torchvision_layout(tmp_path, downloads):
+def test_mnist_torchvision_layout(tmp_path, downloads, monkeypatch):
     arrays = mnist_arrays()
+    declare_sizes(monkeypatch, "mnist", 20, 10)
     write_idx_set(tmp_path / "MNIST" / "raw", MNIST_NAMES, arrays)
     ds = load_dataset("mnist", data_dir=str(tmp_path))
     assert downloads == []
@@ -201,10 +211,11 @@ def test_mnist_torchvision_layout(tmp_path, downloads):
     assert ds.augmentation is None and ds.mean == (MNIST_MEAN,) and ds.std == (MNIST_STD,)
 
 
-def test_mnist_flat_idx_folder(tmp_path, downloads):
+def test_mnist_flat_idx_folder(tmp_path, downloads, monkeypatch):
     """The four IDX files directly in data_dir, gzipped (the Debian package layout)."""
     import gzip
 
+    declare_sizes(monkeypatch, "mnist", 20, 10)
     arrays = mnist_arrays(seed=3)
     for key, name in MNIST_NAMES.items():
         (tmp_path / (name + ".gz")).write_bytes(gzip.compress(idx_bytes(arrays[key])))
@@ -215,7 +226,8 @@ def test_mnist_flat_idx_folder(tmp_path, downloads):
         (arrays["test_images"][3, 4, 5] / 255 - MNIST_MEAN) / MNIST_STD, abs=1e-5)
 
 
-def test_mnist_subsets_are_stratified(tmp_path):
+def test_mnist_subsets_are_stratified(tmp_path, monkeypatch):
+    declare_sizes(monkeypatch, "mnist", 20, 10)
     write_idx_set(tmp_path / "MNIST" / "raw", MNIST_NAMES, mnist_arrays())
     ds = load_dataset("mnist", data_dir=str(tmp_path), train_size=10, test_size=5, seed=1)
     assert ds.x_train.shape == (10, 1, 28, 28) and len(ds.y_test) == 5
@@ -230,7 +242,8 @@ def upright_glyph() -> np.ndarray:
     return glyph
 
 
-def test_emnist_byclass_upright(tmp_path, downloads):
+def test_emnist_byclass_upright(tmp_path, downloads, monkeypatch):
+    declare_sizes(monkeypatch, "emnist", 6, 3)
     glyph = upright_glyph()
     rng = np.random.default_rng(4)
     train_images = rng.integers(0, 256, size=(6, 28, 28), dtype=np.uint8)
@@ -327,6 +340,7 @@ def test_a_data_dir_that_does_not_exist_is_refused_before_anything_is_created(tm
 
 def test_default_root_is_the_book_cache(monkeypatch, tmp_path, downloads):
     monkeypatch.setattr(datasets_module, "DEFAULT_ROOT", str(tmp_path / "cache"))
+    declare_sizes(monkeypatch, "mnist", 20, 10)
     write_idx_set(tmp_path / "cache" / "MNIST" / "raw", MNIST_NAMES, mnist_arrays())
     assert load_dataset("mnist").x_train.shape == (20, 1, 28, 28)
 

@@ -211,7 +211,8 @@ def _extras(record: dict) -> dict:
 
 def run(experiment: Experiment, profile: str = "showcase", jobs: int = 1, out: str | os.PathLike | None = None,
         checkpoints: str | os.PathLike | None = None, seeds: tuple[int, ...] | None = None,
-        progress: bool = True, command: str | None = None, threads: int | None = None) -> Path:
+        progress: bool = True, command: str | None = None, threads: int | None = None,
+        provenance: Mapping[str, Any] | None = None) -> Path:
     """Run every arm × seed of ``experiment`` and write its results file; returns its path.
 
     Runs already in the file with an unchanged config are kept, so rerunning an
@@ -219,6 +220,8 @@ def run(experiment: Experiment, profile: str = "showcase", jobs: int = 1, out: s
     10 rounds under ``checkpoints`` (default ``$DFL_CHECKPOINTS/showcase/NAME``).
     ``jobs`` runs that many trainings at once, one process and one thread each; with ``jobs=1`` the runs take
     ``threads`` threads (default: every core), e.g. 1 in a notebook that keeps its own thread count.
+    ``provenance`` adds entries to the file's provenance (e.g. the GPU and the data copy of
+    :mod:`.gpu_map`); it is read at every write, so a caller may update it between calls.
     """
     from concurrent.futures import as_completed
 
@@ -246,7 +249,8 @@ def run(experiment: Experiment, profile: str = "showcase", jobs: int = 1, out: s
         runs = [done[key] for key in planned if key in done]
         doc = {"schema": SCHEMA, "experiment": name, "chapter": experiment.chapter, "question": experiment.question,
                "profile": profile, "seeds": list(seeds), "arms": {a: dict(c) for a, c in experiment.arms.items()},
-               "provenance": _provenance(name, profile, seeds, command, time.perf_counter() - start, runs),
+               "provenance": _provenance(name, profile, seeds, command, time.perf_counter() - start, runs)
+               | dict(provenance or {}),
                "runs": runs}
         _write_atomic(path, json.dumps(doc, indent=1))
 

@@ -11,7 +11,10 @@ Adding a dataset is adding one entry: :func:`load_dataset`, the config, the CLI 
 * ``mnist``, ``emnist``, ``cifar10``, ``cifar100``: the seed papers' datasets at full scale, read (and downloaded
   once, e.g. in Colab) through torchvision: MNIST for DFedAvgM, EMNIST ("byclass", 62 classes) for FedSAM/MoFedSAM,
   CIFAR-10/100 for DFedSAM, FedSAM/MoFedSAM and FedGF. CIFAR carries the ``crop-flip`` augmentation of the papers'
-  code (:mod:`dfl_core.data.augment`).
+  code (:mod:`dfl_core.data.augment`). ``cifar10`` also reads the ImageFolder layout (``train/<class>/*.jpg``,
+  ``test/<class>/*.jpg``) from its ``data_dir``, e.g. the CIFAR-10 JPEG copy (:mod:`dfl_core.data.imagefiles`).
+* Your own images: :func:`~dfl_core.data.imagefolder.register_image_folder` adds a folder in the ImageFolder layout
+  as an entry of its own (on the command line, ``--dataset imagefolder --data-dir DIR``).
 
 ``data_dir``: a folder the user names must exist (it is never created and never silently replaced by another copy);
 without one, Fashion-MNIST comes from the Debian package's folder and every downloadable dataset from (or is
@@ -34,13 +37,12 @@ import numpy as np
 import torch
 
 from .augment import AUGMENTATIONS, black_fill
+from .errors import DataError
+from .imagefiles import read_image_folder
 
 __all__ = ["DataError", "Dataset", "DatasetSpec", "DATASETS", "dataset_shape", "load_dataset", "read_idx",
-           "stratified_subset", "SYSTEM_FASHION_MNIST_DIR", "DEFAULT_ROOT", "EMNIST_SPLIT"]
-
-
-class DataError(ValueError):
-    """A bad dataset name, size, file or partition argument."""
+           "stratified_subset", "normalize_images", "SYSTEM_FASHION_MNIST_DIR", "DEFAULT_ROOT", "EMNIST_SPLIT",
+           "CIFAR10_CLASSES"]
 
 
 @dataclass
@@ -87,6 +89,9 @@ FASHION_MNIST_MEAN, FASHION_MNIST_STD = 0.2860, 0.3530
 MNIST_MEAN, MNIST_STD = (0.1307,), (0.3081,)
 CIFAR10_MEAN, CIFAR10_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
+# CIFAR-10's label names in label order (batches.meta), which is also their sorted order: an ImageFolder copy
+# numbers its class folders the same way.
+CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 # The digits train/test split is part of the dataset's definition, so it uses its own fixed seed, not the run's.
 DIGITS_SPLIT_SEED, DIGITS_TEST_FRACTION = 0, 0.2
 
@@ -160,7 +165,8 @@ class DatasetSpec:
     """Everything about one dataset: one entry of :data:`DATASETS`.
 
     :meth:`load` checks ``data_dir``, calls ``reader`` and checks that what it returns has this spec's shape,
-    classes, dtypes and augmentation, so an entry cannot silently disagree with the data it reads.
+    classes, dtypes, augmentation and split sizes, so an entry cannot silently disagree with the data it reads
+    (``Config`` turns ``train_size`` into the steps K of a local epoch before anything is loaded).
     """
 
     name: str                           # the key in DATASETS (--dataset NAME)
@@ -220,6 +226,11 @@ class DatasetSpec:
             if y.numel() and not (0 <= int(y.min()) and int(y.max()) < self.num_classes):
                 raise DataError(f"{self.title} {split} labels span {int(y.min())}..{int(y.max())}; "
                                 f"expected 0..{self.num_classes - 1}")
+        loaded = (len(ds.y_train), len(ds.y_test))
+        if loaded != (self.train_size, self.test_size):
+            raise DataError(f"{self.title} loaded {loaded[0]} train / {loaded[1]} test samples; its entry declares "
+                            f"{self.train_size} / {self.test_size}: the files read are not the whole dataset (or "
+                            "the entry's train_size/test_size are wrong)")
         found = (ds.name, tuple(ds.input_shape), ds.num_classes, ds.augmentation)
         if found != (self.name, self.input_shape, self.num_classes, self.augmentation):
             raise DataError(f"the reader of {self.title} returned (name, input_shape, num_classes, augmentation) = "
@@ -246,7 +257,7 @@ def _read_digits(spec: DatasetSpec, folder: Path | None) -> Dataset:
                    num_classes=spec.num_classes, input_shape=spec.input_shape, mean=(float(mean),), std=(float(std),))
 
 
-def _normalize_images(x: torch.Tensor, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
+def normalize_images(x: torch.Tensor, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
     """uint8 images (N, C, H, W), possibly a strided view -> float32 ``(x/255 - mean) / std``.
 
     Written into one fresh contiguous float32 tensor and then updated in place, so the
@@ -266,8 +277,8 @@ def _from_uint8(spec: DatasetSpec, x_train: torch.Tensor, y_train: torch.Tensor,
         if x.dtype != torch.uint8 or tuple(x.shape[1:]) != spec.input_shape:
             raise DataError(f"{spec.title} {split} images are {x.dtype} of shape {tuple(x.shape)}; "
                             f"expected uint8 (N, {', '.join(map(str, spec.input_shape))})")
-    return Dataset(name=spec.name, x_train=_normalize_images(x_train, spec.mean, spec.std),
-                   y_train=y_train.to(torch.int64), x_test=_normalize_images(x_test, spec.mean, spec.std),
+    return Dataset(name=spec.name, x_train=normalize_images(x_train, spec.mean, spec.std),
+                   y_train=y_train.to(torch.int64), x_test=normalize_images(x_test, spec.mean, spec.std),
                    y_test=y_test.to(torch.int64), num_classes=spec.num_classes, input_shape=spec.input_shape,
                    augmentation=spec.augmentation, mean=spec.mean, std=spec.std)
 
@@ -376,6 +387,30 @@ def _read_torchvision(cls_name: str, spec: DatasetSpec, folder: Path | None, *, 
     return dataset(splits)
 
 
+def _read_cifar10(spec: DatasetSpec, folder: Path | None) -> Dataset:
+    """CIFAR-10 from the ImageFolder layout when ``folder`` holds ``train/`` and ``test/`` (e.g. the JPEG copy),
+    else torchvision's pickles (:func:`_read_torchvision`)."""
+    if folder is not None and (folder / "train").is_dir() and (folder / "test").is_dir():
+        return _read_cifar_folder(spec, folder, CIFAR10_CLASSES)
+    return _read_torchvision("CIFAR10", spec, folder)
+
+
+def _read_cifar_folder(spec: DatasetSpec, folder: Path, classes: Sequence[str]) -> Dataset:
+    """A CIFAR entry's data from a folder in the ImageFolder layout (:mod:`.imagefiles`), e.g. the JPEG copy.
+
+    The class folders must be exactly ``classes`` (the dataset's label names, whose sorted order is its label
+    order); the images are normalized with the entry's own constants and get its augmentation; :meth:`DatasetSpec.load`
+    checks the entry's sizes. A copy re-encoded as JPEG is not bit-exact: say which copy a result used.
+    """
+    found, arrays = read_image_folder(folder, spec.input_shape[0])
+    if found != tuple(classes):
+        raise DataError(f"{spec.title} from {str(folder)!r}: the class folders are {', '.join(found)}; "
+                        f"{spec.title} needs exactly {', '.join(classes)}")
+    (x_train, y_train), (x_test, y_test) = arrays["train"], arrays["test"]
+    return _from_uint8(spec, torch.from_numpy(x_train), torch.from_numpy(y_train), torch.from_numpy(x_test),
+                       torch.from_numpy(y_test))
+
+
 # ------------------------------------------------------------------------------------- The registry
 _DOWNLOADED = f"{DEFAULT_ROOT}, where it is downloaded on first use"
 
@@ -414,8 +449,9 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
     DatasetSpec(
         name="cifar10", title="CIFAR-10", description="CIFAR-10 32x32 colour images",
         source="--data-dir or torchvision download", input_shape=(3, 32, 32), num_classes=10,
-        train_size=50_000, test_size=10_000, reader=partial(_read_torchvision, "CIFAR10"),
-        files="cifar-10-batches-py/ (unpacked from cifar-10-python.tar.gz)", default_place=_DOWNLOADED,
+        train_size=50_000, test_size=10_000, reader=_read_cifar10,
+        files="cifar-10-batches-py/ (unpacked from cifar-10-python.tar.gz), or train/<class>/*.jpg and "
+              "test/<class>/*.jpg with CIFAR-10's 10 class names (the ImageFolder layout)", default_place=_DOWNLOADED,
         augmentation="crop-flip", mean=CIFAR10_MEAN, std=CIFAR10_STD),
     DatasetSpec(
         name="cifar100", title="CIFAR-100", description="CIFAR-100 32x32 colour images, fine labels",
