@@ -5,7 +5,6 @@
     python tools/book.py links                   # rewrite the derived text of every chapter (see below)
     python tools/book.py check                   # exit 1 if derived text is stale or MyST-only syntax is left
     python tools/book.py student OUTDIR [CHAPTER ...]   # a student edition: the notebooks without solutions
-    python tools/book.py migrate [CHAPTER ...]   # rewrite MyST roles ({cite:p}, {eq}, (label)=, ...) into portable forms
 
 A chapter must read the same in JupyterLab, Colab (one notebook opened alone) and
 on the MyST site, so its markdown uses only forms that plain Markdown + MathJax
@@ -639,90 +638,16 @@ def student(argv: list[str]) -> int:
     return 0
 
 
-# ---------------------------------------------------------------------------------------------
-# One-off migration from MyST roles to the portable forms (kept for branches written before it).
-
-def _migrate_text(text: str, labels: dict[str, str], sections: set[str], here: str) -> str:
-    """Rewrite MyST-only syntax of one chapter.
-
-    ``labels`` maps every MyST label to the notebook defining it; ``sections``
-    are the labels of headings below a chapter's title.
-    """
-    # admonitions become block quotes with a bold title
-    def admonition(m: re.Match) -> str:
-        body = [line for line in m.group(2).splitlines() if not line.startswith(":class:")]
-        body[0] = f"**{m.group(1).strip()}.** {body[0]}"
-        return "\n".join("> " + line if line else ">" for line in body)
-    text = re.sub(r"^```\{admonition\}([^\n]*)\n(.*?)\n```[ \t]*$", admonition, text, flags=re.M | re.S)
-
-    def part(s: str) -> str:
-        # (label)= before the title disappears; before a section it becomes an anchor
-        s = re.sub(r"^\(([\w-]+)\)=\n(?=# )", "", s, flags=re.M)
-        s = re.sub(r"^\(([\w-]+)\)=\n(?=#)", r'<span id="\1"></span>' + "\n\n", s, flags=re.M)
-        # $$ ... $$ (eq-x): the label moves to an anchor before the block
-        lines, out = s.split("\n"), []
-        for line in lines:
-            m = re.match(r"^([ \t]*)\$\$[ \t]*\(([\w-]+)\)[ \t]*$", line)
-            if m:
-                start = max(i for i, l in enumerate(out) if l.strip() == "$$")
-                out[start:start] = [f'{m.group(1)}<span id="{m.group(2)}"></span>', ""]
-                line = f"{m.group(1)}$$"
-            out.append(line)
-        s = "\n".join(out)
-
-        def target(label: str) -> str:
-            return "" if labels.get(label, here) == here else labels[label]
-        s = re.sub(r"\{eq\}`([\w-]+)`", lambda m: f"[(0)]({target(m.group(1))}#{m.group(1)})", s)
-        def named(m: re.Match) -> str:      # "Qu et al. {cite:p}`qu2022fedsam`" reads as a narrative citation
-            keys = m.group(2).replace(" ", "")
-            first = bibliography().get(keys.split(",")[0], ((None,), ""))[0][0]
-            return f"[?](cite:{keys})" if first == m.group(1) else m.group(0)
-        s = re.sub(r"\b([A-Z][\w-]+)(?:\s+et\s+al\.|\s+and\s+[A-Z][\w-]+)?\s+\{cite:p\}`([^`]+)`", named, s)
-        s = re.sub(r"\{cite:p\}`([^`]+)`", lambda m: f"[(?)](cite:{m.group(1).replace(' ', '')})", s)
-        s = re.sub(r"\{cite:t\}`([^`]+)`", lambda m: f"[?](cite:{m.group(1).replace(' ', '')})", s)
-
-        def link(m: re.Match) -> str:
-            label, chapter = m.group(2), labels.get(m.group(2))
-            if chapter is None or chapter == here:   # a section of this chapter: keep the anchor link
-                return m.group(0)
-            return f"[{m.group(1)}]({chapter}#{label})" if label in sections else f"[{m.group(1)}]({chapter})"
-        return re.sub(r"\[([^\]]*)\]\(#([\w-]+)\)", link, s)
-
-    return _rewrite_markdown(text, part)
-
-
-def migrate(names: list[str] | None = None) -> int:
-    labels: dict[str, str] = {}
-    sections: set[str] = set()
-    for md in chapters():
-        text, nb = md.read_text(), md.with_suffix(".ipynb").name
-        for m in re.finditer(r"^\(([\w-]+)\)=\n(#+) ", text, re.M):
-            labels[m.group(1)] = nb
-            if len(m.group(2)) > 1:
-                sections.add(m.group(1))
-        for m in re.finditer(r"^[ \t]*\$\$[ \t]*\(([\w-]+)\)", text, re.M):
-            labels[m.group(1)] = nb
-    for md in chapters(names):
-        new = _migrate_text(md.read_text(), labels, sections, md.with_suffix(".ipynb").name)
-        if new != md.read_text():
-            md.write_text(new)
-            print(f"migrated: {md.relative_to(ROOT)}")
-    _chapter_texts.cache_clear()
-    return links()
-
-
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "student":
         return student(argv[1:])
-    if not argv or argv[0] not in ("execute", "sync", "links", "check", "migrate"):
+    if not argv or argv[0] not in ("execute", "sync", "links", "check"):
         print(__doc__)
         return 2
     if argv[0] in ("execute", "sync"):
         if links():
             return 1
         return (execute if argv[0] == "execute" else sync)(argv[1:])
-    if argv[0] == "migrate":
-        return migrate(argv[1:])
     return links(check=argv[0] == "check")
 
 
