@@ -61,9 +61,14 @@ def test_colab_badge_and_install_cell_come_from_pyproject(md: Path):
     assert badge_target and (ROOT / badge_target.group(1)).exists()
 
 
-def test_myst_toc_lists_exactly_the_chapters():
+def test_myst_toc_lists_exactly_the_chapters_then_the_guide():
+    """The chapters in order, then the guide pages of docs/ (the README's long sections; the order of the
+    guide is the README's to choose, tests/test_readme.py checks that it links each page)."""
     toc = re.findall(r"- file: (\S+)", (ROOT / "myst.yml").read_text())
-    assert toc == [f"book/{p.with_suffix('.ipynb').name}" for p in CHAPTERS]
+    chapters = [f for f in toc if not f.startswith("docs/")]
+    assert chapters == [f"book/{p.with_suffix('.ipynb').name}" for p in CHAPTERS]
+    assert toc[:len(chapters)] == chapters, "the guide pages come after the chapters"
+    assert sorted(toc[len(chapters):]) == sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))
     assert all((ROOT / f).exists() for f in toc)
 
 

@@ -21,7 +21,8 @@ Two builds of a copy of the book:
   ``build/screenshots/site/`` for people to look at (the test's artefact).
 
 How the same notebooks read in Jupyter and Colab is checked by tests/test_book_render.py.
-The pages are those of myst.yml's toc. Needs node and mystmd (``scripts/setup.sh``),
+The pages are those of myst.yml's toc: the chapters, then the guide pages of docs/ (the README's
+long sections), which these tests check like the chapters. Needs node and mystmd (``scripts/setup.sh``),
 and for the website an offline theme or the network, Chromium and the katex
 package; without them these tests skip, except when ``DFL_REQUIRE_ALL=1`` (as in CI),
 where they fail.
@@ -104,6 +105,7 @@ def book_copy_in(tmp: Path) -> Path:
     shutil.copy(ROOT / "myst.yml", tmp)
     shutil.copy(ROOT / "pyproject.toml", tmp)      # [project.urls] Book: the plugin maps page URLs to chapters
     shutil.copytree(ROOT / "book", tmp / "book", ignore=shutil.ignore_patterns("_build", ".ipynb_checkpoints"))
+    shutil.copytree(ROOT / "docs", tmp / "docs")   # the guide pages (myst.yml's toc part "Guide")
     return tmp
 
 
@@ -387,8 +389,12 @@ def test_website_page_reads_cleanly(rendered: dict, slug: str):
     assert not problems(slug, found, ids, page_content(rendered["folder"], slug), rendered["base"]), \
         (problems(slug, found, ids, page_content(rendered["folder"], slug), rendered["base"]),
          f"requests blocked: {found['blocked']}", f"screenshot: {SCREENSHOTS / (slug + '.png')}")
-    notebook = json.loads((rendered["folder"].parents[1] / PAGES[slug]).read_text())   # the copy built
-    figures = sum("image/png" in o.get("data", {}) for c in notebook["cells"] for o in c.get("outputs", []))
+    source = (rendered["folder"].parents[1] / PAGES[slug]).read_text()             # the copy built
+    if PAGES[slug].endswith(".ipynb"):
+        outputs = [o for c in json.loads(source)["cells"] for o in c.get("outputs", [])]
+        figures = sum("image/png" in o.get("data", {}) for o in outputs)
+    else:                                                                           # a guide page of docs/
+        figures = len(re.findall(r"!\[[^\]]*\]\([^)]+\.png\)", source))
     shown = [src for src, _ in found["images"] if src.endswith(".png")]
     assert len(shown) >= figures, f"{figures} figures in {PAGES[slug]}, {len(shown)} on its page"
 
