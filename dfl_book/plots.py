@@ -485,6 +485,8 @@ def phi_against_q(ax, rows, qs: Sequence[int], m: int, q_mark: int, near_one: fl
     ax.axhline(near_one, color="k", ls=":", lw=0.8, label=f"Φ = {near_one}")
     ax.axvline(q_mark, color="k", ls="--", lw=0.8, label=f"Q = {q_mark}")
     ax.set(xlabel="gossip steps per round Q", ylabel="Φ(λ, m, Q) (dimensionless)", title=f"Φ against Q, m = {m}")
+    legend_outside(ax)                       # nine topologies: the legend names each line
+    return lines
 
 
 # --- chapters 04, 05, 06 ---
@@ -639,6 +641,7 @@ def measured_against_bounds(axes, reports: Mapping[str, dict]) -> None:
                       label=f"{label}: Lemma D.6")
     left.set(xlabel="round t", ylabel="‖∇f(x̄ᵗ)‖² (squared loss units)", title="gradient norm of the average model")
     right.set(xlabel="round t", ylabel="consensus distance (squared parameter units)", title="disagreement")
+    left.legend(fontsize=8, loc="upper right")  # each panel its own legend: Theorem 4.5 left, Lemma D.6 right
     legend_outside(right)
 
 
