@@ -128,8 +128,8 @@ class _MaxPool2dChannelsLast(torch.autograd.Function):
     """Max pooling of an NCHW tensor by the channels-last kernel; output, indices and gradient in NCHW.
 
     On CPU PyTorch's channels-last kernel, both layout conversions included, is several times faster than its
-    NCHW kernel (benchmarks/). Both take the first maximum of a window in row-major order, so the indices are the
-    same, and the backward pass is PyTorch's own with those indices.
+    NCHW kernel (``benchmarks/RESULTS.md``). Both take the first maximum of a window in row-major order, so the
+    indices are the same, and the backward pass is PyTorch's own with those indices.
     """
 
     @staticmethod
