@@ -24,7 +24,7 @@ class OutputBuffers:
     """Output tensors reused from round to round, once nothing else refers to them.
 
     Local training and gossip write all m·d numbers of their output; on a CPU a fresh ``(m, d)`` tensor costs more
-    than that arithmetic (its pages are faulted in on first touch: 206 ms of a 317 ms ring gossip at m = 1000 in
+    than that arithmetic (its pages are faulted in on first touch: most of a ring gossip's time at m = 1000 in
     ``benchmarks/RESULTS.md``). A buffer handed out before is handed out again only when this pool holds the only
     reference to it and no view shares its memory, so a model kept by the caller (``old = sim.x``, or ``sim.x[0]``)
     is never overwritten.
