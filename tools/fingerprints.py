@@ -9,7 +9,7 @@ through the engine (float64, momentum, compressed gossip and its readings, MGS, 
 and vmap forward strategies, local epochs, weight decay). A fingerprint hashes every number of the run's
 history that does not measure time, and the bytes of every client's final parameters, so two fingerprints are
 equal only if the runs are bit-identical. Compare fingerprints taken on one machine: another CPU may round
-differently (README, "Reproducible on any machine").
+differently (scripts/emulate_cpu.sh runs a command as on a CPU with fewer vector instructions).
 """
 from __future__ import annotations
 

@@ -38,16 +38,14 @@ that file's plan, which the script prints, and the same ``--workdir``, whose pat
 autocast of local training's forward and backward passes; parameters, SAM's norm and gossip stay float32) and cuDNN's
 autotuner; ``--compile`` adds torch.compile.
 
-How the next session with a GPU runs it (the device tool's ``run``; see /work/.library/device/README.md)::
+How to run it on a machine with one GPU and no network: copy the CIFAR-10 images as an archive of the
+ImageFolder layout (``train/<class>/*.jpg``, ``test/<class>/*.jpg``, e.g. a JPEG copy ``cifar10-jpeg.tar.gz``)
+into a folder git ignores, take that folder along with the working tree, and run from the repository's root::
 
-    # here, in the repository's root: take the archive along in a folder git ignores
-    mkdir -p gpu_data .git/info && cp ../shared/data/cifar10-jpeg.tar.gz gpu_data/
-    grep -qx /gpu_data/ .git/info/exclude || echo /gpu_data/ >> .git/info/exclude
-    # one device call (the machine has python3 with torch, PIL, numpy; nothing to install):
-    run(command="PYTHONUNBUFFERED=1 PYTHONPATH=. python3 -m dfl_book.showcase.gpu_map "
-                "--archive gpu_data/cifar10-jpeg.tar.gz --out $OUT 2>&1 | tee $OUT/log.txt",
-        carry=["gpu_data"], timeout_s=600)
-    # then copy <files_at>/dfedsam-cifar-regime.json to dfl_book/showcase/results/gpu/ and commit it
+    PYTHONUNBUFFERED=1 PYTHONPATH=. python3 -m dfl_book.showcase.gpu_map \
+        --archive gpu_data/cifar10-jpeg.tar.gz --out OUT 2>&1 | tee OUT/log.txt
+
+then copy ``OUT/dfedsam-cifar-regime.json`` to ``dfl_book/showcase/results/gpu/`` and commit it.
 
 ``--plan-only`` stops after the measurements and prints the plan. On a CPU, ``--device cpu`` with a tiny
 ``--train-size`` runs the same code (the test suite's smoke run, tests/test_gpu_map.py).
