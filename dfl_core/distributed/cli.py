@@ -164,7 +164,7 @@ def _run(args, cfg: Config, rank: int, world_size: int) -> int:
                           command=" ".join(["torchrun -m dfl_core.distributed", *sys.argv[1:]]))
             final = history.final
             per_round = [b / max(cfg.rounds, 1) for b in final["rank_bytes_sent"]]
-            print(f"{cfg.algorithm} on {world_size} processes, m = {cfg.num_clients}, {cfg.topology}: "
+            print(f"{cfg.algorithm} on {world_size} processes, m = {cfg.num_clients}, {cfg.params.topology}: "
                   f"test acc {100 * final['test_acc']:.2f} %, consensus distance "
                   f"{final['consensus_distance']:.3e}, {history.wall_time_s:.2f} s")
             print("bytes sent per round by rank: " + ", ".join(f"{b:.0f}" for b in per_round))

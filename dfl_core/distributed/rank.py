@@ -312,7 +312,7 @@ class _RankRun(Hooks):
                                        f"{dict(enumerate(everyone))}); start again without --resume")
         path = self.folder / f"round{max(common):06d}.pt"
         saved = _load(path)
-        ckpt.check_compatible(Config.upgraded(saved["config"]), self.cfg.to_dict(), saved["t"], path)
+        ckpt.check_compatible(Config.from_dict(saved["config"]).to_dict(), self.cfg.to_dict(), saved["t"], path)
         if saved["world_size"] != self.world_size or saved["clients"] != self.clients.tolist():
             raise ckpt.CheckpointError(f"{str(path)!r} was written by rank {saved['rank']} of "
                                        f"{saved['world_size']}; now rank {self.rank} of {self.world_size}")

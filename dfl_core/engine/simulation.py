@@ -249,7 +249,7 @@ class Simulation:
 
     def load_state_dict(self, saved: dict, path: str | os.PathLike = "") -> None:
         """Continue from ``saved`` (from :meth:`state_dict`); the config must match (see :mod:`dfl_core.checkpoint`)."""
-        ckpt.check_compatible(Config.upgraded(saved["config"]), self.config.to_dict(), saved["t"], path)
+        ckpt.check_compatible(Config.from_dict(saved["config"]).to_dict(), self.config.to_dict(), saved["t"], path)
         self.run_state = RunState(**ckpt.unpack(saved, self.run_state.state, self.device))
         self._start = time.perf_counter() - saved["elapsed_s"]
 
