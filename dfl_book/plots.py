@@ -641,7 +641,7 @@ def measured_against_bounds(axes, reports: Mapping[str, dict]) -> None:
                       label=f"{label}: Lemma D.6")
     left.set(xlabel="round t", ylabel="‖∇f(x̄ᵗ)‖² (squared loss units)", title="gradient norm of the average model")
     right.set(xlabel="round t", ylabel="consensus distance (squared parameter units)", title="disagreement")
-    left.legend(fontsize=8, loc="upper right")  # each panel its own legend: Theorem 4.5 left, Lemma D.6 right
+    legend_outside(left, where="below", ncol=2)  # each panel its own legend: Theorem 4.5 left, Lemma D.6 right
     legend_outside(right)
 
 
