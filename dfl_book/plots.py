@@ -166,7 +166,8 @@ def legend_outside(ax, where: str = "right", handles: list | None = None, **kwar
 
 
 def paired_differences(ax, comparisons: Iterable[Any], *, xlabel: str = "paired difference",
-                       zero: float = 0.0, verdicts: bool = True) -> list:
+                       zero: float = 0.0, verdicts: bool = True, margin: float | None = None,
+                       paper: Sequence[float | None] | None = None, corrected: Sequence[str] | None = None) -> list:
     """A forest plot: one row per comparison, its mean paired difference and 95% interval.
 
     Each comparison is any object with attributes ``label``, ``mean``, ``low``,
@@ -174,20 +175,34 @@ def paired_differences(ax, comparisons: Iterable[Any], *, xlabel: str = "paired 
     attributes are used). A vertical line marks ``zero`` (no difference); an
     interval that crosses it is drawn hollow. The verdict is written to the
     right of the axes, outside the data. Rows run top to bottom in the order given.
+    ``margin`` δ shades the equivalence band (−δ, δ); ``paper`` gives the paper's own
+    difference per row (None where it has none), drawn as a cross; ``corrected``
+    gives the family's verdicts after its correction (``dfl_book.stats.holm``),
+    written beside the uncorrected ones ("REPRODUCED → UNRESOLVED").
 
     Returns the error-bar containers.
     """
     comparisons = list(comparisons)
+    for name, extra in (("paper", paper), ("corrected", corrected)):
+        if extra is not None and len(extra) != len(comparisons):
+            raise ValueError(f"{name} needs one entry per comparison ({len(comparisons)}); got {len(extra)}")
     ys = np.arange(len(comparisons))[::-1]
     drawn = []
-    for y, c in zip(ys, comparisons):
+    if margin is not None:
+        ax.axvspan(zero - margin, zero + margin, color=COLORS[2], alpha=0.15, zorder=0,
+                   label=f"equivalence band ±{margin:g}")
+    for k, (y, c) in enumerate(zip(ys, comparisons)):
         crosses = c.low <= zero <= c.high
         drawn.append(ax.errorbar([c.mean], [y], xerr=[[c.mean - c.low], [c.high - c.mean]], fmt="o",
                                  color="0.45" if crosses else COLORS[0], capsize=4, markersize=6,
-                                 markerfacecolor="white" if crosses else COLORS[0], zorder=3))
+                                 markerfacecolor="white" if crosses else COLORS[0], zorder=3,
+                                 label="mean and 95% CI" if k == 0 else None))
+        if paper is not None and paper[k] is not None:
+            ax.plot([paper[k]], [y], "x", color=COLORS[1], markersize=8, zorder=4,
+                    label="the paper's difference" if not any(p is not None for p in paper[:k]) else None)
         if verdicts:
-            ax.annotate(str(c.verdict), xy=(1.02, y), xycoords=("axes fraction", "data"),
-                        va="center", ha="left", fontsize=8)
+            text = str(c.verdict) if corrected is None or corrected[k] == c.verdict else f"{c.verdict} → {corrected[k]}"
+            ax.annotate(text, xy=(1.02, y), xycoords=("axes fraction", "data"), va="center", ha="left", fontsize=8)
     ax.axvline(zero, color="0.3", linewidth=1, linestyle="--", zorder=1)
     ax.set_yticks(ys, [str(c.label) for c in comparisons])
     ax.set_ylim(-0.7, len(comparisons) - 0.3)

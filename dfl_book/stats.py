@@ -66,7 +66,7 @@ from functools import lru_cache
 from typing import Iterable, Sequence
 
 __all__ = ["PairedComparison", "compare_paired", "summarize", "markdown_table", "signed", "VERDICTS", "METHODS",
-           "BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "MIN_SEEDS"]
+           "BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "MIN_SEEDS", "p_value", "tost_p_value", "holm_adjust", "holm"]
 
 VERDICTS = ("REPRODUCED", "REVERSED", "EQUIVALENT", "UNRESOLVED")
 METHODS = ("t", "bootstrap")
@@ -212,6 +212,92 @@ def compare_paired(a: Sequence[float], b: Sequence[float], *, expect: str = "gre
     return PairedComparison(n=n, diffs=diffs, mean=mean, std=std, low=low, high=high, detectable=detectable,
                             expect=expect, verdict=verdict, method=method, confidence=confidence, power=power,
                             label=label, margin=margin, within_margin=within_margin)
+
+
+def _t_tail(x: float, df: int) -> float:
+    """P(T > x) for Student's t with ``df`` degrees of freedom."""
+    from scipy.stats import t
+    return float(t.sf(x, df))
+
+
+def _check_t(c: PairedComparison) -> None:
+    if c.method != "t":
+        raise ValueError(f"p-values are defined here for the t-interval only; this comparison used {c.method!r}")
+
+
+def p_value(c: PairedComparison) -> float:
+    """The two-sided p-value of the paired t-test of a mean difference of 0.
+
+    It agrees with the interval: p < 1 − confidence exactly when the interval excludes 0, so a verdict of
+    REPRODUCED or REVERSED is p < 0.05 at 95% confidence. Degenerate (s_d = 0): 0 if d̄ ≠ 0, else 1.
+    """
+    _check_t(c)
+    if c.std == 0:
+        return 0.0 if c.mean != 0 else 1.0
+    return min(1.0, 2 * _t_tail(abs(c.mean) / (c.std / math.sqrt(c.n)), c.n - 1))
+
+
+def tost_p_value(c: PairedComparison) -> float:
+    """The p-value of the two one-sided tests of equivalence within the comparison's margin δ.
+
+    H0: |true difference| ≥ δ. Each one-sided test rejects its half of H0 (difference ≤ −δ, difference ≥ δ);
+    the TOST p-value is the larger of the two, and p < α exactly when the 1 − 2α interval lies inside (−δ, δ).
+    """
+    _check_t(c)
+    if c.margin is None:
+        raise ValueError("this comparison has no margin: equivalence is tested within a stated margin δ")
+    if c.std == 0:
+        return 0.0 if abs(c.mean) < c.margin else 1.0
+    se = c.std / math.sqrt(c.n)
+    above_low = _t_tail((c.mean + c.margin) / se, c.n - 1)          # P-value of H0: difference ≤ −δ
+    below_high = _t_tail((c.margin - c.mean) / se, c.n - 1)          # P-value of H0: difference ≥ δ
+    return max(above_low, below_high)
+
+
+def holm_adjust(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values: reject hypothesis k at level α when its adjusted p ≤ α.
+
+    Sort the m p-values, p_(1) ≤ … ≤ p_(m); the adjusted p_(i) is max_{j ≤ i} min(1, (m − j + 1)·p_(j)).
+    This controls the chance of any false rejection in the family at α, for any dependence between the tests
+    (Holm, 1979), and rejects at least what Bonferroni's m·p ≤ α rejects.
+    """
+    p = _floats("p_values", p_values)
+    for i, x in enumerate(p):
+        if not 0 <= x <= 1:
+            raise ValueError(f"p_values[{i}] is {x}; a p-value lies in [0, 1]")
+    m, order, adjusted, running = len(p), sorted(range(len(p)), key=lambda i: p[i]), [0.0] * len(p), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def holm(comparisons: Sequence[PairedComparison]) -> list[str]:
+    """The family's verdicts after Holm's correction, one per comparison, in the same order.
+
+    The book's rule within a map or a table: a difference (REPRODUCED or REVERSED) stands when its
+    Holm-adjusted two-sided p-value is below 1 − confidence; an EQUIVALENT verdict stands when its
+    Holm-adjusted TOST p-value (over the comparisons that test equivalence) is below 1 − confidence; every
+    other comparison is UNRESOLVED. The uncorrected verdicts are each comparison's own ``verdict``.
+    """
+    comparisons = list(comparisons)
+    if not comparisons:
+        return []
+    alpha = 1 - comparisons[0].confidence
+    if any(c.confidence != comparisons[0].confidence for c in comparisons):
+        raise ValueError("a family is corrected at one confidence level; these comparisons mix levels")
+    differ = holm_adjust([p_value(c) for c in comparisons])
+    tested = [k for k, c in enumerate(comparisons) if c.margin is not None]
+    equivalent = dict(zip(tested, holm_adjust([tost_p_value(comparisons[k]) for k in tested])))
+    out = []
+    for k, c in enumerate(comparisons):
+        if c.verdict in ("REPRODUCED", "REVERSED") and differ[k] < alpha:
+            out.append(c.verdict)
+        elif c.verdict == "EQUIVALENT" and equivalent[k] < alpha:
+            out.append(c.verdict)
+        else:
+            out.append("UNRESOLVED")
+    return out
 
 
 def summarize(comparisons: Iterable[PairedComparison]) -> dict[str, int]:

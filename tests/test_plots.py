@@ -103,6 +103,21 @@ def test_paired_differences_one_row_per_comparison_with_zero_line_and_verdicts()
     assert ax.get_xlabel() == "accuracy difference (points)"
 
 
+def test_paired_differences_shows_the_band_the_papers_number_and_the_corrected_verdicts():
+    comparisons = [Comparison("a", 1.2, 0.4, 2.0, "REPRODUCED"), Comparison("b", 0.3, 0.05, 0.55, "REPRODUCED"),
+                   Comparison("c", 0.0, -0.2, 0.2, "EQUIVALENT")]
+    fig, ax = plt.subplots()
+    plots.paired_differences(ax, comparisons, margin=0.5, paper=[2.4, None, None],
+                             corrected=["REPRODUCED", "UNRESOLVED", "EQUIVALENT"])
+    band = [p for p in ax.patches if p.get_label().startswith("equivalence band")]
+    assert len(band) == 1 and np.allclose(band[0].get_bbox().intervalx, [-0.5, 0.5])
+    crosses = [line for line in ax.get_lines() if line.get_label() == "the paper's difference"]
+    assert len(crosses) == 1 and np.allclose(crosses[0].get_xdata(), [2.4])
+    assert [t.get_text() for t in ax.texts] == ["REPRODUCED", "REPRODUCED → UNRESOLVED", "EQUIVALENT"]
+    with pytest.raises(ValueError, match="paper needs one entry per comparison"):
+        plots.paired_differences(ax, comparisons, paper=[1.0])
+
+
 def test_bars_with_intervals():
     fig, ax = plt.subplots()
     bars = plots.bars_with_intervals(ax, ["a", "b", "c"], [80, 85, 90], [78, 84, 88], [82, 86, 92],

@@ -224,3 +224,61 @@ def test_bootstrap_equivalence_uses_the_alpha_quantiles():
 def test_bad_margin(margin):
     with pytest.raises(ValueError, match="margin must be a finite number > 0"):
         compare_paired([1, 2, 3], [1, 2, 2], margin=margin)
+
+
+# ------------------------------------------------------------------------------- p-values and Holm's correction
+from hypothesis import assume  # noqa: E402
+
+from dfl_book.stats import holm, holm_adjust, p_value, tost_p_value  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(-5, 5, allow_nan=False), min_size=5, max_size=8),
+       st.lists(st.floats(-5, 5, allow_nan=False), min_size=5, max_size=8), st.floats(0.05, 3))
+def test_the_p_values_agree_with_the_intervals(a, b, margin):
+    n = min(len(a), len(b))
+    c = compare_paired(a[:n], b[:n], margin=margin)
+    assume(c.std > 1e-6)
+    p, q = p_value(c), tost_p_value(c)
+    edge = 1e-9                                   # a p-value within rounding of α is either side
+    if abs(p - 0.05) > edge:
+        assert (p < 0.05) == (c.low > 0 or c.high < 0), (p, c)
+    if abs(q - 0.05) > edge:
+        assert (q < 0.05) == bool(c.within_margin), (q, c)
+
+
+def test_p_value_by_hand():
+    # d = (1, 2, 3): mean 2, s_d = 1, t = 2·√3 = 3.4641 on 2 degrees of freedom; two-sided p = 0.07418
+    c = compare_paired([1, 2, 3], [0, 0, 0])
+    assert p_value(c) == pytest.approx(0.0741799, abs=1e-6)
+
+
+def test_holm_by_hand_and_its_properties():
+    # sorted 0.005, 0.01, 0.03, 0.04 -> 4·0.005, 3·0.01, 2·0.03, max(that, 1·0.04)
+    assert holm_adjust([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm_adjust([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+    assert holm_adjust([]) == []
+    with pytest.raises(ValueError, match=r"p_values\[1\] is 1.5"):
+        holm_adjust([0.1, 1.5])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=12))
+def test_holm_adjusted_p_values_are_monotone_and_between_raw_and_bonferroni(p):
+    adjusted = holm_adjust(p)
+    m = len(p)
+    for raw, adj in zip(p, adjusted):
+        assert raw - 1e-12 <= adj <= min(1.0, m * raw) + 1e-12
+    order = sorted(range(m), key=lambda i: p[i])
+    assert all(adjusted[i] <= adjusted[j] + 1e-12 for i, j in zip(order, order[1:]))
+
+
+def test_holm_keeps_strong_differences_and_drops_weak_ones():
+    strong = compare_paired([5.1, 5.3, 4.9, 5.2, 5.0], [0, 0, 0, 0, 0])            # p ≈ 1e-7
+    weak = compare_paired([0.9, 0.1, 0.6, 0.3, 0.8], [0, 0, 0, 0, 0])              # p ≈ 0.02
+    assert weak.verdict == "REPRODUCED" and 0.01 < p_value(weak) < 0.05
+    nulls = [compare_paired([0.3, -0.2, 0.1, -0.4, 0.2], [0] * 5) for _ in range(8)]
+    assert holm([strong, weak]) == ["REPRODUCED", "REPRODUCED"]          # a family of 2: 2·0.02 < 0.05
+    assert holm([strong, weak, *nulls])[:2] == ["REPRODUCED", "UNRESOLVED"]   # of 10: 9·0.02 > 0.05
+    with pytest.raises(ValueError, match="bootstrap"):
+        p_value(compare_paired([1, 2, 3], [0, 0, 0], method="bootstrap"))
