@@ -6,7 +6,7 @@ The public API::
     history = run(Config(algorithm="dfedsam-mgs", topology="ring", rounds=30))
     history.final["test_acc"], history.series("consensus_distance")
 
-See the README for the results schema and ``python -m dfl_core run --help``. The names below are imported on first
+See docs/results_file.md for the results schema and ``python -m dfl_core run --help``. The names below are imported on first
 use, so ``import dfl_core.topology`` (as ``theory`` does) does not load the whole engine.
 """
 from __future__ import annotations

@@ -75,7 +75,7 @@ def init_process_group(backend: str, rank: int, world_size: int, timeout_s: floa
     """Join the process group at ``MASTER_ADDR:MASTER_PORT`` (default 127.0.0.1:29500).
 
     Under torchrun its agent hosts the rendezvous store (and listens on every interface, which torch does not let us
-    change: see the README on trusted networks). Launched without torchrun (:mod:`.launch`, or RANK, WORLD_SIZE,
+    change: see docs/distributed_backend.md on trusted networks). Launched without torchrun (:mod:`.launch`, or RANK, WORLD_SIZE,
     MASTER_ADDR, MASTER_PORT set by hand), rank 0 hosts the store on a socket bound to MASTER_ADDR only. On a
     loopback address gloo's own sockets are kept on the loopback interface too (``GLOO_SOCKET_IFNAME=lo``).
     """
