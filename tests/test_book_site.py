@@ -300,6 +300,11 @@ def visit(browser, base: str, slug: str, screenshot: Path | None = None, katex: 
         page.wait_for_function("Array.from(document.images).every(i => i.complete)", timeout=15_000)
     except Exception:          # noqa: BLE001  (an image that never loads is reported by the checks)
         pass
+    # The theme lists the first references only, behind a "Show All" button, when a page cites many works;
+    # open the whole list, as a reader would, so that every citation can be checked against it.
+    page.evaluate("() => document.querySelectorAll('button.myst-bibliography-toggle')"
+                  ".forEach(b => { if (b.textContent.trim() === 'Show All') b.click(); })")
+    page.wait_for_timeout(300)
     found = page.evaluate(INSPECT)
     page.close()
     return {**found, "errors": errors, "blocked": blocked, "katex_versions": katex_versions}
