@@ -112,3 +112,75 @@ def test_the_syllabus_run_times_are_the_chapters_own():
         if nn in stated and line and int(line.group(1)) != stated[nn]:
             wrong.append(f"{md.name}: syllabus {stated[nn]} min, chapter {line.group(1)} min")
     assert wrong == [], "\n".join(wrong)
+
+
+# ------------------------------------------------------------------------------- a lesson's size (issue 40, item 2)
+#: A chapter's main path fits one class session: at most this much prose and this many code cells. The main path
+#: is everything but the sections "Going further", "Exercises" and "References" and the solutions.
+MAX_MAIN_WORDS, MAX_MAIN_CELLS = 2200, 35
+#: No output cell prints a wall of verdicts: a family of more comparisons is a figure (plots.paired_differences).
+MAX_VERDICT_LINES = 12
+OFF_PATH = ("going further", "exercises", "references")
+VERDICT = re.compile(r"\b(REPRODUCED|REVERSED|EQUIVALENT|UNRESOLVED)\b")
+#: sympy's plain-text form of a product or a power (K*eta*(32*Gamma ...): formulas are typeset instead
+RAW_SYMPY = re.compile(r"\b[A-Za-z_]\w*\*{1,2}[A-Za-z_(]")
+
+
+def _notebook(md: Path) -> dict:
+    import json
+    return json.loads(md.with_suffix(".ipynb").read_text())
+
+
+def main_path(notebook: dict) -> tuple[int, int]:
+    """(words of prose, code cells) of the main path: math blocks, link targets and HTML tags are not words."""
+    words = cells = 0
+    off = False
+    for cell in notebook["cells"]:
+        source = "".join(cell["source"])
+        tags = cell.get("metadata", {}).get("tags", [])
+        if cell["cell_type"] == "markdown":
+            for _, title in re.findall(r"^(#{1,2}) (.+)$", source, re.M):
+                off = title.strip().lower().startswith(OFF_PATH)
+        if off or "solution" in tags or "references" in tags:
+            continue
+        if cell["cell_type"] == "code":
+            cells += 1
+        elif cell["cell_type"] == "markdown":
+            text = re.sub(r"\$\$.*?\$\$", " ", source, flags=re.S)
+            text = re.sub(r"<[^>]+>", " ", re.sub(r"\]\([^)]*\)", "]", text))
+            words += len(re.findall(r"[A-Za-zÀ-ÿ][\w'’-]*", text))
+    return words, cells
+
+
+def _outputs(notebook: dict):
+    for i, cell in enumerate(notebook["cells"]):
+        for out in cell.get("outputs", []) if cell["cell_type"] == "code" else []:
+            data = out.get("data", {})
+            plain = "".join(out.get("text", "")) + "".join(data.get("text/plain", ""))
+            yield i, plain, plain + "".join(data.get("text/markdown", ""))
+
+
+@pytest.mark.parametrize("md", LESSONS, ids=lambda p: p.stem)
+def test_the_main_path_fits_a_session(md: Path):
+    words, cells = main_path(_notebook(md))
+    assert words <= MAX_MAIN_WORDS, f"{md.name}: {words} words of prose on the main path; at most {MAX_MAIN_WORDS}"
+    assert cells <= MAX_MAIN_CELLS, f"{md.name}: {cells} code cells on the main path; at most {MAX_MAIN_CELLS}"
+
+
+@pytest.mark.parametrize("md", LESSONS, ids=lambda p: p.stem)
+def test_no_output_is_a_wall_of_verdicts_or_raw_sympy(md: Path):
+    for i, plain, text in _outputs(_notebook(md)):
+        lines = sum(1 for line in text.splitlines() if VERDICT.search(line))
+        assert lines <= MAX_VERDICT_LINES, f"{md.name} cell {i}: {lines} lines of verdicts; at most {MAX_VERDICT_LINES}"
+        assert not RAW_SYMPY.search(plain), f"{md.name} cell {i}: raw sympy text {RAW_SYMPY.findall(plain)[:3]}"
+
+
+def test_the_size_checks_can_fail():
+    prose = {"cell_type": "markdown", "source": ["# T\n\n" + "word " * 50], "metadata": {}}
+    code = {"cell_type": "code", "source": ["x = 1"], "metadata": {}, "outputs": []}
+    aside = {"cell_type": "markdown", "source": ["## Going further\n\n" + "more " * 500], "metadata": {}}
+    solution = {"cell_type": "code", "source": ["y = 2"], "metadata": {"tags": ["solution"]}, "outputs": []}
+    assert main_path({"cells": [prose, code, aside, code, solution]}) == (51, 1)
+    math = {"cell_type": "markdown", "source": ["$$\na = b\n$$\n[a link](https://x.org/long/path)"], "metadata": {}}
+    assert main_path({"cells": [math]}) == (2, 0)
+    assert RAW_SYMPY.search("a = K*eta*(32*Gamma*K**2)") and not RAW_SYMPY.search("**REPRODUCED**: 3 * 4")
