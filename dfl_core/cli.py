@@ -1,4 +1,5 @@
-"""Command line: ``python -m dfl_core run …`` and ``python -m dfl_core list``.
+"""Command line: ``python -m dfl_core run …``, ``python -m dfl_core list`` and
+``python -m dfl_core convert-results OLD.json [-o NEW.json]`` (a results file of an earlier version, converted once).
 
 With no options, ``run`` performs the default comparison: D-PSGD, DFedAvg, DFedAvgM, DFedSAM and DFedSAM-MGS (Q = 4)
 on 20 clients of the bundled digits data (Dirichlet 0.3, ring, 2NN, K = 5, 30 rounds), 5 seeds each. It prints the
@@ -31,7 +32,7 @@ from .data.imagefiles import LAYOUT as IMAGE_FOLDER_LAYOUT
 from .engine import DivergenceError, run
 from .models import MODEL_HELP
 from .checkpoint import CheckpointError
-from .results import History, read_results, write_results
+from .results import History, convert_results_file, read_results, write_results
 from .topology import TOPOLOGIES
 
 __all__ = ["main", "DEFAULT_ALGORITHMS", "DEFAULT_SEEDS", "compare", "summary_table", "add_config_arguments",
@@ -177,6 +178,16 @@ def _build_parser() -> argparse.ArgumentParser:
                           "CIFAR papers' random 4-pixel crop and horizontal flip)")
     add_config_arguments(run)
     sub.add_parser("list", help="list algorithms, topologies, datasets, models and partitions")
+    convert = sub.add_parser(
+        "convert-results", help="convert a results file written by an earlier version to this version's configs",
+        description="Rewrite every run's config of a results file written by an earlier version (a CLI results.json "
+                    "or a showcase results file) in this version's form (dfl_core.results.convert_results): "
+                    "hyperparameters the run's algorithm does not read dropped, renamed quant_mixing readings "
+                    "under their current names, fields added since at their defaults. Histories, provenance and "
+                    "every number are kept; a file already current is left as it is.")
+    convert.add_argument("path", metavar="OLD.json", help="the results file to convert")
+    convert.add_argument("-o", "--out", metavar="NEW.json", default=None,
+                         help="write the converted file here (default: replace OLD.json, atomically)")
     for extension in cli_extensions():                  # e.g. the book's showcase and table commands
         extension.add_commands(sub)
     return parser
@@ -371,6 +382,17 @@ def _register_folder_dataset(args: argparse.Namespace, overrides: Mapping[str, A
                           augmentation=augmentation)
 
 
+def _convert_results(path: str, out: str | None) -> int:
+    """``convert-results OLD.json [-o NEW.json]``: :func:`dfl_core.results.convert_results_file`."""
+    try:
+        written, changed = convert_results_file(path, out)
+    except (OSError, ValueError, KeyError, TypeError) as err:          # ConfigError is a ValueError
+        print(f"error: cannot convert {path}: {err}", file=sys.stderr)
+        return 2
+    print(f"{written}: {changed} run config(s) converted")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -379,6 +401,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "list":
         print(_catalogue())
         return 0
+    if args.command == "convert-results":
+        return _convert_results(args.path, args.out)
     for extension in cli_extensions():
         if args.command in extension.commands:
             return extension.run(args.command, parser, args, command)

@@ -197,26 +197,9 @@ class Config:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Config":
-        """A config from :meth:`to_dict`'s form, or from the form earlier versions wrote.
-
-        Those wrote every algorithm's hyperparameters, ``None`` (or ``rho``/``momentum`` 0) where the algorithm
-        did not read them: those are dropped. Values written under a former name are renamed.
-        """
-        d = dict(d)
-        algo = ALGORITHMS.get(d.get("algorithm", "dfedsam"))
-        if algo is not None:
-            for name in algorithm_fields():
-                if name in d and name not in algo.defaults and d[name] in FORMER_UNUSED_VALUES.get(name, (None,)):
-                    del d[name]
-        if d.get("quant_mixing") in FORMER_QUANT_MIXINGS:
-            d["quant_mixing"] = FORMER_QUANT_MIXINGS[d["quant_mixing"]]
+        """A config from :meth:`to_dict`'s form (a file written by an earlier version: convert it first with
+        ``python -m dfl_core convert-results``, :func:`dfl_core.results.convert_results`)."""
         return cls(**d)
-
-    @classmethod
-    def upgraded(cls, d: Mapping[str, Any]) -> dict[str, Any]:
-        """A config as an earlier version wrote it, as this version writes it: the fields and defaults added
-        since filled in (a checkpoint or results file of then still matches a run of now)."""
-        return cls.from_dict(d).to_dict()
 
     @property
     def transmission_notes(self) -> tuple[str, ...]:
@@ -317,9 +300,3 @@ def algorithm_fields() -> dict[str, dataclasses.Field]:
 #: The hyperparameters of all algorithms, by name (the CLI offers each once).
 ALGORITHM_FIELDS: dict[str, dataclasses.Field] = algorithm_fields()
 
-
-#: quant_mixing's former names (results files and checkpoints written before the readings were renamed).
-FORMER_QUANT_MIXINGS = {"difference": "differences-only", "models": "exact-neighbour-models"}
-#: What earlier versions wrote for a hyperparameter the algorithm does not read: None, or 0 for ρ and θ,
-#: which every run carried.
-FORMER_UNUSED_VALUES = {"rho": (None, 0, 0.0), "momentum": (None, 0, 0.0)}

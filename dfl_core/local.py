@@ -126,8 +126,8 @@ def map_state(fn: Callable[[Tensor], Tensor], state):
 def typed_state(rule: LocalRule, saved, x: Tensor):
     """``saved``, a state of ``rule`` as a checkpoint holds it, in the rule's own types (:class:`Momentum`, ...).
 
-    Checkpoints store rule states as plain tuples (``torch.load(weights_only=True)`` builds no classes); those
-    written before states were typed hold a bare tensor where a one-field state (:class:`Momentum`) is now. ``x``:
+    Checkpoints store rule states as plain tuples (``torch.load(weights_only=True)`` builds no classes), here
+    typed again by the structure of ``rule.init``'s state; a state of another structure is refused. ``x``:
     parameters of the rule's shape (only the shape is read, ``rule.init`` runs on the meta device).
     """
     template = rule.init(torch.empty(x.shape, dtype=x.dtype, device="meta"))
@@ -143,8 +143,6 @@ def _like(template, saved):
         if not isinstance(saved, Tensor):
             raise ValueError
         return saved
-    if isinstance(saved, Tensor) and hasattr(template, "_fields") and len(template) == 1:
-        return type(template)(saved)                     # written before rule states were typed
     if not isinstance(saved, (tuple, list)) or len(saved) != len(template):
         raise ValueError
     parts = [_like(t, s) for t, s in zip(template, saved)]

@@ -45,6 +45,11 @@ Results schema ``dfl-book/results/v1`` (one file per CLI invocation)::
     }
 
 Accuracies are fractions in [0, 1].
+
+Files written by earlier versions hold their configs in an earlier form (every algorithm's hyperparameters, ``None``
+or 0 where the run's algorithm did not read them; fields added since missing; quant_mixing's readings under their
+first names). Convert such a file once with ``python -m dfl_core convert-results OLD.json [-o NEW.json]``
+(:func:`convert_results`); this version reads only configs in :meth:`Config.to_dict`'s form.
 """
 from __future__ import annotations
 
@@ -61,7 +66,8 @@ import torch
 from . import __version__
 from .checkpoint import write_atomic
 
-__all__ = ["History", "SCHEMA", "write_results", "read_results", "versions"]
+__all__ = ["History", "SCHEMA", "write_results", "read_results", "versions", "convert_config", "convert_results",
+           "convert_results_file"]
 
 SCHEMA = "dfl-book/results/v1"
 
@@ -119,3 +125,47 @@ def read_results(path: str | os.PathLike) -> list[History]:
         raise ValueError(f"{path}: schema {doc.get('schema')!r} is not {SCHEMA!r}")
     return [History.from_dict(r) for r in doc["runs"]]
 
+
+
+# ------------------------------------------------------------- files of earlier versions, converted once
+
+#: quant_mixing's readings by the names files written before their renaming use.
+RENAMED_QUANT_MIXINGS = {"difference": "differences-only", "models": "exact-neighbour-models"}
+#: What files written before the typed params hold for a hyperparameter the run's algorithm does not read:
+#: ``None``, or 0 for ρ and θ, which every run carried then.
+UNREAD_VALUES = {"rho": (None, 0, 0.0), "momentum": (None, 0, 0.0)}
+
+
+def convert_config(old: dict[str, Any]) -> dict[str, Any]:
+    """A config as an earlier version wrote it, in :meth:`Config.to_dict`'s form: the hyperparameters the
+    algorithm does not read dropped (refused if set to a real value), quant_mixing's former names renamed, and the
+    fields added since filled in with their defaults. A config already in the current form comes back unchanged."""
+    from .algorithms import ALGORITHMS
+    from .config import Config, algorithm_fields
+
+    d = dict(old)
+    algo = ALGORITHMS.get(d.get("algorithm", "dfedsam"))
+    if algo is not None:
+        for name in algorithm_fields():
+            if name in d and name not in algo.defaults and d[name] in UNREAD_VALUES.get(name, (None,)):
+                del d[name]
+    if d.get("quant_mixing") in RENAMED_QUANT_MIXINGS:
+        d["quant_mixing"] = RENAMED_QUANT_MIXINGS[d["quant_mixing"]]
+    return Config(**d).to_dict()
+
+
+def convert_results(doc: dict[str, Any]) -> dict[str, Any]:
+    """A results document (this module's schema, or the book's showcase schema: both keep each run's config in
+    ``runs[i]["config"]``) with every run's config converted by :func:`convert_config`; the rest is kept as is."""
+    if not isinstance(doc.get("runs"), list):
+        raise ValueError(f"not a results file: no list of runs (keys: {sorted(doc)})")
+    return doc | {"runs": [run | {"config": convert_config(run["config"])} for run in doc["runs"]]}
+
+
+def convert_results_file(path: str | os.PathLike, out: str | os.PathLike | None = None) -> tuple[Path, int]:
+    """Convert the results file ``path`` (:func:`convert_results`) and write it to ``out`` (default: in place,
+    atomically); returns the path written and how many run configs changed."""
+    doc = json.loads(Path(path).read_text())
+    new = convert_results(doc)
+    changed = sum(a["config"] != b["config"] for a, b in zip(doc["runs"], new["runs"]))
+    return write_atomic(out if out is not None else path, json.dumps(new, indent=1).encode()), changed

@@ -272,3 +272,39 @@ def test_table_data_errors_keep_the_spelling_of_set(tmp_path, capsys):
                  "--set", "data_dir=/nonexistent/path", "--out", str(tmp_path), "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2 and "data_dir='/nonexistent/path'" in err and "--data-dir" not in err, err
+
+
+def test_convert_results_converts_a_results_file_of_an_earlier_version(tmp_path, capsys):
+    """``python -m dfl_core convert-results OLD.json -o NEW.json``: a file written before the typed params (every
+    algorithm's hyperparameters, None or 0 where unread; quant_mixing's first names; fields added since missing)
+    becomes one this version reads, its histories kept; converting it again changes nothing."""
+    from dfl_core import Config
+    from dfl_core.config import ALGORITHM_FIELDS
+    from dfl_core.results import SCHEMA
+
+    now = [Config(algorithm="dfedsam", rho=0.05, num_clients=4),
+           Config(algorithm="dfedavgm-q", quant_bits=8, quant_mixing="differences-only", num_clients=4)]
+    added_since = ("precision", "channels_last", "compile", "cudnn_benchmark", "consensus_step")
+    configs = []
+    for cfg in now:
+        old = {name: None for name in ALGORITHM_FIELDS} | {"rho": 0.0, "momentum": 0.0} | cfg.to_dict()
+        configs.append({k: v for k, v in old.items() if k not in added_since})
+    configs[1]["quant_mixing"] = "difference"                       # the reading's first name
+    history = [{"round": 0, "test_acc": 0.125}, {"round": 1, "test_acc": 0.5}]
+    doc = {"schema": SCHEMA, "created": "2026-11-01T00:00:00+00:00", "versions": {}, "command": None,
+           "runs": [{"config": c, "wall_time_s": 1.5, "history": history} for c in configs]}
+    old_path, new_path = tmp_path / "old.json", tmp_path / "new.json"
+    old_path.write_text(json.dumps(doc, indent=1))
+    with pytest.raises(ValueError, match="not used by algorithm 'dfedsam'"):    # this version reads only its own form
+        Config.from_dict(read_results(old_path)[0].config)                      # (momentum=0.0, unread by DFedSAM)
+    assert main(["convert-results", str(old_path), "-o", str(new_path)]) == 0
+    assert "2 run config(s) converted" in capsys.readouterr().out
+    histories = read_results(new_path)
+    assert [Config.from_dict(h.config) for h in histories] == now
+    assert [h.records for h in histories] == [history, history] and histories[0].wall_time_s == 1.5
+    assert json.loads(old_path.read_text()) == doc                   # -o leaves the old file as it was
+    assert main(["convert-results", str(new_path)]) == 0               # in place: already current, unchanged
+    assert "0 run config(s) converted" in capsys.readouterr().out
+    assert [h.config for h in read_results(new_path)] == [h.config for h in histories]
+    assert main(["convert-results", str(tmp_path / "missing.json")]) == 2
+    assert "cannot convert" in capsys.readouterr().err

@@ -177,14 +177,18 @@ def test_the_untransmittable_reading_says_so_on_stderr_and_in_its_results(capsys
     assert capsys.readouterr().err == ""                       # the default reading sends what it counts
 
 
-def test_former_reading_names_still_load():
-    """Results files and checkpoints written before the readings were renamed ('models', 'difference')."""
+def test_former_reading_names_convert():
+    """Results files written before the readings were renamed ('models', 'difference') convert to the current
+    names (convert_config, the convert-results command); the names themselves are refused now."""
+    from dfl_core.results import convert_config
     old = Config(algorithm="dfedavgm-q", quant_bits=8).to_dict()
     old.pop("consensus_step")                                  # a file written before the field existed
     for former, now in (("models", "exact-neighbour-models"), ("difference", "differences-only")):
-        upgraded = Config.upgraded(dict(old, quant_mixing=former))
-        assert upgraded["quant_mixing"] == now and upgraded["consensus_step"] == 1.0
-        assert stored_config({"config": dict(old, quant_mixing=former)}) == upgraded
+        converted = convert_config(dict(old, quant_mixing=former))
+        assert converted["quant_mixing"] == now and converted["consensus_step"] == 1.0
+        assert stored_config({"config": converted}) == converted
+        with pytest.raises(ConfigError, match=f"unknown quant_mixing '{former}'"):
+            Config.from_dict(dict(old, quant_mixing=former))
     with pytest.raises(ConfigError, match="unknown quant_mixing 'models'"):
         Config(algorithm="dfedavgm-q", quant_mixing="models")
 

@@ -144,11 +144,11 @@ def test_checkpoint_files_hold_plain_tuples_and_load_back_typed():
     assert torch.equal(typed[1][0].velocity, state[1][0].velocity)
 
 
-def test_a_state_saved_before_states_were_typed_loads_typed():
+def test_a_state_of_another_structure_is_refused_with_both_structures():
     v = torch.randn(M, D)
-    old = ((), (v, ()))                                                 # trace's bare tensor, () for the others
-    typed = typed_state(chain(sam(0.1), sgd(momentum=0.9)), old, v)
-    assert type(typed[1][0]) is Momentum and typed[1][0].velocity is v
+    untyped = ((), (v, ()))                                             # a bare tensor where Momentum(v) is
+    with pytest.raises(ValueError, match=r"state \(\(\), \(tensor, \(\)\)\) does not fit the rule"):
+        typed_state(chain(sam(0.1), sgd(momentum=0.9)), untyped, v)
     with pytest.raises(ValueError, match=r"does not fit the rule, whose state is \(EmptyState\(\), "
                                          r"\(Momentum\(velocity=tensor\), EmptyState\(\)\)\)"):
         typed_state(chain(sam(0.1), sgd(momentum=0.9)), ((), ()), v)

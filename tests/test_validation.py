@@ -88,21 +88,26 @@ def _former_flat_dict(cfg: Config) -> dict:
     ("dfedavg", {}), ("dfedsam", {"rho": 0.05}), ("fedavg", {"clients_per_round": 3}),
     ("fedgf", {"fedgf_threshold": 1.0}), ("dfedavgm-q", {"quant_mixing": "difference"}),
 ])
-def test_configs_of_earlier_versions_load_as_the_same_config(algorithm, settings):
-    """Results files and checkpoints written before the typed params (flat, every hyperparameter of every
-    algorithm) load as the config they were, and compare equal to a run of now (Config.upgraded)."""
+def test_configs_of_earlier_versions_convert_to_the_same_config(algorithm, settings):
+    """Configs written before the typed params (flat, every hyperparameter of every algorithm) convert
+    (convert_config, the convert-results command) to the config they were; this version reads only the current
+    form."""
+    from dfl_core.results import convert_config
     former = {"quant_mixing": "differences-only"} if "quant_mixing" in settings else {}
     now = Config(algorithm=algorithm, num_clients=6, **(settings | former))
     old = _former_flat_dict(now) | {k: v for k, v in settings.items() if k == "quant_mixing"}
-    assert Config.from_dict(old) == now
-    assert Config.upgraded(old) == now.to_dict()
+    assert convert_config(old) == now.to_dict() and Config.from_dict(convert_config(old)) == now
+    assert convert_config(now.to_dict()) == now.to_dict()                  # a current config: unchanged
     with pytest.raises(ConfigError, match="rho=0.3 is not used by algorithm 'dfedavg'"):
-        Config.from_dict(_former_flat_dict(Config(algorithm="dfedavg")) | {"rho": 0.3})   # a real setting refused
+        convert_config(_former_flat_dict(Config(algorithm="dfedavg")) | {"rho": 0.3})   # a real setting refused
+    if algorithm != "fedavg":                                   # (fedavg reads no ρ and θ: 0.0 is refused now)
+        return
+    with pytest.raises(ConfigError, match="not used by algorithm 'fedavg'"):
+        Config.from_dict(old)                                   # the old form is no longer read: convert it
 
 
-def test_every_committed_result_loads_as_the_config_it_was_run_with():
-    """The showcase's committed runs (written before and after the typed params) load; each file's configs
-    round-trip through to_dict."""
+def test_every_committed_result_holds_its_config_in_the_current_form():
+    """The showcase's committed runs were converted once: each config is exactly what Config.to_dict writes."""
     import json
     from pathlib import Path
     files = sorted((Path(__file__).resolve().parent.parent / "dfl_book" / "showcase" / "results").glob("*.json"))
@@ -110,8 +115,7 @@ def test_every_committed_result_loads_as_the_config_it_was_run_with():
     count = 0
     for path in files:
         for record in json.loads(path.read_text())["runs"]:
-            cfg = Config.from_dict(record["config"])
-            assert Config.from_dict(cfg.to_dict()) == cfg
+            assert Config.from_dict(record["config"]).to_dict() == record["config"]
             count += 1
     assert count >= 100
 

@@ -54,9 +54,9 @@ class Experiment:
 
 
 def stored_config(record: dict) -> dict:
-    """A run record's config as this version writes it (:meth:`Config.upgraded`): a file written before
-    ``local_epochs``, compressed gossip or the typed params existed still matches the configs planned now."""
-    return Config.upgraded(record["config"])
+    """A run record's config as this version writes it (:meth:`Config.to_dict` of the config it reads as); a file
+    written by an earlier version is converted first (``python -m dfl_core convert-results``)."""
+    return Config.from_dict(record["config"]).to_dict()
 
 
 def final_value(history: list[dict], metric: str = "test_acc", last: int = 5) -> float:
