@@ -196,7 +196,7 @@ def paired_differences(ax, comparisons: Iterable[Any], *, xlabel: str = "paired 
         drawn.append(ax.errorbar([c.mean], [y], xerr=[[c.mean - c.low], [c.high - c.mean]], fmt="o",
                                  color="0.45" if crosses else COLORS[0], capsize=4, markersize=6,
                                  markerfacecolor="white" if crosses else COLORS[0], zorder=3,
-                                 label="mean and 95% CI" if k == 0 else None))
+                                 label=f"mean and {getattr(c, 'confidence', 0.95):.0%} CI" if k == 0 else None))
         if paper is not None and paper[k] is not None:
             ax.plot([paper[k]], [y], "x", color=COLORS[1], markersize=8, zorder=4,
                     label="the paper's difference" if not any(p is not None for p in paper[:k]) else None)

@@ -118,6 +118,17 @@ def test_paired_differences_shows_the_band_the_papers_number_and_the_corrected_v
         plots.paired_differences(ax, comparisons, paper=[1.0])
 
 
+def test_paired_differences_names_the_intervals_confidence_in_its_legend():
+    from types import SimpleNamespace
+    fig, ax = plt.subplots()
+    plots.paired_differences(ax, [Comparison("a", 1.2, 0.4, 2.0, "REPRODUCED")])
+    at_90 = SimpleNamespace(label="b", mean=1.0, low=0.5, high=1.5, verdict="REPRODUCED", confidence=0.9)
+    fig, ax90 = plt.subplots()
+    plots.paired_differences(ax90, [at_90])
+    labels = [[h.get_label() for h in a.get_legend_handles_labels()[0]] for a in (ax, ax90)]
+    assert labels == [["mean and 95% CI"], ["mean and 90% CI"]]
+
+
 def test_bars_with_intervals():
     fig, ax = plt.subplots()
     bars = plots.bars_with_intervals(ax, ["a", "b", "c"], [80, 85, 90], [78, 84, 88], [82, 86, 92],
