@@ -54,6 +54,7 @@ Four speed options for the GPU, all off by default (off, nothing of the above ch
 """
 from __future__ import annotations
 
+import abc
 import contextlib
 import copy
 from collections import OrderedDict
@@ -255,7 +256,7 @@ class _ClientLeaves(dict):
     """:meth:`StackedModel.leaves` of the ``loop`` strategy: ``{(client, layer name): leaf}``, client-major."""
 
 
-class ForwardStrategy:
+class ForwardStrategy(abc.ABC):
     """One way to compute every client's logits at once; local training's losses and gradients follow from them.
 
     A strategy gets the :class:`StackedModel` whose parameter layout it reads. :meth:`forward` maps the parameter
@@ -274,8 +275,9 @@ class ForwardStrategy:
         """Per-layer views ``{name: (n, *shape)}`` of ``flat`` (``(n, d)``, or ``(d,)``), autograd's leaves."""
         return {n: v.requires_grad_(True) for n, v in self.model.unflatten(flat.detach()).items()}
 
+    @abc.abstractmethod
     def forward(self, params: dict, x: Tensor) -> Tensor:
-        raise NotImplementedError
+        """Every client's logits ``(n, B, C)``: each strategy computes them its own way."""
 
     def loss_and_grad(self, p: Tensor, inputs: Tensor, labels: Tensor, weights: Tensor, input_grad: bool,
                       loss_scale: float | None) -> tuple[Tensor, ...]:
