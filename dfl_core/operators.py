@@ -101,15 +101,11 @@ def adaptive_step(v: Tensor, bits: int, dim: int | None = -1) -> Tensor:
     return torch.where(amax > 0, amax / top, torch.ones_like(amax))
 
 
-def _rounding_rule(rounding: str, stochastic: bool) -> str:
-    """``rounding``, with the older ``stochastic=True`` meaning ``rounding="stochastic"``."""
+def _rounding_rule(rounding: str) -> str:
+    """``rounding``, checked to be one of :data:`ROUNDINGS`."""
     if rounding not in ROUNDINGS:
         raise ValueError(f"rounding={rounding!r} is not a rounding rule; allowed: "
                          + ", ".join(repr(r) for r in ROUNDINGS))
-    if stochastic:
-        if rounding not in ("nearest", "stochastic"):       # "nearest" is only the default here
-            raise ValueError(f"stochastic=True contradicts rounding={rounding!r}; give rounding='stochastic' alone")
-        return "stochastic"
     return rounding
 
 
@@ -156,8 +152,7 @@ def _representable(level: int, dtype: torch.dtype) -> float:
 
 
 def quantize(v: Tensor, bits: int, step: float | Tensor | None = None, *, rounding: str = "nearest",
-             stochastic: bool = False, generator: torch.Generator | None = None, dim: int | None = -1,
-             noise: Tensor | None = None) -> Tensor:
+             generator: torch.Generator | None = None, dim: int | None = -1, noise: Tensor | None = None) -> Tensor:
     r"""Q(v): every coordinate of ``v`` replaced by its b-bit level :math:`k s`, in v's dtype and shape.
 
     Args:
@@ -167,13 +162,12 @@ def quantize(v: Tensor, bits: int, step: float | Tensor | None = None, *, roundi
             it per message by :func:`adaptive_step` along ``dim``.
         rounding: ``"nearest"`` (default; ties up), ``"floor"`` (the k with :math:`ks \le v < (k+1)s`) or
             ``"stochastic"`` (unbiased); the module docstring says which reading of §3.2 each is.
-        stochastic: ``True`` is ``rounding="stochastic"`` (the older spelling).
         generator: the random stream of stochastic rounding (drawn on the CPU).
         dim: the message axis for the adaptive step (``None``: one message).
         noise: stochastic rounding's uniform draws, v's shape, instead of drawing them from ``generator`` (a process
             holding some rows of an ``(m, d)`` message slices the draw of all m rows).
     """
-    k, s = _levels(v, bits, step, _rounding_rule(rounding, stochastic), generator, dim, noise)
+    k, s = _levels(v, bits, step, _rounding_rule(rounding), generator, dim, noise)
     return k * s
 
 
@@ -196,14 +190,13 @@ def _int_dtype(bits: int) -> torch.dtype:
 
 
 def encode(v: Tensor, bits: int, step: float | Tensor | None = None, *, rounding: str = "nearest",
-           stochastic: bool = False, generator: torch.Generator | None = None, dim: int | None = -1,
-           noise: Tensor | None = None) -> Encoded:
+           generator: torch.Generator | None = None, dim: int | None = -1, noise: Tensor | None = None) -> Encoded:
     """The message for ``v``: the integer levels in the smallest integer type holding b bits, and s.
 
     ``decode(encode(v, ...))`` equals ``quantize(v, ...)`` with the same arguments
     (and the same generator state or ``noise``, for stochastic rounding).
     """
-    k, s = _levels(v, bits, step, _rounding_rule(rounding, stochastic), generator, dim, noise)
+    k, s = _levels(v, bits, step, _rounding_rule(rounding), generator, dim, noise)
     return Encoded(payload=k.to(_int_dtype(bits)), scale=s, bits=bits)
 
 

@@ -59,7 +59,7 @@ def test_error_bounds_inside_the_range(bits):
     gen = torch.Generator().manual_seed(bits)
     v = (low + (high - low) * torch.rand(20_000, generator=gen, dtype=torch.float64)) * s   # [low s, high s]
     det = quantize(v, bits, s)
-    sto = quantize(v, bits, s, stochastic=True, generator=gen)
+    sto = quantize(v, bits, s, rounding="stochastic", generator=gen)
     for q in (det, sto):                                   # values are levels k s, k in [low, high]
         k = q / s
         assert torch.allclose(k, k.round(), atol=1e-9) and k.min() >= low and k.max() <= high
@@ -90,7 +90,7 @@ def test_adaptive_step_maps_each_rows_largest_entry_to_the_top_level():
 def test_stochastic_rounding_is_unbiased():
     s, n = 0.25, 40_000
     v = torch.linspace(-1.9, 1.7, 37, dtype=torch.float64) + 0.013        # off the grid, inside [-2, 1.75]
-    draws = quantize(v.expand(n, -1), 4, s, stochastic=True, generator=torch.Generator().manual_seed(1))
+    draws = quantize(v.expand(n, -1), 4, s, rounding="stochastic", generator=torch.Generator().manual_seed(1))
     frac = v / s - torch.floor(v / s)                                     # P(round up)
     se = s * torch.sqrt(frac * (1 - frac)) / math.sqrt(n)                 # standard error of the mean
     z = (draws.mean(0) - v) / se
@@ -100,11 +100,11 @@ def test_stochastic_rounding_is_unbiased():
 
 
 @pytest.mark.parametrize("bits, dtype", [(2, torch.int8), (8, torch.int8), (12, torch.int16), (32, torch.int32)])
-@pytest.mark.parametrize("stochastic", [False, True])
-def test_encode_decode_round_trip(bits, dtype, stochastic):
+@pytest.mark.parametrize("rounding", ["nearest", "stochastic"])
+def test_encode_decode_round_trip(bits, dtype, rounding):
     v = torch.randn(3, 500, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    msg = encode(v, bits, stochastic=stochastic, generator=torch.Generator().manual_seed(3))
-    q = quantize(v, bits, stochastic=stochastic, generator=torch.Generator().manual_seed(3))
+    msg = encode(v, bits, rounding=rounding, generator=torch.Generator().manual_seed(3))
+    q = quantize(v, bits, rounding=rounding, generator=torch.Generator().manual_seed(3))
     assert msg.payload.dtype == dtype and msg.scale.shape == (3, 1)
     low, high = quantize_levels(bits)
     assert int(msg.payload.min()) >= low and int(msg.payload.max()) <= high
@@ -207,19 +207,18 @@ def test_encode_decode_round_trip_for_every_rounding(rounding):
     assert torch.equal(decode(msg), q)
 
 
-def test_rounding_stochastic_is_the_stochastic_flag():
+def test_the_legacy_stochastic_argument_is_gone():
+    """``rounding="stochastic"`` is the one spelling; the older ``stochastic=True`` is refused."""
     v = torch.randn(500, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
-    a = quantize(v, 4, 0.3, rounding="stochastic", generator=torch.Generator().manual_seed(9))
-    b = quantize(v, 4, 0.3, stochastic=True, generator=torch.Generator().manual_seed(9))
-    assert torch.equal(a, b)
+    for f in (quantize, encode):
+        with pytest.raises(TypeError, match="stochastic"):
+            f(v, 4, 0.3, stochastic=True, generator=torch.Generator().manual_seed(9))
 
 
 def test_bad_rounding_is_refused_naming_the_choices():
     v = torch.ones(3)
     with pytest.raises(ValueError, match=r"rounding='up'.*'nearest', 'floor', 'stochastic'"):
         quantize(v, 8, rounding="up")
-    with pytest.raises(ValueError, match=r"stochastic=True.*rounding='floor'"):
-        encode(v, 8, rounding="floor", stochastic=True)
 
 
 # --------------------------------------------------------------- the config fields
@@ -431,10 +430,10 @@ def test_encoded_and_packed_messages_decode_to_the_quantized_values(dtype, bits)
 def test_stochastic_rounding_with_a_sliced_draw_equals_the_whole_draw():
     """A process holding rows 2..3 of an (m, d) message slices the (m, d) draw: its rows equal the whole's."""
     v = torch.randn(6, 50, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    whole = quantize(v, 4, stochastic=True, generator=torch.Generator().manual_seed(7))
+    whole = quantize(v, 4, rounding="stochastic", generator=torch.Generator().manual_seed(7))
     noise = torch.rand(v.shape, generator=torch.Generator().manual_seed(7), dtype=v.dtype)
-    rows = quantize(v[2:4], 4, stochastic=True, noise=noise[2:4])
+    rows = quantize(v[2:4], 4, rounding="stochastic", noise=noise[2:4])
     assert torch.equal(rows, whole[2:4])
-    assert torch.equal(decode(encode(v[2:4], 4, stochastic=True, noise=noise[2:4])), rows)
+    assert torch.equal(decode(encode(v[2:4], 4, rounding="stochastic", noise=noise[2:4])), rows)
     with pytest.raises(ValueError, match=r"noise has shape \(6, 50\), the values \(2, 50\)"):
-        quantize(v[2:4], 4, stochastic=True, noise=noise)
+        quantize(v[2:4], 4, rounding="stochastic", noise=noise)

@@ -215,9 +215,10 @@ class GossipParams(DecentralizedParams):
     @property
     def quantizer(self) -> dict[str, Any]:
         """The b-bit quantizer's arguments, for :func:`dfl_core.operators.quantize` and
-        :func:`~dfl_core.operators.encode`: ``bits``, ``step``, ``rounding`` and ``stochastic``."""
-        return dict(bits=self.quant_bits, step=self.quant_step, rounding=self.quant_rounding,
-                    stochastic=self.quant_stochastic)
+        :func:`~dfl_core.operators.encode`: ``bits``, ``step`` and ``rounding`` (``"stochastic"`` when
+        ``quant_stochastic``, else ``quant_rounding``)."""
+        return dict(bits=self.quant_bits, step=self.quant_step,
+                    rounding="stochastic" if self.quant_stochastic else self.quant_rounding)
 
 
 @params
