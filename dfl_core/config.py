@@ -91,8 +91,8 @@ class Config:
                                   "batched path (a CUDA speed option; never changes what is computed beyond "
                                   "rounding)", Flag())
     compile: bool = setting(False, "torch.compile local training's forward pass on the batched path (a CUDA speed "
-                            "option: fuses the norms, activations and casts; the first round compiles, about a "
-                            "minute for VGG-11-GN on an H100; the same function up to rounding)", Flag())
+                            "option: fuses the norms, activations and casts; the first round pays for compiling "
+                            "them; the same function up to rounding)", Flag())
     cudnn_benchmark: bool = setting(False, "let cuDNN time its convolution algorithms for each shape in local "
                                     "training and keep the fastest (a CUDA speed option; the choice, and so the "
                                     "rounding, can differ between runs)", Flag())

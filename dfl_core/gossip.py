@@ -36,9 +36,8 @@ class MixingOperator:
 
     * ``"dense"``: one matrix product (dense graphs; O(m²·d));
     * ``"rows"`` (sparse W on a CPU): each output row is written once as the weighted sum of the rows it mixes,
-      ``out[i] = Σ_j w_ij x[j]`` over the nonzeros of row i: O(nnz·d) arithmetic and no temporary; measured 2–3×
-      faster than a sparse CSR product on CPU, which zero-fills its output and allocates an (m, d) temporary
-      (``benchmarks/``);
+      ``out[i] = Σ_j w_ij x[j]`` over the nonzeros of row i: O(nnz·d) arithmetic and no temporary, where a sparse
+      CSR product on CPU zero-fills its output and allocates an (m, d) temporary (see ``benchmarks/``);
     * ``"csr"`` (sparse W on a GPU): one sparse CSR product, so the number of kernel launches does not grow with m.
     """
 

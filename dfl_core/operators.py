@@ -285,7 +285,7 @@ def message_bits(d: int, bits: int) -> int:
     What is counted: the d integer levels at b bits each (packed, no padding to bytes) and one 32-bit float for the
     step s (DFedAvgM §3.2: "the pair" of scale and integers). Not counted: headers, the sender's id, framing, or any
     entropy coding that could shrink the payload further. An unquantized message costs ``d * bits_per_param`` (32 by
-    default) in the same accounting; see :meth:`dfl_core.engine.Simulation.count_transmissions`.
+    default) in the same accounting; see :meth:`dfl_core.engine.tools.SimulationTools.count_transmissions`.
     """
     quantize_levels(bits)
     return int(d) * int(bits) + SCALE_BITS

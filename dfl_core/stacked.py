@@ -25,14 +25,15 @@ views into that matrix, so autograd returns all clients' gradients as one
 * ``"loop"`` (:class:`LoopStrategy`): a Python loop over clients calling ``functional_call``.
 
 ``"auto"`` (:func:`choose_strategy`) picks ``"mlp"`` for such stacks; for another flat Sequential of the layers
-the interpreter runs, ``"batched"``, except ``"loop"`` on the CPU when it has convolutions (grouped convolutions
-are slow there); ``"vmap"`` for every other module. :func:`forward_strategy` then moves a convolutional model the
-batched path can run (a flat Sequential or a stacked twin) to ``"batched"`` from ``"vmap"`` on CUDA and under
-autocast, and from any strategy with the batched path's options (``channels_last``, ``compile``).
+the interpreter runs, ``"batched"``, except ``"loop"`` on the CPU when it has convolutions (there a loop of
+ordinary convolutions is preferred to one grouped convolution over many clients; see ``benchmarks/``); ``"vmap"``
+for every other module. :func:`forward_strategy` then moves a convolutional model the batched path can run (a
+flat Sequential or a stacked twin) to ``"batched"`` from ``"vmap"`` on CUDA and under autocast, and from any
+strategy with the batched path's options (``channels_last``, ``compile``).
 
 On CPU a single model (the loop's clients, :meth:`StackedModel.forward_one`) pools
 through :class:`ChannelsLastMaxPool2d`: the same values and gradients, bit for bit,
-as PyTorch's NCHW pooling kernel, and faster.
+as PyTorch's NCHW pooling kernel, through PyTorch's channels-last kernel (see ``benchmarks/``).
 
 Four speed options for the GPU, all off by default (off, nothing of the above changes):
 
@@ -106,9 +107,10 @@ def _is_mlp(module: nn.Module) -> bool:
 def choose_strategy(module: nn.Module, device: torch.device) -> str:
     """The strategy ``"auto"`` starts from (:func:`forward_strategy` may move it to ``"batched"``).
 
-    ``"mlp"`` for a stack of linear layers (its hand-written backward was the fastest on every device measured,
-    ``benchmarks/``); for another flat Sequential of :data:`_BATCHED_LAYERS`, ``"loop"`` on the CPU if it has
-    convolutions (a grouped convolution over many clients is slower there than a loop of ordinary ones), else
+    ``"mlp"`` for a stack of linear layers (its hand-written backward needs no autograd graph and batches every
+    layer's products over the clients; see ``benchmarks/``); for another flat Sequential of
+    :data:`_BATCHED_LAYERS`, ``"loop"`` on the CPU if it has convolutions (there a loop of ordinary convolutions
+    is preferred to one grouped convolution over many clients; see ``benchmarks/``), else
     ``"batched"`` (the number of kernel launches does not grow with m); ``"vmap"`` for any other module.
     """
     if _is_mlp(module):
@@ -128,9 +130,9 @@ def _pair(v) -> list[int]:
 class _MaxPool2dChannelsLast(torch.autograd.Function):
     """Max pooling of an NCHW tensor by the channels-last kernel; output, indices and gradient in NCHW.
 
-    On CPU PyTorch's channels-last kernel, both layout conversions included, is several times faster than its
-    NCHW kernel (``benchmarks/RESULTS.md``). Both take the first maximum of a window in row-major order, so the
-    indices are the same, and the backward pass is PyTorch's own with those indices.
+    On CPU this takes PyTorch's channels-last kernel, both layout conversions included, rather than its NCHW
+    kernel, for speed (see ``benchmarks/RESULTS.md``). Both take the first maximum of a window in row-major
+    order, so the indices are the same, and the backward pass is PyTorch's own with those indices.
     """
 
     @staticmethod
@@ -423,7 +425,7 @@ class MLPStrategy(BatchedStrategy):
             name, _ = self.linear_layers[k]
             W = params[f"{name}.weight"]
             # ∇W = δᵀ h. A (n, out, in) view of g is not contiguous across clients, and bmm into it runs one GEMM
-            # per client, slower than the batched product; computing contiguously and copying is faster.
+            # per client; so the product is computed contiguously in one batched GEMM, then copied into g.
             grads[f"{name}.weight"].copy_(torch.bmm(delta.transpose(1, 2), inputs[k]))
             if f"{name}.bias" in grads:
                 torch.sum(delta, dim=1, out=grads[f"{name}.bias"])                        # ∇b = Σ_b δ

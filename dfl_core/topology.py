@@ -108,7 +108,7 @@ class MixingMatrix:
 
         Always: square 2-D, finite, non-negative, every row sums to 1. If declared: ``symmetric`` (W == W.T),
         ``doubly_stochastic`` (columns sum to 1), ``directed=False`` (w_ij > 0 iff w_ji > 0), ``connected`` (support
-        graph strongly connected). Tolerance 1e-12 * m. Costs O(m^2): a few milliseconds for m = 1000.
+        graph strongly connected). Tolerance 1e-12 * m. Costs O(m^2): a pass or two over W, no factorization.
         """
         W = self.W
         if W.ndim != 2 or W.shape[0] != W.shape[1] or W.shape[0] == 0:

@@ -4,7 +4,7 @@
 Adding a dataset is adding one entry: :func:`load_dataset`, the config, the CLI and the book's tables read the registry.
 
 * ``digits``: the 8x8 handwritten digits bundled with scikit-learn (1797 images, no download), small enough for
-  every cell of the book to run in seconds.
+  every cell of the book to run quickly on a CPU.
 * ``fashion-mnist``: Xiao et al. (2017), 60000/10000 images 28x28, the drop-in MNIST replacement. Read from the
   original IDX files, which the Debian package ``dataset-fashion-mnist`` installs in
   ``/usr/share/datasets/fashion-mnist``.

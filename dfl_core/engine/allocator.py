@@ -4,9 +4,9 @@ A round allocates and frees tensors of the same few sizes at every local step: e
 perturbed point and the update (``client_chunk × d`` values, about 8 MB on the CPU). By default glibc serves an
 allocation above its mmap threshold (128 KiB at start, raised as freed blocks come back, at most 32 MiB) with fresh
 pages from the kernel and unmaps them on ``free``, and it trims the top of its heap whenever more than twice that
-threshold lies free, so the next step's tensors fault their pages in again: on this 2-core CPU a 2NN round at m =
-100 took 32,000 (SGD) and 50,000 (SAM) minor page faults (``benchmarks/TRIED.md`` has the times). How many depends
-on the order of frees, so the default varies between machines: one CI machine of the same kind took almost none.
+threshold lies free, so the next step's tensors fault their pages in again, at every local step of every round
+(``benchmarks/TRIED.md``). How many depends on the order of frees, so the default's cost varies between machines,
+and a setting fixed here makes it the same everywhere.
 
 :func:`retain_freed_memory` fixes the mmap threshold at 32 MiB and the trim threshold at 128 MiB, once per process
 (``mallopt``): the step's temporaries come from the heap, and up to 128 MiB of freed memory stays with the process

@@ -28,9 +28,9 @@ def default_client_chunk(d: int, m: int, device: torch.device,
                          bytes_per_client: Callable[[], int] | None = None) -> int:
     """How many clients train together when the config leaves ``client_chunk`` unset.
 
-    CPU: about 8 MB of parameters per chunk. In same-process A/B runs larger chunks were slower (their
-    ``(chunk, d)`` temporaries page-faulted fresh memory at every local step) and, with glibc keeping freed
-    memory (:mod:`.allocator`), gained nothing (``benchmarks/RESULTS.md``, ``benchmarks/TRIED.md``).
+    CPU: about 8 MB of parameters per chunk, so that a chunk's ``(chunk, d)`` temporaries stay small enough to
+    be served from memory the process already holds (:mod:`.allocator`) instead of fresh pages at every local
+    step; larger chunks do not help there (see ``benchmarks/``).
 
     CUDA: as many clients as fit in 60% of the free device memory, with the
     memory one client needs measured by ``bytes_per_client`` (a probe that runs
