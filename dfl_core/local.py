@@ -169,9 +169,27 @@ def sam_scale(g: Tensor, rho: float) -> Tensor:
     return rho / (torch.linalg.vector_norm(g, dim=-1, keepdim=True) + SAM_EPS)
 
 
-def sam_perturbation(g: Tensor, rho: float) -> Tensor:
-    r"""SAM's ascent step :math:`\delta = \rho\, g / (\lVert g \rVert_2 + \epsilon)`, one norm per row of ``g``."""
-    return g * sam_scale(g, rho)
+def sam_perturbation(g: Tensor, rho: float, scaling: Tensor | None = None, *, at: Tensor | None = None) -> Tensor:
+    r"""SAM's ascent step δ, one norm per row of ``g`` (rows are clients; a ``(d,)`` vector is one row).
+
+    .. math::
+        \text{SAM:}\quad \delta = \rho\, \frac{g}{\lVert g \rVert_2 + \epsilon}, \qquad
+        \text{ASAM (} T = \mathrm{diag}(\text{scaling})\text{):}\quad
+        \delta = \rho\, \frac{T\,(T g)}{\lVert T g \rVert_2 + \epsilon}
+
+    ε = :data:`SAM_EPS`. ``scaling`` is ASAM's elementwise :math:`T_w` (``g``'s shape; :func:`asam` passes
+    :math:`|w| + \eta`); ``None`` is the identity, plain SAM. With ``at``, the perturbed point ``at + δ`` is
+    returned instead of δ. Each form keeps the operations the engine's runs were computed with, so its numbers stay
+    bit for bit: SAM scales ``g`` by :func:`sam_scale` (the point in one ``addcmul``, without a temporary δ), ASAM
+    divides :math:`\rho\, T (T g)` by the norm.
+    """
+    if scaling is None:
+        scale = sam_scale(g, rho)
+        return g * scale if at is None else torch.addcmul(at, g, scale)
+    tg = scaling * g
+    norm = torch.linalg.vector_norm(tg, dim=-1, keepdim=True)              # ‖T g‖, one per row
+    delta = rho * scaling * tg / (norm + SAM_EPS)
+    return delta if at is None else at + delta
 
 
 def sam(rho: float) -> LocalRule:
@@ -186,7 +204,7 @@ def sam(rho: float) -> LocalRule:
     """
     def update(_, state: EmptyState, y: Tensor, step: LocalStep):
         g = step.gradient(y)                                                  # ∇F_i(y; ξ)
-        return step.gradient(torch.addcmul(y, g, sam_scale(g, rho))), state   # ∇F_i(y + δ; ξ), y + δ in one pass
+        return step.gradient(sam_perturbation(g, rho, at=y)), state           # ∇F_i(y + δ; ξ)
 
     return LocalRule(no_state, update, forms_gradient=True)
 
@@ -208,9 +226,7 @@ def asam(rho: float, eta: float, scale_all: bool = True) -> LocalRule:
         t = y.abs() + eta
         if not scale_all:
             t = torch.where(step.model.weight_mask(), t, torch.ones_like(t))
-        tg = t * g
-        norm = torch.linalg.vector_norm(tg, dim=1, keepdim=True)             # (m, 1)
-        return step.gradient(y + rho * t * tg / (norm + SAM_EPS)), state      # ∇F(w + δ; ξ)
+        return step.gradient(sam_perturbation(g, rho, t, at=y)), state       # ∇F(w + δ; ξ)
 
     return LocalRule(no_state, update, forms_gradient=True)
 

@@ -104,6 +104,23 @@ def test_sam_steps_follow_dfedsam_eq_1_over_k_steps():
     assert float((y - hand).abs().max()) < 1e-14 and len(q.points) == 8
 
 
+def test_one_sam_perturbation_for_sam_asam_and_the_point():
+    """δ = ρg/(‖g‖ + ε) per row; ASAM's δ = ρT(Tg)/(‖Tg‖ + ε) with T elementwise; ``at`` gives the point at + δ."""
+    gen = torch.Generator().manual_seed(5)
+    g = torch.randn(M, D, generator=gen, dtype=torch.float64)
+    y = torch.randn(M, D, generator=gen, dtype=torch.float64)
+    rho, t = 0.3, y.abs() + 0.2
+    norm = torch.linalg.vector_norm(g, dim=1, keepdim=True)
+    assert torch.allclose(sam_perturbation(g, rho), rho * g / norm, rtol=1e-12)
+    assert torch.allclose(torch.linalg.vector_norm(sam_perturbation(g, rho), dim=1), torch.full((M,), rho).double())
+    assert torch.allclose(sam_perturbation(g, rho, at=y), y + sam_perturbation(g, rho), rtol=1e-14)
+    tg = t * g
+    asam_delta = rho * t * tg / torch.linalg.vector_norm(tg, dim=1, keepdim=True)
+    assert torch.allclose(sam_perturbation(g, rho, t), asam_delta, rtol=1e-12)
+    assert torch.equal(sam_perturbation(g, rho, t, at=y), y + sam_perturbation(g, rho, t))
+    assert torch.allclose(sam_perturbation(g, rho, torch.ones_like(g)), sam_perturbation(g, rho), rtol=1e-14)  # T = I
+
+
 def test_a_gradient_forming_piece_must_come_first():
     with pytest.raises(ValueError, match=r"piece 1 \(sam\) of the chain forms its own gradient"):
         chain(sgd(), sam(0.1))

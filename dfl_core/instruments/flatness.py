@@ -84,7 +84,10 @@ def ball_max(loss_grad: LossGrad, w: Tensor, rho: float, *, steps: int = 10,
     if steps < 1:
         raise ValueError(f"steps must be at least 1, got {steps}")
     loss, g = loss_grad(w, True)
-    delta = rho * g / (_row_norm(g) + SAM_EPS)                               # δ⁰: SAM's point
+    # δ⁰: SAM's point, dfl_core.local.sam_perturbation(g, rho) up to rounding. Written ρg/(‖g‖ + ε), the order
+    # this instrument's numbers were computed in; sam_perturbation scales g by ρ/(‖g‖ + ε), which can differ in
+    # the last bit, so the two are not merged.
+    delta = rho * g / (_row_norm(g) + SAM_EPS)
     best = torch.full_like(loss, -torch.inf)
     best_delta = delta.clone()
     one_step = None
