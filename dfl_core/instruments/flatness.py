@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..algorithms.centralized import fedavg_round
-from ..local import SAM_EPS
+from ..local import SAM_EPS, sam_perturbation
 from ..stacked import StackedModel
 
 __all__ = ["ball_max", "BallMax", "flatness_discrepancy", "from_simulation", "FlatnessDiscrepancy",
@@ -84,10 +84,7 @@ def ball_max(loss_grad: LossGrad, w: Tensor, rho: float, *, steps: int = 10,
     if steps < 1:
         raise ValueError(f"steps must be at least 1, got {steps}")
     loss, g = loss_grad(w, True)
-    # δ⁰: SAM's point, dfl_core.local.sam_perturbation(g, rho) up to rounding. Written ρg/(‖g‖ + ε), the order
-    # this instrument's numbers were computed in; sam_perturbation scales g by ρ/(‖g‖ + ε), which can differ in
-    # the last bit, so the two are not merged.
-    delta = rho * g / (_row_norm(g) + SAM_EPS)
+    delta = sam_perturbation(g, rho)                                       # δ⁰: SAM's point, as the engine's SAM takes it
     best = torch.full_like(loss, -torch.inf)
     best_delta = delta.clone()
     one_step = None
@@ -105,7 +102,7 @@ def ball_max(loss_grad: LossGrad, w: Tensor, rho: float, *, steps: int = 10,
             eta = 2 * rho if s < steps // 2 else 2 * rho * (steps - s) / (steps - steps // 2)
         else:
             eta = step_size(s) if callable(step_size) else step_size
-        delta = delta + eta * g / (_row_norm(g) + SAM_EPS)                  # ascent step
+        delta = delta + sam_perturbation(g, eta)                            # ascent step of length η
         delta = delta * (rho / (_row_norm(delta) + SAM_EPS)).clamp(max=1.0)  # back onto the ball
     return BallMax(loss=loss, one_step=one_step, pga=best, delta=best_delta)
 
