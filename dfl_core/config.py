@@ -21,8 +21,8 @@ from typing import Any, Mapping
 
 import torch
 
-from .algorithms import ALGORITHMS, UNTRANSMITTABLE_MIXINGS, Algorithm
-from .algorithms.base import GossipParams, SampledParams
+from .algorithms import ALGORITHMS, Algorithm
+from .algorithms.base import SampledParams
 from .data import DATASETS, DIRICHLET_METHODS, PARTITIONS
 from .errors import ConfigError
 from .models import MODELS
@@ -200,23 +200,6 @@ class Config:
         """A config from :meth:`to_dict`'s form (a file written by an earlier version: convert it first with
         ``python -m dfl_core convert-results``, :func:`dfl_core.results.convert_results`)."""
         return cls(**d)
-
-    @property
-    def transmission_notes(self) -> tuple[str, ...]:
-        """What about this run's messages could not be sent as counted (empty when everything can); a run
-        prints these on stderr and keeps them with its results."""
-        if getattr(self.params, "quant_mixing", None) not in UNTRANSMITTABLE_MIXINGS:
-            return ()
-        return (f"quant_mixing={self.params.quant_mixing!r} cannot be sent as counted: client i mixes its "
-                f"neighbours' x^t(l) + Q(z^t(l) - x^t(l)), which needs their exact x^t(l), but only the "
-                f"{self.params.quant_bits}-bit Q(z^t(l) - x^t(l)) is counted. For compressed gossip that sends what "
-                f"it counts use quant_mixing='public-copies' (the default)",)
-
-    @property
-    def uses_public_copies(self) -> bool:
-        """Whether gossip sends compressed messages against public copies x̂ (quant_bits, in every reading but
-        dfedavgm-q's other two)."""
-        return isinstance(self.params, GossipParams) and self.params.uses_public_copies
 
     def topology_options(self) -> dict[str, Any]:
         """The options of this config's topology, by the topology's own option names."""

@@ -11,7 +11,7 @@ Results schema ``dfl-book/results/v1`` (one file per CLI invocation)::
         {
           "config": {...},        # the resolved Config (every field, no None left for algorithm defaults)
           "wall_time_s": 1.23,
-          "notes": ["..."],       # only if some messages could not be sent as counted (Config.transmission_notes)
+          "notes": ["..."],       # only if some messages could not be sent as counted (the params' transmission_notes)
           "execution": {          # how the run computed: what "auto" and unset settings resolved to
             "device": "cpu",                 # where it ran: "cpu", or "cuda:0" and the GPU's name in device_name
             "dtype": "float32",              # the parameters' dtype
@@ -79,7 +79,7 @@ class History:
     config: dict[str, Any]
     records: list[dict[str, Any]] = field(default_factory=list)
     wall_time_s: float = 0.0
-    notes: list[str] = field(default_factory=list)     # what could not be sent as counted (Config.transmission_notes)
+    notes: list[str] = field(default_factory=list)     # what could not be sent as counted (the params' transmission_notes)
     execution: dict[str, Any] = field(default_factory=dict)   # how the run computed (device, strategy, chunk, ...)
 
     @property

@@ -227,7 +227,7 @@ def test_config_fields_belong_to_the_gossiping_algorithms():
     resolved = (cfg.quant_bits, cfg.quant_step, cfg.quant_stochastic, cfg.momentum, cfg.gossip_steps,
                 cfg.quant_mixing, cfg.consensus_step)
     assert resolved == (16, None, False, 0.9, 1, "public-copies", 1.0)
-    assert Config(algorithm="dfedavgm", quant_bits=8).uses_public_copies       # compressed gossip
+    assert Config(algorithm="dfedavgm", quant_bits=8).params.uses_public_copies       # compressed gossip
     assert Config(algorithm="dfedsam").quant_bits is None                      # exact by default
     for algorithm in ("dispfl", "fedavg"):                   # no r.gossip: the field would be ignored
         with pytest.raises(ConfigError, match="quant_bits=8 is not used by algorithm"):

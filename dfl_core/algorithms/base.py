@@ -183,7 +183,7 @@ class GossipParams(DecentralizedParams):
     quant_step: float | None = setting(None, "h, quantization step (none: max|v|/(2^(b-1)-1) per message)",
                                        Number(0.0, low_open=True))
     quant_rounding: str = setting("nearest", "rounding to a level: 'nearest' or 'floor' (round down; the DFedAvgM "
-                                  "seed's text copy lost the bracket that says which)", OneOf(QUANT_ROUNDINGS))
+                                  "paper does not say which, so both are offered)", OneOf(QUANT_ROUNDINGS))
     quant_stochastic: bool = setting(False, "unbiased stochastic rounding instead", Flag())
     consensus_step: float = setting(1.0, "γ, compressed gossip's step toward the neighbours' public copies: "
                                     "x + γ(W − I)x̂ (CHOCO-Gossip)", Number(0.0, 1.0, low_open=True))

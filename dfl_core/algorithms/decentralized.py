@@ -125,6 +125,17 @@ class QuantizedDFedAvgMParams(DFedAvgMParams):
     def uses_public_copies(self) -> bool:
         return self.quant_bits is not None and self.quant_mixing == "public-copies"
 
+    @property
+    def transmission_notes(self) -> tuple[str, ...]:
+        """What about this run's messages could not be sent as counted (empty when everything can); a run
+        prints these on stderr and keeps them with its results."""
+        if self.quant_mixing not in UNTRANSMITTABLE_MIXINGS:
+            return ()
+        return (f"quant_mixing={self.quant_mixing!r} cannot be sent as counted: client i mixes its "
+                f"neighbours' x^t(l) + Q(z^t(l) - x^t(l)), which needs their exact x^t(l), but only the "
+                f"{self.quant_bits}-bit Q(z^t(l) - x^t(l)) is counted. For compressed gossip that sends what "
+                f"it counts use quant_mixing='public-copies' (the default)",)
+
 
 @params
 class DFedSAMParams(SAMParams, GossipParams):
