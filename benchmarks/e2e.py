@@ -69,10 +69,10 @@ def reference_estimate(cfg: Config, rounds: int, evals: int, data=None) -> dict[
     sim = Simulation(cfg, data=data)                      # for the model, W_t and x0 only
     template = copy.deepcopy(sim.model.template)
     template.load_state_dict(sim.model.unflatten(sim.x0[0]))
-    spec = LocalSpec(lr=cfg.lr, K=cfg.local_steps, B=cfg.batch_size, rho=getattr(cfg.params, "rho", 0.0),
+    spec = LocalSpec(lr=cfg.lr, K=cfg.params.local_steps, B=cfg.batch_size, rho=getattr(cfg.params, "rho", 0.0),
                      momentum=getattr(cfg.params, "momentum", 0.0), weight_decay=cfg.weight_decay, lr_decay=cfg.lr_decay)
     loop = ReferenceLoop(template, client_tensors(data), lambda t: sim.matrices(t)[0].W, spec,
-                         gossip_steps=cfg.gossip_steps, dpsgd=cfg.algorithm == "dpsgd")
+                         gossip_steps=cfg.params.gossip_steps, dpsgd=cfg.algorithm == "dpsgd")
     setup = time.perf_counter() - t0
     round_times, eval_times = [], []
     for _ in range(min(evals, 1)):

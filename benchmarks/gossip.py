@@ -98,7 +98,7 @@ def run(s: GossipSettings, log: Callable[[str], None] = print) -> tuple[list[Gos
             times = interleaved(contenders, s.repeats, warmup=True, device=s.device, log=log)
             buf.clear()
             results.append(GossipResult(dim_name, d, m, times, nnz, sparse))
-            del x
+            x = None                             # free the tensor before the next size
     return results, skipped
 
 

@@ -18,7 +18,7 @@ from dfl_core.results import History
 from .plots import plot_comparison
 from .presets import PRESETS
 from .showcase import run_experiment
-from .showcase.experiments import EXPERIMENTS, FORMER_NAMES
+from .showcase.experiments import EXPERIMENTS
 from .stats import MIN_SEEDS, compare_paired
 from .tables import FAST, run_table, write_table
 
@@ -116,9 +116,7 @@ def _table(parser: argparse.ArgumentParser, args: argparse.Namespace, command: s
 def _showcase(parser: argparse.ArgumentParser, args: argparse.Namespace, command: str) -> int:
     if args.list or not args.name:
         for exp in EXPERIMENTS.values():
-            former = [old for old, new in FORMER_NAMES.items() if new == exp.name]
-            print(f"{exp.name:<22} (chapter {exp.chapter}) {exp.question}\n{'':<24}arms: {', '.join(exp.arms)}"
-                  + (f"\n{'':<24}formerly: {', '.join(former)}" if former else ""))
+            print(f"{exp.name:<22} (chapter {exp.chapter}) {exp.question}\n{'':<24}arms: {', '.join(exp.arms)}")
         return 0 if args.list else 2
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")

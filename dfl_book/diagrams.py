@@ -51,14 +51,15 @@ BLUE, ORANGE, GREEN, PINK, YELLOW, SKY, BLACK = COLORS[:7]
 
 #: The chapters (their file numbers, ``book/NN_name.md``), with the short titles the map uses.
 CHAPTERS = {"00": "Preface", "01": "Federated learn-\ning, heterogeneity", "02": "From a server\nto a graph",
-            "03": "One process\nto many", "040": "Judging\na claim", "04": "Decentralized\nFedAvg(M)", "05": "Compression\nof messages",
+            "03": "One process\nto many", "035": "Judging\na claim", "04": "Decentralized\nFedAvg(M)", "05": "Compression\nof messages",
             "06": "Privacy: member-\nship inference", "07": "Flat minima:\nSAM, FedSAM", "08": "DFedSAM,\nDFedSAM-MGS",
+            "085": "D-SGD as\nimplicit SAM",
             "09": "Flatness\ndiscrepancy, FedGF", "10": "What the\ntheory says", "11": "Reproducing\nthe papers",
             "12": "Tutorial: your\nown algorithm", "90": "Notation\n(appendix)"}
 #: chapter -> the chapters to read first.
-CHAPTER_DEPENDENCIES = {"01": ["00"], "02": ["01"], "03": ["02"], "040": ["01"], "04": ["02", "040"], "05": ["04"], "06": ["04"],
+CHAPTER_DEPENDENCIES = {"01": ["00"], "02": ["01"], "03": ["02"], "035": ["01"], "04": ["02", "035"], "05": ["04"], "06": ["04"],
                         "07": ["01"], "08": ["04", "07"], "09": ["07"], "10": ["02", "08"], "11": ["08", "09", "10"],
-                        "12": ["08"]}
+                        "12": ["08"], "085": ["08"]}
 #: chapter -> the diagrams drawn for it (the table above).
 BY_CHAPTER = {"00": ["chapter_map"], "01": ["dirichlet_split", "fl_vs_dfl_round"],
               "02": ["fl_vs_dfl_round", "gossip_step", "topology_gallery"], "03": ["rank_layout"],
@@ -139,10 +140,10 @@ def chapter_map():
     for n in nx.topological_sort(G):
         for s in G.successors(n):
             layer[s] = max(layer[s], layer[n] + 1)
-    rows = {"00": 2.0, "01": 2.0, "02": 3.0, "040": 0.0, "07": 1.0, "03": 4.2, "04": 2.4, "09": 0.0, "05": 4.6, "06": 3.6,
-            "08": 2.0, "10": 2.9, "12": 0.4, "11": 2.0}
-    part = {"00": BLUE, "01": BLUE, "02": BLUE, "03": BLUE, "040": BLUE, "04": GREEN, "05": GREEN, "06": GREEN, "07": ORANGE,
-            "08": ORANGE, "09": ORANGE, "10": PINK, "11": PINK, "12": PINK, "90": "0.4"}
+    rows = {"00": 2.0, "01": 2.0, "02": 3.0, "035": 0.0, "07": 1.0, "03": 4.2, "04": 2.4, "09": 0.0, "05": 4.6, "06": 3.6,
+            "08": 2.0, "10": 3.1, "085": 1.75, "12": 0.4, "11": 2.0}
+    part = {"00": BLUE, "01": BLUE, "02": BLUE, "03": BLUE, "035": BLUE, "04": GREEN, "05": GREEN, "06": GREEN, "07": ORANGE,
+            "08": ORANGE, "085": ORANGE, "09": ORANGE, "10": PINK, "11": PINK, "12": PINK, "90": "0.4"}
     pos = {n: (1.25 + 2.5 * layer[n], 1.2 + 1.1 * rows[n]) for n in G}
     pos["90"] = (1.25, 1.2 + 1.1 * 4.4)
     fig, ax = _canvas((14, 5.4), None, xlim=(0, 17.6), ylim=(0, 6.9))

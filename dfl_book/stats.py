@@ -308,16 +308,24 @@ def summarize(comparisons: Iterable[PairedComparison]) -> dict[str, int]:
     return counts
 
 
-def markdown_table(comparisons: Sequence[PairedComparison], digits: int = 2) -> str:
+def markdown_table(comparisons: Sequence[PairedComparison], digits: int = 2,
+                   corrected: Sequence[str] | None = None) -> str:
     """claim | mean Δ | CI | detectable | verdict, one row per comparison (its label names the claim); then
-    the paper's Δ and the regime, when any comparison carries them."""
+    the family's corrected verdicts (``corrected``, e.g. :func:`holm`'s) when given, and the paper's Δ and
+    the regime when any comparison carries them."""
+    comparisons = list(comparisons)
+    if corrected is not None and len(corrected) != len(comparisons):
+        raise ValueError(f"corrected has {len(corrected)} verdicts for {len(comparisons)} comparisons; "
+                         f"give one per comparison, in the same order")
     level = f"{comparisons[0].confidence * 100:g}%" if comparisons else "95%"
     context = any(c.paper or c.regime for c in comparisons)     # the paper's Δ and the regime, when known
-    lines = [f"| claim | mean Δ | {level} CI | detectable | verdict |" + (" paper's Δ | regime |" if context else ""),
-             "|---|---:|---|---:|---|" + ("---:|---|" if context else "")]
-    for c in comparisons:
+    lines = [f"| claim | mean Δ | {level} CI | detectable | verdict |" + (" after Holm |" if corrected else "")
+             + (" paper's Δ | regime |" if context else ""),
+             "|---|---:|---|---:|---|" + ("---|" if corrected else "") + ("---:|---|" if context else "")]
+    for k, c in enumerate(comparisons):
         verdict = c.verdict + (" (within the margin)" if c.within_margin and c.verdict != "EQUIVALENT" else "")
         row = (f"| {c.label or ''} | {signed(c.mean, digits)} | [{signed(c.low, digits)}, "
                f"{signed(c.high, digits)}] | {c.detectable:.{digits}f} | {verdict} |")
+        row += f" {corrected[k]} |" if corrected else ""
         lines.append(row + (f" {c.paper or '—'} | {c.regime or '—'} |" if context else ""))
     return "\n".join(lines)

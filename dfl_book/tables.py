@@ -55,7 +55,7 @@ from .presets import PRESETS, Preset, get_preset
 from .stats import MIN_SEEDS, VERDICTS, PairedComparison, compare_paired, markdown_table, signed, summarize
 
 __all__ = ["TABLE_PROFILES", "FAST", "FAST_ROUNDS", "fast_config", "SHOWCASE", "showcase_config", "TableResult", "run_table", "write_table", "read_table",
-           "paper_value", "DISPLAY_NAMES", "local_work", "forward_flops", "full_scale_cost", "ASSUMED_GPU_TFLOPS",
+           "paper_value", "DISPLAY_NAMES", "local_work", "epochs_per_round", "forward_flops", "full_scale_cost", "ASSUMED_GPU_TFLOPS",
            "Claim", "CLAIMS", "orderings", "check_claims", "verdicts_markdown", "to_markdown",
            "read_result", "cpu_name"]
 
@@ -100,10 +100,10 @@ def fast_config(preset: Preset, algorithm: str, setting: str, **changes) -> Conf
                        batch_size=FAST["batch_size"])
     small = dict(FAST, rounds=rounds, eval_every=rounds)
     if algorithm != "dpsgd":
-        epochs = full.local_steps / _steps_per_epoch(full)
+        epochs = full.params.local_steps / _steps_per_epoch(full)
         small["local_steps"] = max(1, round(epochs * _steps_per_epoch(fast_data)))
     if getattr(full.params, "clients_per_round", None) is not None:       # centralized, a count of clients
-        small["clients_per_round"] = max(1, round(full.clients_per_round * m / full.num_clients))
+        small["clients_per_round"] = max(1, round(full.params.clients_per_round * m / full.num_clients))
     return full.replace(**small)
 
 
@@ -118,7 +118,7 @@ SHOWCASE_ROUNDS = {"decentralized": 100, "centralized": 600}
 
 def _epochs(preset: Preset, algorithm: str, setting: str) -> float:
     full = preset.config(algorithm, setting, **({"fedgf_threshold": NEVER} if algorithm == "fedgf" else {}))
-    return full.local_steps / _steps_per_epoch(full)
+    return full.params.local_steps / _steps_per_epoch(full)
 
 
 def showcase_config(preset: Preset, algorithm: str, setting: str, **changes) -> Config:
@@ -133,7 +133,7 @@ def showcase_config(preset: Preset, algorithm: str, setting: str, **changes) -> 
                                 for s in preset.settings)
         big["local_steps"] = max(1, round(SHOWCASE_K * _epochs(preset, algorithm, setting) / usual))
     if getattr(full.params, "clients_per_round", None) is not None:
-        big["clients_per_round"] = max(1, round(full.clients_per_round * SHOWCASE["num_clients"] / full.num_clients))
+        big["clients_per_round"] = max(1, round(full.params.clients_per_round * SHOWCASE["num_clients"] / full.num_clients))
     return full.replace(**big)
 
 
@@ -393,7 +393,7 @@ def full_scale_cost(name: str, seeds: int = 3, tflops: float = ASSUMED_GPU_TFLOP
             else:
                 clients = cfg.num_clients
             passes = 2 if (getattr(cfg.params, "rho", 0) or algorithm in ("fedgf", "fedsmoo")) else 1
-            total += cfg.rounds * clients * cfg.local_steps * cfg.batch_size * 3 * flops[key] * passes * seeds
+            total += cfg.rounds * clients * cfg.params.local_steps * cfg.batch_size * 3 * flops[key] * passes * seeds
     return {"cells": len(preset.settings) * len(preset.algorithms), "seeds": seeds, "pflop": total / 1e15,
             "gpu_hours": total / (tflops * 1e12) / 3600, "assumed_tflops": tflops}
 
@@ -544,10 +544,18 @@ def _compare(result: TableResult, pair: _Pair) -> PairedComparison:
     return dataclasses.replace(c, paper=paper, regime=regime)
 
 
+def epochs_per_round(cfg: Config) -> float:
+    """The local epochs E a round, as the engine defines them: K = E·⌈n/B⌉ steps (one step an epoch when full
+    batch), so E = K/⌈n/B⌉; ``local_epochs`` itself when the config gives it."""
+    if cfg.local_epochs is not None:
+        return cfg.local_epochs
+    return cfg.params.local_steps / (1 if cfg.full_batch else _steps_per_epoch(cfg))
+
+
 def local_work(cfg: Config) -> str:
-    """A run's regime in one phrase: local epochs a round E = K·B/n, K, B, the rounds T and who trains a round."""
-    epochs = cfg.local_epochs or cfg.local_steps * cfg.batch_size / cfg.samples_per_client()
-    text = f"E = {epochs:.2g} (K = {cfg.local_steps}, B = {cfg.batch_size}), T = {cfg.rounds}"
+    """A run's regime in one phrase: local epochs a round E = K/⌈n/B⌉, K, B, the rounds T and who trains a
+    round."""
+    text = f"E = {epochs_per_round(cfg):.2g} (K = {cfg.params.local_steps}, B = {cfg.batch_size}), T = {cfg.rounds}"
     if hasattr(cfg.params, "client_fraction"):                  # centralized: clients sampled a round
         text += f", {cfg.clients_per_round_count()} of {cfg.num_clients} clients a round"
     return text

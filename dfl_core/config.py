@@ -7,7 +7,7 @@ with its default. A config is checked when it is built, so every bad value is re
 any data is loaded or any training starts::
 
     Config(algorithm="dfedsam", rho=0.05)          # ρ goes to DFedSAMParams(rho=0.05)
-    cfg.params.rho, cfg.rho                         # 0.05, 0.05 (read through to params)
+    cfg.params.rho                                  # 0.05: the algorithm's hyperparameters live in params
     Config(algorithm="dfedavg", rho=0.05)           # ConfigError: dfedavg does not use rho
 
 The CLI (``python -m dfl_core run --help``) is generated from the run's fields and every algorithm's params.
@@ -157,12 +157,13 @@ class Config:
 
     # ------------------------------------------------------------------ helpers
     def __getattr__(self, name: str) -> Any:
-        """``cfg.rho`` reads ``cfg.params.rho``: the running algorithm's hyperparameters read through."""
+        """Only for names that are not fields: a hyperparameter has one spelling, ``cfg.params.rho``."""
         if name.startswith("_") or name == "params":
             raise AttributeError(name)
         params = self.__dict__.get("params")
         if params is not None and hasattr(params, name):
-            return getattr(params, name)
+            raise AttributeError(f"Config has no field {name!r}: it is a hyperparameter of algorithm "
+                                 f"{self.__dict__.get('algorithm')!r}, read it as cfg.params.{name}")
         raise AttributeError(f"algorithm {self.__dict__.get('algorithm')!r} has no hyperparameter {name!r}"
                              if name in algorithm_fields() else f"Config has no field {name!r}")
 

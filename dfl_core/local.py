@@ -235,9 +235,10 @@ def asam(rho: float, eta: float, scale_all: bool = True) -> LocalRule:
 SAM_VARIANTS = ("sam", "asam")
 
 
-def sharpness_aware(cfg) -> LocalRule:
-    """The config's SAM step: :func:`sam` with ``rho``, or :func:`asam` with ``rho``, ``asam_eta``, ``asam_scale_all``."""
-    return asam(cfg.rho, cfg.asam_eta, cfg.asam_scale_all) if cfg.sam_variant == "asam" else sam(cfg.rho)
+def sharpness_aware(p) -> LocalRule:
+    """The hyperparameters' SAM step: :func:`sam` with ``rho``, or :func:`asam` with ``rho``, ``asam_eta``,
+    ``asam_scale_all``."""
+    return asam(p.rho, p.asam_eta, p.asam_scale_all) if p.sam_variant == "asam" else sam(p.rho)
 
 
 def corrected_sam(rho: float, duals: Tensor, global_perturbation: Tensor,
@@ -319,8 +320,8 @@ def trace(momentum: float) -> LocalRule:
     r"""Heavy-ball momentum in PyTorch's form: :math:`v \leftarrow \theta v + g`, :math:`u = v` (state :class:`Momentum`).
 
     Followed by :func:`scale_by_lr` it gives :math:`y^{k+1} = y^k - \eta g^k + \theta (y^k - y^{k-1})` with
-    :math:`y^{-1} = y^0`, the heavy-ball iteration of DFedAvgM eq. (4) (*reconstructed*: the seed text lost the
-    symbols of eq. (4); the DFedSAM Algorithm 1 box keeps its initialisation :math:`y^{t,-1}(i) = y^{t,0}(i)`), as
+    :math:`y^{-1} = y^0`, the heavy-ball iteration of DFedAvgM eq. (4) (*reconstructed* from the paper's
+    wording; the DFedSAM Algorithm 1 box keeps its initialisation :math:`y^{t,-1}(i) = y^{t,0}(i)`), as
     long as η is constant within the round, which it is here.
     """
     def init(x: Tensor) -> Momentum:

@@ -61,7 +61,7 @@ def reference_run(sim: Simulation, rounds: int, gossip=None) -> list[list[torch.
         for i in range(m):
             y = [p.clone() for p in params[i]]
             buf = [torch.zeros_like(p) for p in y]
-            for _ in range(cfg.local_steps):
+            for _ in range(cfg.params.local_steps):
                 g = grads_at(models[i], y, i)
                 if rho > 0:                      # SAM: δ = ρ g/‖g‖, gradient at y + δ
                     norm = math.sqrt(sum(float((gj ** 2).sum()) for gj in g))

@@ -261,7 +261,7 @@ def test_a_topology_is_one_entry(monkeypatch):
     assert W[0, 5] == 0 and W[0, 1] > 0 and 0 < sim.matrices(0)[0].lam < 1      # the cut edge, a valid W
     sim.run()
     assert len(sim.history.records) == 3
-    assert "path" in {cfg.topology for cfg in configs_for(cfg, ["dfedavg", "dfedsam"]).values()}
+    assert "path" in {cfg.params.topology for cfg in configs_for(cfg, ["dfedavg", "dfedsam"]).values()}
 
 
 # --------------------------------------------------------------- one entry: an algorithm

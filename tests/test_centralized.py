@@ -54,25 +54,25 @@ def reference(sim: Simulation):
     for t in range(cfg.rounds):
         lr = cfg.lr * cfg.lr_decay ** t
         S = sim.clients_of_round(t).tolist()
-        c = sum(indicators[-cfg.fedgf_window:]) / cfg.fedgf_window if cfg.algorithm == "fedgf" else None
+        c = sum(indicators[-cfg.params.fedgf_window:]) / cfg.params.fedgf_window if cfg.algorithm == "fedgf" else None
         ys = []
         for i in S:
             y = [v.clone() for v in w]
-            for _ in range(cfg.local_steps):
+            for _ in range(cfg.params.local_steps):
                 g = grad(y, i)
                 if cfg.algorithm == "fedgf" and previous is not None:
                     dg = [p - q for p, q in zip(previous, w)]
                     ng, nd = norm(g), norm(dg)
                     local_pt = [a + rho * b / (ng + 1e-12) for a, b in zip(y, g)]
                     global_pt = [a + rho * b / (nd + 1e-12) for a, b in zip(w, dg)]
-                    if cfg.fedgf_reading == "points":
+                    if cfg.params.fedgf_reading == "points":
                         point = [c * a + (1 - c) * b for a, b in zip(global_pt, local_pt)]
                     else:
                         point = [yy + c * rho * b / (nd + 1e-12) + (1 - c) * rho * a / (ng + 1e-12)
                                  for yy, a, b in zip(y, g, dg)]
                     g = grad(point, i)
                 elif rho > 0 and sam_variant == "asam":
-                    T = [p.abs() + cfg.asam_eta if (cfg.asam_scale_all or "weight" in n) else torch.ones_like(p)
+                    T = [p.abs() + cfg.params.asam_eta if (cfg.params.asam_scale_all or "weight" in n) else torch.ones_like(p)
                          for n, p in zip(names, y)]
                     tg = [a * b for a, b in zip(T, g)]
                     nt = norm(tg)
@@ -81,13 +81,13 @@ def reference(sim: Simulation):
                     ng = norm(g)
                     g = grad([p + rho * a / (ng + 1e-12) for p, a in zip(y, g)], i)
                 if cfg.algorithm == "mofedsam":
-                    a = cfg.mofedsam_alpha
+                    a = cfg.params.mofedsam_alpha
                     g = [a * gi + (1 - a) * di for gi, di in zip(g, delta_mo)]
-                    if cfg.mofedsam_variant == "fl-simulator":
+                    if cfg.params.mofedsam_variant == "fl-simulator":
                         scale = min(1.0, 10.0 / (norm(g) + 1e-6))
                         g = [gi * scale for gi in g]
                 if cfg.algorithm == "fedprox":                   # ∇F_i(y) + μ (y − w^t)
-                    g = [gi + cfg.prox_mu * (p - wk) for gi, p, wk in zip(g, y, w)]
+                    g = [gi + cfg.params.prox_mu * (p - wk) for gi, p, wk in zip(g, y, w)]
                 g = [gi + cfg.weight_decay * p for gi, p in zip(g, y)]
                 y = [p - lr * gi for p, gi in zip(y, g)]
             ys.append(y)
@@ -96,19 +96,19 @@ def reference(sim: Simulation):
         update = [sum(p_i[j] * (ys[j][k] - w[k]) for j in range(len(S))) for k in range(len(w))]
         if cfg.algorithm == "fedgf":
             drift = sum(norm([ys[j][k] - w[k] for k in range(len(w))]) for j in range(len(S))) / len(S)
-            indicators.append(int(drift > cfg.fedgf_threshold))
+            indicators.append(int(drift > cfg.params.fedgf_threshold))
             cs.append(c)
             previous = w
         if cfg.algorithm == "mofedsam":
-            delta_mo = [-u / (lr * cfg.local_steps) for u in update]
-            if cfg.mofedsam_variant == "official-fedgf":
-                w = [p - cfg.server_lr * d for p, d in zip(w, delta_mo)]
+            delta_mo = [-u / (lr * cfg.params.local_steps) for u in update]
+            if cfg.params.mofedsam_variant == "official-fedgf":
+                w = [p - cfg.params.server_lr * d for p, d in zip(w, delta_mo)]
                 continue
         if cfg.algorithm == "fedavgm":                       # v ← βv + Δ, Δ = Σ p_i (w − y_i); w ← w − η_g v
-            velocity = [cfg.server_momentum * v - u for v, u in zip(velocity, update)]
-            w = [p - cfg.server_lr * v for p, v in zip(w, velocity)]
+            velocity = [cfg.params.server_momentum * v - u for v, u in zip(velocity, update)]
+            w = [p - cfg.params.server_lr * v for p, v in zip(w, velocity)]
             continue
-        w = [p + cfg.server_lr * u for p, u in zip(w, update)]
+        w = [p + cfg.params.server_lr * u for p, u in zip(w, update)]
     return torch.cat([v.reshape(-1) for v in w]), cs
 
 

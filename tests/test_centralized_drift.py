@@ -44,7 +44,7 @@ def reference(sim: Simulation) -> torch.Tensor:
         loss = F.cross_entropy(net(X[idx]), Y[idx])
         return parameters_to_vector(torch.autograd.grad(loss, list(net.parameters()))).detach()
 
-    a, N, K, wd, rho = cfg.algorithm, cfg.num_clients, cfg.local_steps, cfg.weight_decay, getattr(cfg.params, "rho", 0.0)
+    a, N, K, wd, rho = cfg.algorithm, cfg.num_clients, cfg.params.local_steps, cfg.weight_decay, getattr(cfg.params, "rho", 0.0)
     w = sim.x0[0].clone()
     zero = torch.zeros_like(w)
     c, h, s, momentum, delta = zero.clone(), zero.clone(), zero.clone(), zero.clone(), zero.clone()
@@ -68,16 +68,16 @@ def reference(sim: Simulation) -> torch.Tensor:
                 if a in ("scaffold", "fedgamma"):
                     g = g - c_i[i] + c
                 elif a == "feddyn":
-                    g = g - dyn[i] + cfg.dyn_alpha * (y - w)
-                elif a == "fedsmoo" and cfg.fedsmoo_variant != "no-regularizer":
-                    g = g - dyn[i] - cfg.dyn_alpha * w
-                    if cfg.fedsmoo_variant == "fl-simulator":
+                    g = g - dyn[i] + cfg.params.dyn_alpha * (y - w)
+                elif a == "fedsmoo" and cfg.params.fedsmoo_variant != "no-regularizer":
+                    g = g - dyn[i] - cfg.params.dyn_alpha * w
+                    if cfg.params.fedsmoo_variant == "fl-simulator":
                         g = clip10(g)
-                    g = g + cfg.dyn_alpha * y
+                    g = g + cfg.params.dyn_alpha * y
                 elif a == "fedcm":
-                    g = cfg.fedcm_alpha * g + (1 - cfg.fedcm_alpha) * delta
+                    g = cfg.params.fedcm_alpha * g + (1 - cfg.params.fedcm_alpha) * delta
                 elif a == "mimelite":
-                    beta = cfg.server_momentum
+                    beta = cfg.params.server_momentum
                     g = (1 - beta) * g + beta * momentum
                 y = y - lr * (g + wd * y)
             ys[i] = y
@@ -85,31 +85,31 @@ def reference(sim: Simulation) -> torch.Tensor:
         if a in ("scaffold", "fedgamma"):
             dc = zero.clone()
             for i in S:
-                if a == "scaffold" and cfg.scaffold_option == "I":
+                if a == "scaffold" and cfg.params.scaffold_option == "I":
                     new = grad(w, i)
                 else:
                     new = c_i[i] - c + (w - ys[i]) / (K * lr)
                 dc += new - c_i[i]
                 c_i[i] = new
             c = c + dc / N
-            w = w + cfg.server_lr * (mean_y - w)
-        elif a == "feddyn" or (a == "fedsmoo" and cfg.fedsmoo_variant != "no-regularizer"):
-            alpha = cfg.dyn_alpha
+            w = w + cfg.params.server_lr * (mean_y - w)
+        elif a == "feddyn" or (a == "fedsmoo" and cfg.params.fedsmoo_variant != "no-regularizer"):
+            alpha = cfg.params.dyn_alpha
             for i in S:
                 dyn[i] = dyn[i] - alpha * (ys[i] - w)
             h = h - alpha * sum(ys[i] - w for i in S) / N
             if a == "fedsmoo":
-                s = rho * unit(sum(mu[i] - (0 if cfg.fedsmoo_variant == "fl-simulator" else s_hat[i]) for i in S))
+                s = rho * unit(sum(mu[i] - (0 if cfg.params.fedsmoo_variant == "fl-simulator" else s_hat[i]) for i in S))
             w = mean_y - h / alpha
         elif a == "fedsmoo":                                 # no-regularizer: FedAvg server
             s = rho * unit(sum(mu[i] - s_hat[i] for i in S))
             w = mean_y
         elif a == "fedcm":
             delta = (w - mean_y) / (lr * K)
-            w = w + cfg.server_lr * (mean_y - w)
+            w = w + cfg.params.server_lr * (mean_y - w)
         elif a == "mimelite":
             full = sum(grad(w, i) for i in S) / len(S)
-            momentum = (1 - cfg.server_momentum) * full + cfg.server_momentum * momentum
+            momentum = (1 - cfg.params.server_momentum) * full + cfg.params.server_momentum * momentum
             w = mean_y
     return w
 

@@ -54,15 +54,15 @@ def choco_reference(sim: Simulation):
 
     def gossip(t, models, matrices):
         nonlocal public
-        gen = round_generator(cfg.seed, "quantize", t) if cfg.quant_stochastic else None
+        gen = round_generator(cfg.seed, "quantize", t) if cfg.params.quant_stochastic else None
         xs = [torch.cat([p.reshape(-1) for p in ps]) for ps in models]
         for M in matrices:
             W = M.W
             noise = torch.rand((m, xs[0].numel()), generator=gen, dtype=xs[0].dtype) if gen is not None else None
-            sent = [quantize_row(xs[i] - public[i], cfg.quant_bits, cfg.quant_rounding,
+            sent = [quantize_row(xs[i] - public[i], cfg.params.quant_bits, cfg.params.quant_rounding,
                                  None if noise is None else noise[i]) for i in range(m)]
             public = [public[i] + sent[i] for i in range(m)]
-            xs = [xs[i] + cfg.consensus_step * sum(W[i, j] * (public[j] - public[i])
+            xs = [xs[i] + cfg.params.consensus_step * sum(W[i, j] * (public[j] - public[i])
                                                    for j in range(m) if j != i and W[i, j] != 0)
                   for i in range(m)]
         return [unflat(xs[i], models[i]) for i in range(m)]

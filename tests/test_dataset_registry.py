@@ -46,7 +46,7 @@ def test_the_registered_sizes_are_the_loaded_sizes_and_tables_use_them():
     preset = get_preset("dfedsam-table1-cifar10")
     full = preset.config("dfedavg", next(iter(preset.settings)))
     assert tables._epochs(preset, "dfedavg", next(iter(preset.settings))) == \
-        full.local_steps / -(-full.samples_per_client() // full.batch_size)
+        full.params.local_steps / -(-full.samples_per_client() // full.batch_size)
 
 
 def test_a_reader_that_loads_other_sizes_than_declared_is_refused(monkeypatch):

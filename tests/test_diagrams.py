@@ -37,10 +37,10 @@ BOOK = Path(__file__).resolve().parents[1] / "book"
 
 
 def test_every_chapter_has_a_diagram_whose_docstring_names_it():
-    chapters = {"00", "01", "02", "03", "040", "04", "05", "06", "07", "08", "09", "10", "11", "12", "90"}
+    chapters = {"00", "01", "02", "03", "035", "04", "05", "06", "07", "08", "085", "09", "10", "11", "12", "90"}
     assert set(diagrams.CHAPTERS) == chapters
-    # 040 (judging a claim) draws data figures only (dfl_book.plots), no schematic diagram
-    assert set(diagrams.BY_CHAPTER) == chapters - {"040"}
+    # 035 (judging a claim) and 085 (implicit SAM) draw data figures only (dfl_book.plots), no schematic diagram
+    assert set(diagrams.BY_CHAPTER) == chapters - {"035", "085"}
     # the numbers are the chapters' file numbers: every book/NN_name.md but the claims table (91) is on the map
     assert {md.name.split("_")[0] for md in BOOK.glob("[0-9][0-9]*_*.md")} - {"91"} == chapters
     assert set(diagrams.CHAPTER_DEPENDENCIES) | {d for ds in diagrams.CHAPTER_DEPENDENCIES.values() for d in ds} \
@@ -69,7 +69,7 @@ def test_the_torus_shows_wrap_edges_that_the_grid_lacks():
 
 def test_chapter_map_has_every_chapter_and_dependency():
     fig = diagrams.chapter_map()
-    assert len(artists(fig, "chapter")) == len(diagrams.CHAPTERS) == 15
+    assert len(artists(fig, "chapter")) == len(diagrams.CHAPTERS) == 16
     assert len(artists(fig, "depends")) == sum(len(v) for v in diagrams.CHAPTER_DEPENDENCIES.values())
 
 

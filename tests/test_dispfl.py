@@ -58,7 +58,7 @@ def reference_run(sim: Simulation, rounds: int, holders_only: bool = True):
         return [g.detach() for g in torch.autograd.grad(loss, list(net.parameters()))]
 
     gen = torch.Generator().manual_seed(purpose_seed(cfg.seed, "masks"))
-    flat_masks = initial_masks(sim.model, m, cfg.dispfl_density, gen, shared=cfg.dispfl_mask_init == "shared")
+    flat_masks = initial_masks(sim.model, m, cfg.params.dispfl_density, gen, shared=cfg.params.dispfl_mask_init == "shared")
     masks = [split(flat_masks[i]) for i in range(m)]
     params = [[p * mk for p, mk in zip(split(sim.x0[i]), masks[i])] for i in range(m)]
     sent = masks
@@ -66,7 +66,7 @@ def reference_run(sim: Simulation, rounds: int, holders_only: bool = True):
         lr = cfg.lr * cfg.lr_decay ** t
         (M,) = sim.matrices(t)
         W = M.W
-        drop = cfg.dispfl_anneal / 2 * (1 + math.cos(t * math.pi / (cfg.dispfl_anneal_rounds or cfg.rounds)))
+        drop = cfg.params.dispfl_anneal / 2 * (1 + math.cos(t * math.pi / (cfg.params.dispfl_anneal_rounds or cfg.rounds)))
         new_params, new_masks = [], []
         for i in range(m):
             nbrs = [j for j in range(m) if W[i, j] != 0]
@@ -79,7 +79,7 @@ def reference_run(sim: Simulation, rounds: int, holders_only: bool = True):
                 else:
                     avg = sum(W[i, j] * params[j][k] for j in nbrs)
                 y.append(avg * masks[i][k])
-            for _ in range(cfg.local_steps):
+            for _ in range(cfg.params.local_steps):
                 g = grad(y, i)
                 y = [yk - lr * (gk * mk + cfg.weight_decay * yk) for yk, gk, mk in zip(y, g, masks[i])]
             g = grad(y, i)                                   # regrowth scores at the trained model

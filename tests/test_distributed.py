@@ -139,12 +139,12 @@ EQUALITY = {
 
 def test_four_processes_equal_the_simulator(tmp_path):
     """One process group runs every config in turn (one start-up for all); each must equal the simulator."""
-    configs = {name: cfg.replace(num_neighbors=2) if cfg.topology == "random-as-coded" else cfg
+    configs = {name: cfg.replace(num_neighbors=2) if cfg.params.topology == "random-as-coded" else cfg
                for name, cfg in EQUALITY.items()}
     run_configs(NPROC, configs, tmp_path, env=ENV)
     for name, cfg in configs.items():
-        assert make_topology(cfg.topology, 8, **cfg.topology_options()).time_varying == \
-            (cfg.topology == "random-as-coded")
+        assert make_topology(cfg.params.topology, 8, **cfg.topology_options()).time_varying == \
+            (cfg.params.topology == "random-as-coded")
         gap = float((load_final_params(tmp_path / name) - simulated(cfg)).abs().max())
         assert gap < 1e-10, (name, gap)
     # bytes each rank handed to send in the last round (from its checkpoint): the ring sends two rows,
@@ -213,7 +213,7 @@ def test_compressed_gossip_over_two_processes_equals_the_simulator_and_sends_wha
     for name, cfg in BYTES.items():
         sim = Simulation(cfg)
         sim.run()
-        charged, d, b = sim.history.records[-1], sim.model.d, cfg.quant_bits
+        charged, d, b = sim.history.records[-1], sim.model.d, cfg.params.quant_bits
         # a message is d·b + 32 bits (message_bits); on the wire its levels fill whole bytes, ⌈d·b/8⌉
         padding = 8 * math.ceil(d * b / 8) - d * b                     # bits per message, 0..7
         assert (padding == 0) == (b == 8) and padding < 8

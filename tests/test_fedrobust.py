@@ -57,15 +57,15 @@ def reference(sim: Simulation):
         ys = []
         for i in S:
             y = [v.clone() for v in w]
-            for _ in range(cfg.local_steps):
+            for _ in range(cfg.params.local_steps):
                 g_w, g_L, g_d = grads(y, Lams[i], dlts[i], i)
                 y = [p - lr * (g + cfg.weight_decay * p) for p, g in zip(y, g_w)]
-                Lams[i] = Lams[i] + cfg.robust_ascent_lr * (g_L - 2 * cfg.robust_lambda * (Lams[i] - eye))
-                dlts[i] = dlts[i] + cfg.robust_ascent_lr * (g_d - 2 * cfg.robust_lambda * dlts[i])
+                Lams[i] = Lams[i] + cfg.params.robust_ascent_lr * (g_L - 2 * cfg.params.robust_lambda * (Lams[i] - eye))
+                dlts[i] = dlts[i] + cfg.params.robust_ascent_lr * (g_d - 2 * cfg.params.robust_lambda * dlts[i])
             ys.append(y)
         n = torch.tensor([len(parts[i]) for i in S], dtype=torch.float64)
         p_i = n / n.sum()
-        w = [wk + cfg.server_lr * sum(p_i[j] * (ys[j][k] - wk) for j in range(len(S))) for k, wk in enumerate(w)]
+        w = [wk + cfg.params.server_lr * sum(p_i[j] * (ys[j][k] - wk) for j in range(len(S))) for k, wk in enumerate(w)]
     return torch.cat([v.reshape(-1) for v in w]), torch.stack(Lams), torch.stack(dlts)
 
 
@@ -140,7 +140,7 @@ def test_bad_config_values_are_refused(changes, message):
 
 def test_defaults_and_memory_limit(monkeypatch):
     cfg = Config(algorithm="fedrobust")
-    assert (cfg.robust_lambda, cfg.robust_ascent_lr, cfg.server_lr) == (1.0, 0.1, 1.0)
+    assert (cfg.params.robust_lambda, cfg.params.robust_ascent_lr, cfg.params.server_lr) == (1.0, 0.1, 1.0)
     monkeypatch.setattr(fedrobust, "MAX_SHIFT_BYTES", 1000)
     with pytest.raises(ConfigError, match=r"full 64x64 matrix .* 8 clients need 0\.0 GiB"):
         Simulation(Config(**SMALL))                           # refused before any training

@@ -98,7 +98,7 @@ def test_a_registered_folder_trains_with_local_epochs_every_partition_and_crop_f
     register_image_folder(tmp_path / "pics", "pics", augmentation="crop-flip")
     cfg = Config(dataset="pics", model="linear", algorithm="dfedavg", num_clients=4, rounds=2, local_epochs=1,
                  batch_size=3, device="cpu")
-    assert cfg.samples_per_client() == 9 and cfg.local_steps == 3          # 36 images / 4 clients, ⌈9/3⌉
+    assert cfg.samples_per_client() == 9 and cfg.params.local_steps == 3          # 36 images / 4 clients, ⌈9/3⌉
     for partition in ("iid", "dirichlet", "shards"):
         sim = Simulation(cfg.replace(partition=partition))
         assert sim.data.dataset.augmentation == "crop-flip"

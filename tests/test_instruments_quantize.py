@@ -224,11 +224,11 @@ def test_bad_rounding_is_refused_naming_the_choices():
 # --------------------------------------------------------------- the config fields
 def test_config_fields_belong_to_the_gossiping_algorithms():
     cfg = Config(algorithm="dfedavgm-q")
-    resolved = (cfg.quant_bits, cfg.quant_step, cfg.quant_stochastic, cfg.momentum, cfg.gossip_steps,
-                cfg.quant_mixing, cfg.consensus_step)
+    resolved = (cfg.params.quant_bits, cfg.params.quant_step, cfg.params.quant_stochastic, cfg.params.momentum, cfg.params.gossip_steps,
+                cfg.params.quant_mixing, cfg.params.consensus_step)
     assert resolved == (16, None, False, 0.9, 1, "public-copies", 1.0)
     assert Config(algorithm="dfedavgm", quant_bits=8).params.uses_public_copies       # compressed gossip
-    assert Config(algorithm="dfedsam").quant_bits is None                      # exact by default
+    assert Config(algorithm="dfedsam").params.quant_bits is None                      # exact by default
     for algorithm in ("dispfl", "fedavg"):                   # no r.gossip: the field would be ignored
         with pytest.raises(ConfigError, match="quant_bits=8 is not used by algorithm"):
             Config(algorithm=algorithm, quant_bits=8)
@@ -266,8 +266,8 @@ def reference_run(sim: Simulation, rounds: int) -> torch.Tensor:
         return [g.detach() for g in torch.autograd.grad(loss, list(nets[i].parameters()))]
 
     def q(v):                                            # b-bit, round half up, clipped
-        low, high = -2 ** (cfg.quant_bits - 1), 2 ** (cfg.quant_bits - 1) - 1
-        s = cfg.quant_step or float(v.abs().max()) / high
+        low, high = -2 ** (cfg.params.quant_bits - 1), 2 ** (cfg.params.quant_bits - 1) - 1
+        s = cfg.params.quant_step or float(v.abs().max()) / high
         return s * torch.clamp(torch.floor(v / s + 0.5), low, high)
 
     xs = [sim.x0[i].clone() for i in range(m)]
@@ -277,9 +277,9 @@ def reference_run(sim: Simulation, rounds: int) -> torch.Tensor:
         for i in range(m):
             y = [p.clone() for p in split(xs[i])]
             buf = [torch.zeros_like(p) for p in y]
-            for _ in range(cfg.local_steps):
+            for _ in range(cfg.params.local_steps):
                 g = [gj + cfg.weight_decay * yj for gj, yj in zip(grad(i, y), y)]
-                buf = [cfg.momentum * bj + gj for bj, gj in zip(buf, g)]
+                buf = [cfg.params.momentum * bj + gj for bj, gj in zip(buf, g)]
                 y = [yj - lr * bj for yj, bj in zip(y, buf)]
             sent.append(q(torch.cat([p.reshape(-1) for p in y]) - xs[i]))       # Q(z_i - x_i)
         (M,) = sim.matrices(t)

@@ -24,24 +24,24 @@ def test_steps_follow_from_the_clients_size_and_the_batch(epochs, batch, steps):
     cfg = Config(algorithm="dfedsam", dataset="fashion-mnist", train_size=10_000, num_clients=20,
                  local_epochs=epochs, batch_size=batch)
     assert cfg.samples_per_client() == 500
-    assert (cfg.local_epochs, cfg.local_steps) == (epochs, steps)
+    assert (cfg.local_epochs, cfg.params.local_steps) == (epochs, steps)
     assert cfg == cfg                      # resolving again changes nothing
 
 
 def test_full_batch_steps_are_epochs():
     cfg = Config(algorithm="dfedavg", local_epochs=3, full_batch=True)
-    assert cfg.local_steps == 3
+    assert cfg.params.local_steps == 3
 
 
 def test_every_sample_is_seen_about_e_times_a_round():
     """In one round each client's K·B draws walk its own permutation E times over (± the last partial batch)."""
     cfg = Config(algorithm="dfedavg", dataset="digits", num_clients=10, local_epochs=2, batch_size=16, rounds=1)
     sim = Simulation(cfg)
-    assert sim.config.local_steps == 2 * math.ceil(1438 / 10 / 16) == 18
+    assert sim.config.params.local_steps == 2 * math.ceil(1438 / 10 / 16) == 18
     train = sim.data.train
     clients = torch.arange(cfg.num_clients)
     batches = sim.trainer.batches(clients, RoundStreams(0, 0))
-    assert len(batches) == sim.config.local_steps
+    assert len(batches) == sim.config.params.local_steps
     for i in range(cfg.num_clients):
         drawn = torch.cat([labels_idx[i] for labels_idx in _sample_ids(sim, batches, clients)])
         own = train.index[i, : train.counts[i]]
@@ -83,4 +83,4 @@ def test_bad_local_epochs_are_refused(changes, message):
 def test_agreeing_steps_and_epochs_are_accepted():
     cfg = Config(algorithm="dfedavg", dataset="fashion-mnist", train_size=10_000, num_clients=20, local_epochs=5,
                  local_steps=20, batch_size=128)
-    assert cfg.local_steps == 20
+    assert cfg.params.local_steps == 20

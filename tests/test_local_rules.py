@@ -193,7 +193,7 @@ def test_the_trainer_evaluates_as_often_as_the_rule_asks(sim, rule, per_step):
     clients = torch.arange(4)
     y = sim.tools(0).local_train(sim.x, clients, rule=rule, gradient=counted).clone()
     plain = sim.tools(0).local_train(sim.x, clients, rule=rule)
-    assert len(calls) == per_step * sim.config.local_steps
+    assert len(calls) == per_step * sim.config.params.local_steps
     assert torch.equal(y, plain)                                        # the replacement changes nothing here
     if per_step == 2:                                                   # SAM's two evaluations: the same batch
         assert all(calls[k][1] is calls[k + 1][1] for k in range(0, len(calls), 2))

@@ -17,7 +17,7 @@ def _norm(spec: str) -> str:
 def test_environment_yml_matches_pyproject():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    wanted = list(project["dependencies"]) + extras["test"] + extras["book"]
+    wanted = list(project["dependencies"]) + extras["test"] + extras["book"] + extras["lint"]
     text = (ROOT / "environment.yml").read_text().split("dependencies:", 1)[1]
     listed = {_norm(line.strip()[2:]) for line in text.splitlines()
               if line.strip().startswith("- ") and not line.strip().startswith("- -")}

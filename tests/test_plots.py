@@ -1,7 +1,6 @@
 """The book's figure helpers (dfl_book.plots): labelled axes, distinct styles, legends that hide no data."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib

@@ -41,7 +41,8 @@ def test_every_row_and_column_resolves(name, algorithm, setting):
     uses = ALGORITHMS[algorithm].defaults
     for key, value in (preset.settings[setting] if setting is not None else {}).items():
         if (key not in ALGORITHM_FIELDS or key in uses) and key not in preset.per_algorithm.get(algorithm, {}):
-            assert getattr(resolved, key) == value, (key, value)
+            holder = resolved if key not in ALGORITHM_FIELDS else resolved.params
+            assert getattr(holder, key) == value, (key, value)
 
 
 def test_fedgf_threshold_is_required_then_used():
@@ -52,7 +53,7 @@ def test_fedgf_threshold_is_required_then_used():
         preset.config("fedgf", "alpha0-n5")
     assert "fedgf_threshold" in str(err.value) and "fedgf-table1-cifar10" in str(err.value)
     cfg = preset.config("fedgf", "alpha0-n5", fedgf_threshold=2.0)
-    assert cfg.fedgf_threshold == 2.0 and cfg.fedgf_window == 30 and cfg.clients_per_round == 5
+    assert cfg.params.fedgf_threshold == 2.0 and cfg.params.fedgf_window == 30 and cfg.params.clients_per_round == 5
     assert any("fedgf_threshold" in note for note in preset.notes)
 
 
@@ -69,16 +70,16 @@ def test_dfedsam_table1_matches_appendix_b(dataset, model):
         assert (c.lr, c.lr_decay, c.batch_size) == (0.1, 0.998, 128)
         assert (c.partition, c.alpha) == ("dirichlet", 0.6)
         assert c.weight_decay == (0.0 if a == "fedsam" else 5e-4)
-        assert c.local_steps == (1 if a == "dpsgd" else 20)          # 5 * ceil(500 / 128)
-    assert cfgs["dfedsam"].rho == cfgs["dfedsam-mgs"].rho == 0.01
-    assert cfgs["dfedsam"].gossip_steps == 1 and cfgs["dfedsam-mgs"].gossip_steps == 4
-    assert cfgs["dfedavgm"].momentum == 0.9
+        assert c.params.local_steps == (1 if a == "dpsgd" else 20)          # 5 * ceil(500 / 128)
+    assert cfgs["dfedsam"].params.rho == cfgs["dfedsam-mgs"].params.rho == 0.01
+    assert cfgs["dfedsam"].params.gossip_steps == 1 and cfgs["dfedsam-mgs"].params.gossip_steps == 4
+    assert cfgs["dfedavgm"].params.momentum == 0.9
     for a in ("dpsgd", "dfedavg", "dfedavgm", "dfedsam", "dfedsam-mgs"):
-        assert cfgs[a].topology == "random-symmetric" and cfgs[a].max_degree == 10
+        assert cfgs[a].params.topology == "random-symmetric" and cfgs[a].max_degree == 10
         assert not hasattr(cfgs[a].params, "client_fraction")              # decentralized: no sampling
     for a in ("fedavg", "fedsam"):
         assert not hasattr(cfgs[a].params, "topology")                      # centralized: no graph
-        assert (cfgs[a].client_fraction, cfgs[a].server_lr) == (0.1, 1.0)
+        assert (cfgs[a].params.client_fraction, cfgs[a].params.server_lr) == (0.1, 1.0)
     assert p.config("dfedsam", "iid").partition == "iid"
     assert p.config("dfedsam", "dir0.3").alpha == 0.3
     assert any("dfedavg" in n and "local_steps=4" in n for n in p.notes)      # D-PSGD's 1 epoch
@@ -92,8 +93,8 @@ def test_dfedsam_table2_columns_are_topologies():
     for setting, topology in expected.items():
         for a in p.algorithms:
             c = p.config(a, setting)
-            assert c.topology == topology and c.rounds == 1000 and c.model == "vgg11-gn"
-    assert p.config("dfedsam-mgs", "grid").gossip_steps == 4
+            assert c.params.topology == topology and c.rounds == 1000 and c.model == "vgg11-gn"
+    assert p.config("dfedsam-mgs", "grid").params.gossip_steps == 4
     assert any("exponential-mh" in n for n in p.notes)
     assert any("not stated" in n and "Table 2" in n for n in p.notes)
 
@@ -114,18 +115,18 @@ def test_fedgf_table1_grid(dataset, rounds):
     assert p.algorithms == ("fedavg", "fedavgm", "fedprox", "scaffold", "feddyn", "fedsam", "fedasam", "mofedsam",
                             "fedgamma", "fedsmoo", "fedgf")
     assert p.not_implemented == ()
-    assert p.config("fedprox").prox_mu == 0.01 and p.config("fedavgm").server_momentum == 0.9
+    assert p.config("fedprox").params.prox_mu == 0.01 and p.config("fedavgm").params.server_momentum == 0.9
     assert len(p.settings) == 9
     for alpha in (0.0, 0.005, 10.0):
         for n in (5, 10, 20):
             s = p.settings[f"alpha{alpha:g}-n{n}"]
             assert (s["alpha"], s["clients_per_round"]) == (alpha, n)
     c = p.config("fedsam", "alpha0.005-n20")
-    assert (c.model, c.num_clients, c.rounds, c.alpha, c.clients_per_round) == ("cnn-cifar", 100, rounds, 0.005, 20)
-    assert (c.lr, c.lr_decay, c.weight_decay, c.batch_size, c.local_steps) == (0.01, 1.0, 4e-4, 64, 8)
+    assert (c.model, c.num_clients, c.rounds, c.alpha, c.params.clients_per_round) == ("cnn-cifar", 100, rounds, 0.005, 20)
+    assert (c.lr, c.lr_decay, c.weight_decay, c.batch_size, c.params.local_steps) == (0.01, 1.0, 4e-4, 64, 8)
     asam = p.config("fedasam", "alpha0-n10")
-    assert asam.sam_variant == "asam" and asam.asam_eta == 0.2
-    assert asam.rho == (0.7 if dataset == "cifar10" else 0.5)
+    assert asam.params.sam_variant == "asam" and asam.params.asam_eta == 0.2
+    assert asam.params.rho == (0.7 if dataset == "cifar10" else 0.5)
 
 
 def test_fedsam_presets():
@@ -136,13 +137,13 @@ def test_fedsam_presets():
         assert list(p.settings) == ["iid", "dir0.6", "dir0.3"]
         base = p.config("mofedsam")
         assert (base.dataset, base.model, base.num_clients) == (dataset, model, 100)
-        assert (base.partition, base.alpha, base.client_fraction) == ("dirichlet", 0.6, 0.2)
-        assert base.mofedsam_alpha == 0.1
-        assert (base.batch_size, base.lr, base.lr_decay, base.weight_decay, base.rho) == (50, 0.1, 0.998, 1e-3, 0.1)
+        assert (base.partition, base.alpha, base.params.client_fraction) == ("dirichlet", 0.6, 0.2)
+        assert base.params.mofedsam_alpha == 0.1
+        assert (base.batch_size, base.lr, base.lr_decay, base.weight_decay, base.params.rho) == (50, 0.1, 0.998, 1e-3, 0.1)
         assert any("public code" in n for n in p.notes)
     emnist = get_preset("fedsam-emnist").config("fedavg")
-    assert emnist.train_size == 139_586 and emnist.local_steps == 5 * math.ceil(139_586 // 100 / 50)
-    assert get_preset("fedsam-cifar10").config("fedavg").local_steps == 50     # 5 * ceil(500/50)
+    assert emnist.train_size == 139_586 and emnist.params.local_steps == 5 * math.ceil(139_586 // 100 / 50)
+    assert get_preset("fedsam-cifar10").config("fedavg").params.local_steps == 50     # 5 * ceil(500/50)
 
 
 @pytest.mark.parametrize("model", ["2nn", "cnn-mnist"])
@@ -151,10 +152,10 @@ def test_dfedavgm_mnist(model):
     assert set(p.settings) == {f"{s}-e{e}" for s in ("iid", "noniid") for e in (1, 2, 5)}
     for setting in p.settings:
         c = p.config("dfedavgm", setting)
-        assert (c.dataset, c.model, c.num_clients, c.topology) == ("mnist", model, 20, "ring")
-        assert (c.batch_size, c.lr, c.momentum) == (50, 0.01, 0.9)
+        assert (c.dataset, c.model, c.num_clients, c.params.topology) == ("mnist", model, 20, "ring")
+        assert (c.batch_size, c.lr, c.params.momentum) == (50, 0.01, 0.9)
         epochs = int(setting.split("-e")[1])
-        assert c.local_steps == 60 * epochs                                   # E * ceil(3000 / 50)
+        assert c.params.local_steps == 60 * epochs                                   # E * ceil(3000 / 50)
         if setting.startswith("noniid"):
             assert c.partition == "shards" and c.num_clients * c.shards_per_client == 40
         else:
@@ -162,8 +163,8 @@ def test_dfedavgm_mnist(model):
     assert any("16" in n and "bits" in n for n in p.notes)
     if model == "2nn":
         fedavg = p.config("fedavg", "iid-e1")
-        assert (fedavg.lr, fedavg.client_fraction, fedavg.batch_size) == (0.1, 1.0, 50)
-        assert p.config("dpsgd", "noniid-e5").local_steps == 1
+        assert (fedavg.lr, fedavg.params.client_fraction, fedavg.batch_size) == (0.1, 1.0, 50)
+        assert p.config("dpsgd", "noniid-e5").params.local_steps == 1
 
 
 def test_epochs_to_steps():
@@ -205,7 +206,7 @@ def test_config_refuses_unknown_algorithm_and_setting():
 def test_changes_are_applied_and_checked():
     p = get_preset("dfedsam-table1-cifar10")
     c = p.config("dfedsam", "iid", rho=0.05, rounds=3, topology="random-as-coded")
-    assert (c.rho, c.rounds, c.topology) == (0.05, 3, "random-as-coded")
+    assert (c.params.rho, c.rounds, c.params.topology) == (0.05, 3, "random-as-coded")
     with pytest.raises(ConfigError, match="momentum=0.5 is not used by algorithm 'dfedsam'"):
         p.config("dfedsam", "iid", momentum=0.5)
     with pytest.raises(ConfigError, match="unknown config field"):

@@ -33,11 +33,11 @@ def test_the_maps_rows_are_the_papers_local_work():
     rmap = REGIME_MAPS["dfedsam-regime"]
     exp = EXPERIMENTS["dfedsam-regime"]
     assert set(exp.arms) == set(rmap.arms())
-    steps = {e: exp.config(rmap.baseline_arm(e), 0, profile).local_steps for e in rmap.local_epochs}
+    steps = {e: exp.config(rmap.baseline_arm(e), 0, profile).params.local_steps for e in rmap.local_epochs}
     assert steps == {0.25: 1, 1: 4, 5: 20}
     protocol = exp.config(rmap.treated_arm(5, 0.01), 0, profile)
     assert {k: getattr(protocol, k) for k in PAPER_PROTOCOL} == PAPER_PROTOCOL
-    assert (protocol.algorithm, protocol.rho, protocol.topology) == ("dfedsam", 0.01, "ring")
+    assert (protocol.algorithm, protocol.params.rho, protocol.params.topology) == ("dfedsam", 0.01, "ring")
     for e in rmap.local_epochs:                      # each cell differs from its row's baseline in one thing
         base = exp.config(rmap.baseline_arm(e), 0, profile).to_dict()
         for rho in rmap.rhos:
@@ -96,3 +96,20 @@ def test_the_map_fills_resolved_cells_and_marks_the_boundary():
     assert ax.get_yticklabels()[1].get_text().startswith("E = 5 (K = 20)")
     assert "still rising" not in ax.get_yticklabels()[1].get_text()       # slope 0.2 < FLAT_SLOPE: flat
     plt.close(fig)
+
+
+def test_the_map_summary_reports_the_verdicts_that_survive_holm():
+    """The map's cells are one family: a summary ends with what stands after Holm's correction over them."""
+    from dfl_book.showcase.regime import summary
+
+    zero = [0.0] * 5
+    strong = compare_paired([1.0, 1.1, 0.9, 1.05, 0.95], zero)            # p ≈ 1e-6: stands after Holm
+    weak = compare_paired([1.0, 0.1, 0.9, 0.2, 0.8], zero)                # p ≈ 0.03: one of 3 tests, falls
+    noise = compare_paired([0.3, -0.2, 0.1, -0.1, 0.0], zero)
+    grid = [Cell(e, 4, rho, c, 90.0, 2.0, 89.0, 1.0, 0.2)
+            for (e, rho), c in zip([(5, 0.01), (5, 0.2), (1, 0.01)], [strong, weak, noise])]
+    text = summary(grid, "DFedSAM", "DFedAvg")
+    assert "**DFedSAM pays** (beats DFedAvg, 95% CI above 0) at E = 5, ρ = 0.01" in text and "ρ = 0.2 (" in text
+    assert text.splitlines()[-1] == ("- **After Holm's correction** over the map's 3 cells: DFedSAM pays at "
+                                     "E = 5, ρ = 0.01, every other cell unresolved.")
+    assert summary(grid[2:], "DFedSAM", "DFedAvg").endswith("over the map's 1 cell: every cell is unresolved.")

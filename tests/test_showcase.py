@@ -11,7 +11,7 @@ from dfl_core import Config
 from dfl_core.cli import main
 from dfl_book.profiles import get_profile
 from dfl_book.showcase import RESULTS_DIR, SCHEMA, Experiment, ShowcaseResult, load, run_experiment
-from dfl_book.showcase.experiments import EXPERIMENTS, FORMER_NAMES, REGIME_MAPS, current_name
+from dfl_book.showcase.experiments import EXPERIMENTS, REGIME_MAPS
 
 COMMITTED = sorted(RESULTS_DIR.glob("*.json"))
 
@@ -25,8 +25,10 @@ def test_every_experiment_builds_valid_configs_at_every_profile():
                 assert isinstance(cfg, Config) and cfg.seed == 0
         big = exp.config(next(iter(exp.arms)), 0, get_profile("showcase"))
         assert big.dataset == "fashion-mnist" and big.rounds >= 100
-        if name in REGIME_MAPS:          # the papers' local work, on 20 clients of 500 images
+        if name in REGIME_MAPS or name == "dfedsam-topology":     # the papers' local work, 20 clients of 500 images
             assert (big.train_size, big.num_clients, big.batch_size, big.weight_decay) == (10_000, 20, 128, 5e-4)
+        elif name == "dsgd-batch":       # D-SGD against centralized SGD: 20 IID clients of 500 images, one step a round
+            assert (big.train_size, big.num_clients, big.partition, big.params.local_steps) == (10_000, 20, "iid", 1)
         else:
             assert big.train_size is None
 
@@ -42,7 +44,8 @@ def test_committed_results_cover_their_configs_and_seeds(path):
     doc = json.loads(path.read_text())
     assert doc["schema"] == SCHEMA and doc["profile"] == "showcase"
     exp = EXPERIMENTS[path.stem]                 # the file is named after the experiment, under its current name
-    assert current_name(doc["experiment"]) == path.stem     # a file made before the renaming records the former
+    assert doc["experiment"] == path.stem and doc["chapter"] == exp.chapter
+    assert path.stem in doc["provenance"]["command"].split()        # the command that regenerates it, as it is now
     assert list(doc["arms"]) == list(exp.arms) and tuple(doc["seeds"]) == exp.seeds
     for key in ("command", "seeds", "versions", "machine", "date", "wall_time_s"):
         assert doc["provenance"][key] not in (None, ""), key
@@ -86,8 +89,7 @@ def test_an_experiment_runs_writes_provenance_and_resumes(tmp_path, monkeypatch)
     monkeypatch.setenv("DFL_SHOWCASE_RESULTS", str(tmp_path))
     check = rerun_matches("tiny", "DFedSAM", seed=1, rounds=2)      # reruns at the file's own profile
     assert check["round"] == 2 and check["agree"] and check["rerun"] == pytest.approx(check["committed"], abs=1e-6)
-    monkeypatch.setitem(FORMER_NAMES, "old-tiny", "tiny")
-    early = rerun_matches("old-tiny", "DFedSAM", seed=1, rounds=1)  # a former name; the rerun stops at round 1 of 2
+    early = rerun_matches("tiny", "DFedSAM", seed=1, rounds=1)      # the rerun stops at round 1 of 2
     assert early["round"] == 1 and early["rerun"] == pytest.approx(early["committed"], abs=1e-6)
     doc = json.loads(path.read_text())
     for r in doc["runs"]:
@@ -120,44 +122,21 @@ def test_no_experiment_is_named_after_a_chapter_number():
     """Chapters get renumbered; an experiment's name says what it runs (``dfedsam-regime``, not ``ch05-regime``)."""
     import re
     assert not [name for name in EXPERIMENTS if re.search(r"\d", name)]
-    assert set(FORMER_NAMES.values()) <= set(EXPERIMENTS) and not set(FORMER_NAMES) & set(EXPERIMENTS)
 
 
-@pytest.mark.parametrize("old,new", sorted(FORMER_NAMES.items()))
-def test_a_former_name_loads_the_same_committed_result(old, new):
-    """A committed file records the command that made it, under the former name; both names load it."""
-    by_old, by_new = load(old), load(new)
-    assert by_old.name == by_new.name == new and by_old.doc == by_new.doc
-    arm = next(iter(by_new.arms))
-    assert by_old.per_seed(arm) == by_new.per_seed(arm)          # the same numbers, bit for bit
-    assert current_name(by_new.doc["experiment"]) == new and rerun_cfg(old, arm) == rerun_cfg(new, arm)
-
-
-def rerun_cfg(name: str, arm: str) -> dict:
-    return EXPERIMENTS[current_name(name)].config(arm, 0, get_profile("showcase")).to_dict()
-
-
-def test_a_file_stored_under_a_former_name_loads_and_a_mislabelled_file_is_refused(tmp_path):
+def test_a_mislabelled_results_file_is_refused(tmp_path):
     doc = json.loads((RESULTS_DIR / "privacy.json").read_text())
-    (tmp_path / "ch03b-privacy.json").write_text(json.dumps(doc | {"experiment": "ch03b-privacy"}))
-    assert load("privacy", tmp_path).name == "privacy" and load("ch03b-privacy", tmp_path).doc["experiment"] \
-        == "ch03b-privacy"
     (tmp_path / "fedgf.json").write_text(json.dumps(doc))          # privacy's runs under fedgf's name
     with pytest.raises(ValueError, match="holds the results of experiment 'privacy', not of 'fedgf'"):
         load("fedgf", tmp_path)
-
-
-def test_a_former_name_runs_the_experiment_it_became(monkeypatch, tmp_path):
-    ran = []
-    monkeypatch.setattr("dfl_book.showcase.run", lambda exp, profile, **kw: ran.append((exp.name, profile)))
-    assert main(["showcase", "ch05-regime", "--profile", "fast", "--out", str(tmp_path), "--no-progress"]) == 0
-    assert ran == [("dfedsam-regime", "fast")]
+    with pytest.raises(FileNotFoundError, match="no showcase results for 'ch03b-privacy'"):
+        load("ch03b-privacy", tmp_path)
 
 
 def test_the_command_lists_and_refuses_unknown_experiments(capsys):
     assert main(["showcase", "--list"]) == 0
     out = capsys.readouterr().out
-    assert all(name in out for name in EXPERIMENTS) and all(old in out for old in FORMER_NAMES)
+    assert all(name in out for name in EXPERIMENTS)
     assert main(["showcase", "no-such-experiment", "--no-progress"]) == 2
     assert "unknown showcase experiment 'no-such-experiment'" in capsys.readouterr().err
 

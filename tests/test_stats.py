@@ -117,7 +117,7 @@ def test_one_line_format():
     c = compare_paired([11, 12, 13, 14, 15], [10] * 5)
     assert str(c) == "+3.00 [+1.04, +4.96], n=5, REPRODUCED"
     u = compare_paired([1, -1, 2, -2, 0.5], [0] * 5, label="ring: A > B")
-    assert str(u) == f"ring: A > B: +0.10 [−1.88, +2.08], n=5, UNRESOLVED (could detect ≥ 2.65)"
+    assert str(u) == "ring: A > B: +0.10 [−1.88, +2.08], n=5, UNRESOLVED (could detect ≥ 2.65)"
     assert u.format(label=False).startswith("+0.10 [−1.88")
     assert "−" in str(compare_paired([0, 0], [1, 1.5])) and "-" not in str(compare_paired([0, 0], [1, 1.5]))
 
@@ -132,6 +132,27 @@ def test_summarize_and_markdown_table():
     assert md[0] == "| claim | mean Δ | 95% CI | detectable | verdict |"
     assert len(md) == 5 and md[2] == "| A beats B | +3.83 | [+3.12, +4.55] | 0.89 | REPRODUCED |"
     assert md[3].startswith("| B beats A | −3.83 | [−4.55, −3.12] |")
+
+
+def test_a_verdict_table_names_its_endpoint_and_corrects_its_family():
+    """Two comparisons each just resolved alone: Holm's correction over the pair keeps neither, and the table
+    shows both verdicts side by side, captioned with the endpoint and the family."""
+    from dfl_book.showcase.report import ENDPOINT, verdict_table
+
+    base = [0.0, 0.0, 0.0, 0.0, 0.0]
+    weak = [compare_paired([1.0, 0.1, 0.9, 0.2, 0.8], base, label=f"claim {k}") for k in (1, 2)]
+    assert [c.verdict for c in weak] == ["REPRODUCED", "REPRODUCED"] and holm(weak) == ["UNRESOLVED"] * 2
+    md = getattr(verdict_table(weak), "data", None) or verdict_table(weak)
+    assert "| verdict | after Holm |" in md and "| REPRODUCED | UNRESOLVED |" in md
+    assert f"Endpoint: {ENDPOINT}." in md and "Family: these 2 comparisons, corrected by Holm's method" in md
+    single = getattr(verdict_table(weak[:1]), "data", None) or verdict_table(weak[:1])
+    assert "after Holm" not in single and "One comparison: no family to correct." in single
+    part = getattr(verdict_table(weak[:1], family=weak), "data", None) or verdict_table(weak[:1], family=weak)
+    assert "| REPRODUCED | UNRESOLVED |" in part and "these 1 and 1 more comparisons, 2 in all" in part
+    with pytest.raises(ValueError, match="verdicts not in the family given"):
+        verdict_table(weak, family=weak[:1])
+    with pytest.raises(ValueError, match="corrected has 1 verdicts for 2 comparisons"):
+        markdown_table(weak, corrected=["UNRESOLVED"])
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -25,14 +25,14 @@ TINY = ["--seeds", "0,1", "--set", "num_clients=4", "--set", "rounds=2", "--no-p
 def test_fast_config_keeps_epochs_participation_and_the_table_s_own_choices():
     p = PRESETS["dfedsam-table1-cifar10"]
     full, fast = p.config("dfedsam", "dir0.6"), fast_config(p, "dfedsam", "dir0.6")
-    assert full.local_steps == 20                         # 5 epochs of 500 samples at batch 128
-    assert fast.local_steps == 5 * 3                      # 5 epochs of 1438 // 20 = 71 samples at batch 32
-    assert fast_config(p, "dpsgd", "dir0.6").local_steps == 1
+    assert full.params.local_steps == 20                         # 5 epochs of 500 samples at batch 128
+    assert fast.params.local_steps == 5 * 3                      # 5 epochs of 1438 // 20 = 71 samples at batch 32
+    assert fast_config(p, "dpsgd", "dir0.6").params.local_steps == 1
     assert (fast.dataset, fast.model, fast.num_clients, fast.rounds) == (
         FAST["dataset"], FAST["model"], FAST["num_clients"], FAST["rounds"])
-    assert (fast.alpha, fast.topology, fast.rho, fast.lr) == (full.alpha, full.topology, full.rho, full.lr)
+    assert (fast.alpha, fast.params.topology, fast.params.rho, fast.lr) == (full.alpha, full.params.topology, full.params.rho, full.lr)
     g = PRESETS["fedgf-table1-cifar10"]
-    assert [fast_config(g, "fedavg", f"alpha0-n{n}").clients_per_round for n in (5, 10, 20)] == [1, 2, 4]
+    assert [fast_config(g, "fedavg", f"alpha0-n{n}").params.clients_per_round for n in (5, 10, 20)] == [1, 2, 4]
     assert fast_config(g, "fedavg", "alpha0-n5").rounds == FAST_ROUNDS[g.name] > fast.rounds
 
 
@@ -231,7 +231,7 @@ def test_orderings_compare_every_pair_the_paper_orders_by_its_per_seed_differenc
     assert dataclasses.replace(ring, paper=None, regime=None) == \
         compare_paired(FAKE[("dfedsam", "ring")], AVG_RING, label=ring.label)
     assert ring.paper == "+3.24"                                   # the paper's own 73.19 − 69.95
-    assert ring.regime == "E = 6.7 (K = 15, B = 32), T = 30"       # the fast scale's local work and horizon
+    assert ring.regime == "E = 5 (K = 15, B = 32), T = 30"         # the fast scale keeps the 5 local epochs: K = 5⌈n/B⌉
     assert ring.mean == pytest.approx(-0.98) and ring.n == 5
     identical = got["full: DFedSAM > DFedAvg (paper 88.05 vs 83.48)"]
     assert (identical.low, identical.high, identical.detectable) == (0, 0, 0)
@@ -277,7 +277,7 @@ def test_write_table_adds_the_verdicts(tmp_path, capsys):
     assert "| all | 6 | 2 | 1 | 0 | 3 |" in md
     assert "| claim | mean Δ | 95% CI | detectable | verdict | paper's Δ | regime |" in md
     assert ("| ring: DFedSAM-MGS beats DFedSAM | +2.99 | [+2.96, +3.02] | 0.04 | REPRODUCED | +7.36 | "
-            "E = 6.7 (K = 15, B = 32), T = 30 |") in md
+            "E = 5 (K = 15, B = 32), T = 30 |") in md
     assert "Note:" not in md
     assert "pooled" not in md
 

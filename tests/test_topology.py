@@ -4,7 +4,6 @@
 independent eigen-solver; graphs are checked against networkx builders.
 """
 import math
-import time
 
 import networkx as nx
 import numpy as np

@@ -123,13 +123,15 @@ def test_every_committed_result_holds_its_config_in_the_current_form():
 def test_a_config_is_checked_when_built_and_hyperparameters_live_on_params():
     from dfl_core.algorithms.decentralized import DFedSAMParams
     cfg = Config(algorithm="dfedsam", rho=0.05, rounds=3)
-    assert isinstance(cfg.params, DFedSAMParams) and cfg.params.rho == cfg.rho == 0.05
-    assert cfg.replace(algorithm="fedsam").rho == 0.05                 # set explicitly: kept
-    assert Config(algorithm="dfedsam").replace(algorithm="fedsam").rho == 0.05 != Config().rho   # fedsam's default
-    assert Config(algorithm="dfedsam", params=DFedSAMParams(rho=0.2)).rho == 0.2
+    assert isinstance(cfg.params, DFedSAMParams) and cfg.params.rho == cfg.params.rho == 0.05
+    assert cfg.replace(algorithm="fedsam").params.rho == 0.05                 # set explicitly: kept
+    assert Config(algorithm="dfedsam").replace(algorithm="fedsam").params.rho == 0.05 != Config().params.rho   # fedsam's default
+    assert Config(algorithm="dfedsam", params=DFedSAMParams(rho=0.2)).params.rho == 0.2
     with pytest.raises(ConfigError, match="rho must be in"):
         Config(algorithm="dfedsam", rho=-1.0)
     with pytest.raises(ConfigError, match="params must be a DFedSAMParams"):
         Config(algorithm="dfedsam", params=DFedSAMParams(), rho=0.1)
     with pytest.raises(AttributeError, match="algorithm 'dfedavg' has no hyperparameter 'rho'"):
         Config(algorithm="dfedavg").rho
+    with pytest.raises(AttributeError, match="it is a hyperparameter of algorithm 'dfedsam', read it as cfg.params.rho"):
+        Config(algorithm="dfedsam").rho                                         # one spelling: cfg.params.rho

@@ -158,7 +158,7 @@ def measure_against_bounds(config: Config, *, constants: ProblemConstants | None
     sim = Simulation(cfg)
     if constants is None:
         constants = simulation_constants(sim)
-    K, T, Q, m = cfg.local_steps, cfg.rounds, cfg.gossip_steps, cfg.num_clients
+    K, T, Q, m = cfg.params.local_steps, cfg.rounds, cfg.params.gossip_steps, cfg.num_clients
     if eta is not None:
         lr = 1 / (10 * K * constants.L) if eta == "max" else float(eta)
         if lr != cfg.lr:
@@ -240,7 +240,7 @@ def measure_against_bounds(config: Config, *, constants: ProblemConstants | None
         ("eta  [1/(10KL)]", eta_v, eta_max, pred["stepsize_condition"]),
     ]
     return {
-        "config": cfg, "adjusted": adjusted, "algorithm": cfg.algorithm, "topology": cfg.topology,
+        "config": cfg, "adjusted": adjusted, "algorithm": cfg.algorithm, "topology": cfg.params.topology,
         "K": K, "T": T, "Q": Q, "m": m, "eta": eta_v, "rho": rho_v, "lam": lam_v,
         "static_topology": static, "definition_4_1": def41,
         "constants": constants, "f_x1": f_x1, "delta": None if f_ref is None else f_x1 - f_ref,

@@ -168,9 +168,17 @@ def install_line() -> str:
     return f'%pip install -q "dfl-book @ git+{repository_url()}"'
 
 
+def reading_order(path: Path) -> float:
+    """Where a chapter stands in the book: ``NN_`` is chapter NN, and a chapter added between NN and NN + 1 is
+    ``NNk_``, read as NN + k/10 (``035_judging_a_claim`` comes after 03, ``085_implicit_sam`` after 08)."""
+    number = path.name.split("_")[0]
+    return int(number[:2]) + (int(number[2:]) / 10 if len(number) > 2 else 0)
+
+
 def chapters(names: list[str] | None = None) -> list[Path]:
-    """The chapter sources ``book/NN_*.md``, all or those whose name contains one of ``names``."""
-    found = sorted(BOOK.glob("[0-9][0-9]*_*.md"))
+    """The chapter sources ``book/NN_*.md`` in reading order (:func:`reading_order`), all or those whose name
+    contains one of ``names``."""
+    found = sorted(BOOK.glob("[0-9][0-9]*_*.md"), key=reading_order)
     if names:
         found = [p for p in found if any(n in p.stem for n in names)]
     return found

@@ -28,7 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dfl_core.errors import ConfigError
-from .experiments import EXPERIMENTS, current_name
+from .experiments import EXPERIMENTS
 from .runner import (KEPT_METRICS, RESULTS_DIR, SCHEMA, Experiment, ShowcaseResult, final_value, load,
                      results_path, run)
 
@@ -37,10 +37,9 @@ __all__ = ["Experiment", "EXPERIMENTS", "RESULTS_DIR", "SCHEMA", "KEPT_METRICS",
 
 
 def run_experiment(name: str, profile: str = "showcase", **kwargs) -> Path:
-    """Run every arm × seed of experiment ``name`` (:data:`EXPERIMENTS`, or a former name of one) and write its
+    """Run every arm × seed of experiment ``name`` (:data:`EXPERIMENTS`) and write its
     results file (:func:`~.runner.run`, which takes ``jobs``, ``out``, ``checkpoints``, ``seeds``, ``progress``,
     ``command``)."""
-    current = current_name(name)                           # a former name (ch05-regime) runs what it became
-    if current not in EXPERIMENTS:
+    if name not in EXPERIMENTS:
         raise ConfigError(f"unknown showcase experiment {name!r}; allowed: {', '.join(EXPERIMENTS)}")
-    return run(EXPERIMENTS[current], profile, **kwargs)
+    return run(EXPERIMENTS[name], profile, **kwargs)

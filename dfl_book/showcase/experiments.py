@@ -1,9 +1,6 @@
 """The showcase experiments, one or two per chapter: what each asks, and its arms.
 
-Each is named for what it runs (``dfedsam-regime``), not for its chapter: chapters get renumbered. The
-names they had when chapters numbered them (``ch05-regime``) still work (:data:`FORMER_NAMES`): on the
-command line, in :func:`~.runner.load`, and in the committed results files, which record the command that
-made them under the old name.
+Each is named for what it runs (``dfedsam-regime``), not for its chapter: chapters get renumbered.
 
 Every experiment runs at the ``showcase`` profile's sizes (all of Fashion-MNIST,
 the 2NN, m = 100, Dirichlet α = 0.3, 5 seeds) unless its ``base`` says otherwise;
@@ -13,11 +10,11 @@ per-seed paired difference isolates it.
 """
 from __future__ import annotations
 
-from .measures import flatness_and_gap, membership
+from .measures import flatness_and_gap, flatness_trace_and_gap, membership
 from .regime import RegimeMap
-from .runner import FORMER_NAMES, Experiment, current_name
+from .runner import Experiment
 
-__all__ = ["EXPERIMENTS", "REGIME_MAPS", "PAPER_PROTOCOL", "FORMER_NAMES", "current_name"]
+__all__ = ["EXPERIMENTS", "REGIME_MAPS", "PAPER_PROTOCOL", "COMPUTE_MATCHED"]
 
 #: Centralized FL trains 10 of the 100 clients a round, a tenth of a decentralized round's work, so it
 #: gets more rounds (600 against 100: the two horizons differ, and the chapters say so).
@@ -40,6 +37,31 @@ _MAP_BASE = {k: v for k, v in PAPER_PROTOCOL.items() if k != "local_epochs"} | d
 _MAP_FAST = {"fast": dict(dataset="digits", train_size=None, test_size=None, batch_size=32, rounds=30)}
 MAP_EPOCHS = (0.25, 1, 5)            # from a quarter of an epoch (the old showcase's 0.27) to the papers' 5
 MAP_RHOS = (0.01, 0.05, 0.2)         # the DFedSAM paper's ρ, then larger ones from its grid
+#: The compute-matched arm of each map: SAM takes two gradients a step, so at the paper's E = 5 the SAM
+#: method spends as many gradient evaluations a round as its baseline does at E = 10.
+COMPUTE_MATCHED = {"DFedAvg": "DFedAvg, E = 10 (compute-matched)", "FedAvg": "FedAvg, E = 10 (compute-matched)"}
+
+#: D-SGD against centralized SGD (chapter 085): D-SGD in its adapt-then-combine form, DFedAvg with K = 1 (one
+#: local SGD step, then gossip). On the complete graph with w_ij = 1/m every client then holds the same model
+#: after each round, so it is exactly mini-batch SGD on the union with total batch m·B. Both batches see the
+#: same samples: 10 epochs of the 10,000 train images.
+DSGD_BATCHES = (8, 64)               # per client; total batch 160 and 1280 on 20 clients
+_DSGD_EPOCHS, _DSGD_CLIENTS, _DSGD_TRAIN = 10, 20, 10_000
+_DSGD_BASE = dict(algorithm="dfedavg", local_steps=1, num_clients=_DSGD_CLIENTS, train_size=_DSGD_TRAIN, test_size=2_000,
+                  partition="iid", lr=0.1, lr_decay=1.0, weight_decay=5e-4)
+
+
+def _dsgd_rounds(batch: int) -> int:
+    """Rounds for ``_DSGD_EPOCHS`` epochs of the union at per-client batch ``batch`` (one step a round)."""
+    return _DSGD_EPOCHS * _DSGD_TRAIN // (_DSGD_CLIENTS * batch)
+
+
+#: DFedSAM against DFedAvg per graph (chapter 085), at the paper's local training and the paper's ρ, with the
+#: compute-matched DFedAvg (E = 10: as many gradient evaluations a round as DFedSAM's E = 5).
+_TOPOLOGY_ARMS = {"DFedAvg, {graph}": dict(algorithm="dfedavg"),
+                  "DFedSAM ρ = 0.01, {graph}": dict(algorithm="dfedsam", rho=0.01),
+                  "DFedAvg E = 10 (compute-matched), {graph}": dict(
+                      algorithm="dfedavg", local_epochs=2 * PAPER_PROTOCOL["local_epochs"])}
 
 REGIME_MAPS: dict[str, RegimeMap] = {m.name: m for m in [
     RegimeMap(
@@ -51,7 +73,9 @@ REGIME_MAPS: dict[str, RegimeMap] = {m.name: m for m in [
         MAP_EPOCHS, MAP_RHOS, base=_MAP_BASE,
         extra_arms={"DFedSAM-MGS Q = 4 ρ = 0.01, E = 5": dict(algorithm="dfedsam-mgs", topology="ring", rho=0.01,
                                                                gossip_steps=4,
-                                                               local_epochs=PAPER_PROTOCOL["local_epochs"])},
+                                                               local_epochs=PAPER_PROTOCOL["local_epochs"]),
+                    COMPUTE_MATCHED["DFedAvg"]: dict(algorithm="dfedavg", topology="ring",
+                                                     local_epochs=2 * PAPER_PROTOCOL["local_epochs"])},
         measure=flatness_and_gap, profile_changes=_MAP_FAST),
     RegimeMap(
         "fedsam-regime", "07",
@@ -60,6 +84,8 @@ REGIME_MAPS: dict[str, RegimeMap] = {m.name: m for m in [
         "decay, 100 rounds.",
         "FedAvg", "FedSAM", dict(algorithm="fedavg", client_fraction=0.5),
         dict(algorithm="fedsam", client_fraction=0.5), MAP_EPOCHS, MAP_RHOS, base=_MAP_BASE,
+        extra_arms={COMPUTE_MATCHED["FedAvg"]: dict(algorithm="fedavg", client_fraction=0.5,
+                                                    local_epochs=2 * PAPER_PROTOCOL["local_epochs"])},
         measure=flatness_and_gap, profile_changes=_MAP_FAST),
 ]}
 
@@ -144,5 +170,26 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
         | {"FedGF (points, c from the rounds seen), α = 0.05": dict(algorithm="fedgf", alpha=0.05, **_FEDGF,
                                                                      fedgf_c_reading="seen")},
         profile_changes=CENTRALIZED_ROUNDS),
+    Experiment(
+        "dsgd-batch", "085",
+        "Does D-SGD on a ring reach a flatter minimum than centralized SGD (the complete graph with uniform "
+        "weights, which is mini-batch SGD on the union) at the same total batch, and does that advantage persist "
+        "at a large total batch? 20 clients of 500 IID Fashion-MNIST images, one local step a round, lr 0.1 "
+        "constant, the same 10 epochs of samples seen at total batch 160 and 1280.",
+        base=_DSGD_BASE,
+        arms={f"{graph}, total batch {20 * batch}": dict(topology=graph, batch_size=batch,
+                                                        rounds=_dsgd_rounds(batch), eval_every=_dsgd_rounds(batch) // 25)
+              for batch in DSGD_BATCHES for graph in ("ring", "complete")},
+        measure=flatness_trace_and_gap),
+    Experiment(
+        "dfedsam-topology", "085",
+        "Does DFedSAM's gain over DFedAvg shrink as the graph keeps the clients further apart (complete, "
+        "exponential, ring)? The regime map's set-up at the paper's local training (E = 5, batch 128): 20 "
+        "clients of 500 Fashion-MNIST images, Dirichlet 0.3, 100 rounds, with DFedAvg at E = 10 as the "
+        "compute-matched arm.",
+        base=_MAP_BASE | {"local_epochs": PAPER_PROTOCOL["local_epochs"]},
+        arms={label.format(graph=graph): dict(changes, topology=graph)
+              for graph in ("complete", "exponential", "ring") for label, changes in _TOPOLOGY_ARMS.items()},
+        measure=flatness_and_gap, profile_changes=_MAP_FAST),
 ]} | {m.name: m.experiment() for m in REGIME_MAPS.values()}
 

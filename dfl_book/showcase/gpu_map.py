@@ -169,7 +169,7 @@ def measure_arm(experiment: Experiment, arm: str, profile, seed: int) -> dict[st
     done = time.perf_counter()
     round_s = second - first
     return {"round_s": round_s, "eval_s": done - second,
-            "setup_s": (built - start) + max(0.0, (first - built) - round_s), "local_steps": cfg.local_steps}
+            "setup_s": (built - start) + max(0.0, (first - built) - round_s), "local_steps": cfg.params.local_steps}
 
 
 def run_seconds(probe: dict[str, float], rounds: int) -> float:

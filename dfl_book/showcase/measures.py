@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["flatness_and_gap", "membership", "calibrate_fedgf_threshold", "FLATNESS_SAMPLES", "ATTACKED_CLIENTS"]
+__all__ = ["flatness_and_gap", "flatness_trace_and_gap", "membership", "calibrate_fedgf_threshold", "FLATNESS_SAMPLES", "ATTACKED_CLIENTS"]
 
 #: λ_max is computed on a fixed, class-stratified subset of the union of the clients' train splits (a full
 #: pass over 60,000 images per Hessian-vector product would cost more than the training itself).
@@ -39,6 +39,20 @@ def flatness_and_gap(sim) -> dict:
     final = sim.history.final
     return {"lambda_max": top_hessian_eigenvalue(sim.model, w, x, y, iters=40, tol=1e-3, seed=0),
             "gen_error": final["train_acc"] - final["test_acc"]}
+
+
+#: Rademacher draws of Hutchinson's trace estimate in :func:`flatness_trace_and_gap`.
+TRACE_SAMPLES = 30
+
+
+def flatness_trace_and_gap(sim) -> dict:
+    """:func:`flatness_and_gap`, and the Hessian's trace at x̄ (Hutchinson, ``TRACE_SAMPLES`` draws, with its
+    standard error): λ_max sees the sharpest direction only, the trace all of them."""
+    from dfl_core.instruments.hessian import hessian_trace
+
+    x, y = _union_subset(sim, FLATNESS_SAMPLES)
+    trace = hessian_trace(sim.model, sim.x.mean(0), x, y, samples=TRACE_SAMPLES, seed=0)
+    return flatness_and_gap(sim) | {"hessian_trace": trace.value, "hessian_trace_stderr": trace.stderr}
 
 
 def membership(sim) -> dict:

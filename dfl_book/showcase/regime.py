@@ -10,8 +10,9 @@ the comparison over a grid instead:
   papers' 5;
 * columns: SAM's radius ρ, from the paper's value up.
 
-Each cell is the per-seed paired difference ``treated − baseline`` in final
-test accuracy (a 95% t-interval, :func:`dfl_book.stats.compare_paired`), beside
+Each cell is the per-seed paired difference ``treated − baseline`` in the
+book's endpoint, test accuracy as the mean of each seed's last five evaluations
+(``last``; a 95% t-interval, :func:`dfl_book.stats.compare_paired`), beside
 what the regime was: the baseline's train accuracy and train − test gap, how
 steep its test curve still was at the end (:func:`curve_slope`), and λ_max
 of the Hessian where the experiment measures it. The map is an ordinary
@@ -189,4 +190,19 @@ def summary(grid: list[Cell], treated: str, baseline: str, unit: str = "points")
         detect = max(c.comparison.detectable for c in by["UNRESOLVED"])
         lines.append(f"- **Unresolved** at {_where(by['UNRESOLVED'])}: these seeds would have resolved "
                      f"differences of about {detect:.2f} {unit} or more.")
+    lines.append(_holm_line(grid, treated))
     return "\n".join(lines)
+
+
+def _holm_line(grid: list[Cell], treated: str) -> str:
+    """The map's verdicts after Holm's correction over its cells (the book's rule for a family)."""
+    from ..stats import holm
+
+    corrected = holm([c.comparison for c in grid])
+    stand = {v: [c for c, h in zip(grid, corrected) if h == v] for v in ("REPRODUCED", "REVERSED", "EQUIVALENT")}
+    words = {"REPRODUCED": f"{treated} pays", "REVERSED": f"{treated} costs", "EQUIVALENT": "equivalent"}
+    kept = [f"{words[v]} at " + "; ".join(f"E = {c.local_epochs:g}, ρ = {c.rho:g}" for c in cs)
+            for v, cs in stand.items() if cs]
+    cells_text = f"{len(grid)} cell{'s' if len(grid) != 1 else ''}"
+    return (f"- **After Holm's correction** over the map's {cells_text}: "
+            + ("; ".join(kept) + ", every other cell unresolved." if kept else "every cell is unresolved."))

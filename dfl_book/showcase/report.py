@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from .runner import ShowcaseResult, load
 
-__all__ = ["Claim", "judge", "verdict_table", "summary", "as_markdown", "rerun_matches", "provenance_line", "regeneration_hours",
+__all__ = ["ENDPOINT", "Claim", "judge", "verdict_table", "summary", "as_markdown", "rerun_matches", "provenance_line", "regeneration_hours",
            "paper_difference", "regime"]
 
 
@@ -56,7 +56,7 @@ def paper_difference(table: str, better: str, worse: str, column: str = "validat
 
 
 def regime(result: ShowcaseResult, arm: str) -> str:
-    """Where ``arm`` was measured: local epochs a round (K·B/n), rounds, clients a round, and its train accuracy
+    """Where ``arm`` was measured: local epochs a round (E = K/⌈n/B⌉), rounds, clients a round, and its train accuracy
     and train − test gap (means over seeds of the last five evaluations)."""
     from dfl_core.config import Config
     from ..tables import local_work
@@ -96,13 +96,39 @@ def as_markdown(text: str):
         return text
 
 
-def verdict_table(verdicts, digits: int = 2, unit: str = "points"):
-    """The verdicts as a Markdown table (claim, mean paired difference, 95% interval, detectable effect, verdict)."""
-    from ..stats import markdown_table
+#: The book's endpoint (chapter "Judging a claim"): a run's test accuracy is the mean of its last five
+#: evaluations, which averages out the evaluation-to-evaluation noise of the last one.
+ENDPOINT = "test accuracy, the mean of each seed's last five evaluations"
+
+
+def verdict_table(verdicts, digits: int = 2, unit: str = "points", endpoint: str = ENDPOINT, family=None):
+    """The verdicts as a Markdown table (claim, mean paired difference, 95% interval, detectable effect, verdict,
+    and the verdict after Holm's correction for the family), captioned with the endpoint compared, the unit,
+    the seeds and the family.
+
+    The family is the table's rows, or ``family`` when the table shows part of a larger one (e.g. its
+    comparisons in one unit): each verdict then stands beside the one that survives Holm's correction over the
+    whole family (:func:`dfl_book.stats.holm`).
+    """
+    from ..stats import holm, markdown_table
+    verdicts = list(verdicts)
+    family = list(family) if family is not None else verdicts
+    missing = [v.label for v in verdicts if not any(v is f for f in family)]
+    if missing:
+        raise ValueError(f"verdicts not in the family given: {missing}")
     margin = next((v.margin for v in verdicts if v.margin), None)
     equivalence = f" EQUIVALENT: within ±{margin:g} {unit} (two one-sided tests)." if margin else ""
-    return as_markdown(markdown_table(verdicts, digits=digits) + f"\n\nDifferences in {unit}; 95% t-intervals over "
-                     f"{verdicts[0].n} seeds, paired by seed.{equivalence}")
+    if len(family) > 1:
+        after = holm(family)
+        corrected = [next(a for f, a in zip(family, after) if f is v) for v in verdicts]
+        shown = (f"these {len(family)} comparisons" if len(family) == len(verdicts) else
+                 f"these {len(verdicts)} and {len(family) - len(verdicts)} more comparisons, {len(family)} in all")
+        family_text = f" Family: {shown}, corrected by Holm's method (\"after Holm\")."
+    else:
+        corrected, family_text = None, " One comparison: no family to correct."
+    return as_markdown(markdown_table(verdicts, digits=digits, corrected=corrected)
+                       + f"\n\nEndpoint: {endpoint}. Differences in {unit}; 95% t-intervals over {verdicts[0].n} "
+                         f"seeds, paired by seed.{equivalence}{family_text}")
 
 
 def _sentence(v, digits: int) -> str:
@@ -139,7 +165,6 @@ def rerun_matches(name: str, arm: str, seed: int = 0, rounds: int = 10, toleranc
     result = load(name)
     prof = get_profile(result.doc["profile"])
     at, committed = next((r["round"], r["test_acc"]) for r in result.history(arm, seed) if r["round"] >= rounds)
-    # result.name, not name: a former name (ch05-regime) is resolved to the experiment it became
     cfg = EXPERIMENTS[result.name].config(arm, seed, prof).replace(rounds=at, eval_every=at)
     rerun = Simulation(cfg, data=prof.data(cfg)).run().final["test_acc"]
     return {"round": at, "committed": committed, "rerun": rerun, "agree": abs(rerun - committed) <= tolerance}

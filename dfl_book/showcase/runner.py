@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping
 from dfl_core.config import Config
 from dfl_core.errors import ConfigError, DivergenceError
 
-__all__ = ["Experiment", "FORMER_NAMES", "current_name", "RESULTS_DIR", "SCHEMA", "KEPT_METRICS", "ShowcaseResult", "load", "run", "final_value",
+__all__ = ["Experiment", "RESULTS_DIR", "SCHEMA", "KEPT_METRICS", "ShowcaseResult", "load", "run", "final_value",
            "results_path", "stored_config"]
 
 SCHEMA = "dfl-book/showcase/v1"
@@ -65,33 +65,12 @@ def final_value(history: list[dict], metric: str = "test_acc", last: int = 5) ->
     return sum(values) / len(values)
 
 
-#: The names the experiments had when they were named after their chapter (before the book's chapters were
-#: renumbered): each still runs and loads the experiment it now names. The committed results files keep
-#: recording the old name and the command that made them; :func:`current_name` reads either.
-FORMER_NAMES: dict[str, str] = {
-    "ch03-dfedavg": "dfedavg",
-    "ch03b-privacy": "privacy",
-    "ch04-sam": "fedsam",
-    "ch04-regime": "fedsam-regime",
-    "ch05-dfedsam": "dfedsam",
-    "ch05-clients": "dfedsam-clients",
-    "ch05-regime": "dfedsam-regime",
-    "ch06-fedgf": "fedgf",
-}
-
-
-def current_name(name: str) -> str:
-    """The experiment's name today: ``name`` itself, or what a former name (:data:`FORMER_NAMES`) became."""
-    return FORMER_NAMES.get(name, name)
-
-
 class ShowcaseResult:
     """A results file: every run's history (``KEPT_METRICS`` per evaluation) and measures, with provenance."""
 
     def __init__(self, doc: dict):
         self.doc = doc
-        # the experiment's name today (a file written under a former name, e.g. ch05-regime, records that one)
-        self.name, self.provenance = current_name(doc["experiment"]), doc["provenance"]
+        self.name, self.provenance = doc["experiment"], doc["provenance"]
         self.arms = list(doc["arms"])
         self.seeds = tuple(doc["seeds"])
         self.runs = {(r["arm"], r["seed"]): r for r in doc["runs"]}
@@ -153,20 +132,15 @@ def results_path(name: str, folder: str | os.PathLike | None = None) -> Path:
 
 
 def load(name: str, folder: str | os.PathLike | None = None) -> ShowcaseResult:
-    """The committed results of experiment ``name``, or of the experiment a former name of it now names
-    (:data:`FORMER_NAMES`: ``load("ch05-regime")`` is ``load("dfedsam-regime")``). A file
-    still stored under a former name is found too."""
-    current = current_name(name)
-    candidates = [results_path(n, folder) for n in [current] + [old for old, new in FORMER_NAMES.items()
-                                                               if new == current]]
-    path = next((c for c in candidates if c.exists()), candidates[0])
+    """The committed results of experiment ``name`` (or those in ``folder``)."""
+    path = results_path(name, folder)
     if not path.exists():
         raise FileNotFoundError(f"no showcase results for {name!r} at {str(path)!r}: run "
-                                f"python -m dfl_core showcase {current}")
+                                f"python -m dfl_core showcase {name}")
     doc = json.loads(path.read_text())
     if doc.get("schema") != SCHEMA:
         raise ValueError(f"{str(path)!r} has schema {doc.get('schema')!r}, not {SCHEMA!r}")
-    if current_name(doc.get("experiment", "")) != current:
+    if doc.get("experiment") != name:
         raise ValueError(f"{str(path)!r} holds the results of experiment {doc.get('experiment')!r}, "
                          f"not of {name!r}")
     return ShowcaseResult(doc)

@@ -114,9 +114,9 @@ def client_momentum_round(s: ServerDirection, r: RoundTools) -> ServerDirection:
     2. :math:`\bar u = \sum_{i \in S} p_i\, (y^K_i - w^t)`, :math:`\Delta^{t+1} = -\bar u / (\eta_l K)`
     3. :math:`w^{t+1} = w^t + \eta_g\, \bar u` (= :math:`w^t - \eta_g\, \eta_l K\, \Delta^{t+1}`)
 
-    MoFedSAM's eq. (6) is lost in the seed text. What survives — "momentum rate α", "if α = 1, MoFedSAM is
+    MoFedSAM's eq. (6) is *reconstructed* from its paper's words: "momentum rate α", "if α = 1, MoFedSAM is
     equivalent to FedSAM", Δ "aggregates the global model information of participating clients" and approximates the
-    global gradient, and the explicit debt to FedCM — fixes it as FedCM's update with a SAM gradient. FedCM's server
+    global gradient, and the explicit debt to FedCM. Together they fix it as FedCM's update with a SAM gradient. FedCM's server
     step is the one FL-Simulator codes (``server/FedCM.py``). ``mofedsam_variant`` selects the public codes' server
     step: ``"paper"`` (3.); ``"fl-simulator"`` (the same, with the clipped direction of :func:`mofedsam_rule`);
     ``"official-fedgf"`` (hwan-sig/Official-FedGF ``mofedsam.py``: :math:`w^{t+1} = w^t - \eta_g \Delta^{t+1}`, a

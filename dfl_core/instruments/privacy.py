@@ -298,9 +298,9 @@ def client_membership_auc(sim: Simulation, client: int = 0, *, seed: int = 0, pa
         idx = idx.to(dev)
         return split.x[idx], split.y[idx]
 
-    options = dict(shadow_steps=max(sim.t, 1) * cfg.local_steps, shadow_lr=cfg.lr,
+    options = dict(shadow_steps=max(sim.t, 1) * cfg.params.local_steps, shadow_lr=cfg.lr,
                    shadow_batch_size=n if cfg.full_batch else cfg.batch_size, shadow_momentum=getattr(cfg.params, "momentum", 0.0),
-                   shadow_weight_decay=cfg.weight_decay, shadow_restart_every=cfg.local_steps)
+                   shadow_weight_decay=cfg.weight_decay, shadow_restart_every=cfg.params.local_steps)
     options.update(kwargs)
     return membership_auc(sim.model, sim.x[client] if params is None else params,
                           xy(train, members), xy(test, nonmembers),
