@@ -32,12 +32,14 @@ def _union_subset(sim, size: int, seed: int = 0) -> tuple[torch.Tensor, torch.Te
 
 def flatness_and_gap(sim) -> dict:
     """λ_max of the Hessian of the train loss at the average model x̄ (Lanczos), and x̄'s generalization gap."""
+    return _flatness_and_gap(sim, *_union_subset(sim, FLATNESS_SAMPLES))
+
+
+def _flatness_and_gap(sim, x: torch.Tensor, y: torch.Tensor) -> dict:
     from dfl_core.instruments.hessian import top_hessian_eigenvalue
 
-    x, y = _union_subset(sim, FLATNESS_SAMPLES)
-    w = sim.x.mean(0)
     final = sim.history.final
-    return {"lambda_max": top_hessian_eigenvalue(sim.model, w, x, y, iters=40, tol=1e-3, seed=0),
+    return {"lambda_max": top_hessian_eigenvalue(sim.model, sim.x.mean(0), x, y, iters=40, tol=1e-3, seed=0),
             "gen_error": final["train_acc"] - final["test_acc"]}
 
 
@@ -50,9 +52,9 @@ def flatness_trace_and_gap(sim) -> dict:
     standard error): λ_max sees the sharpest direction only, the trace all of them."""
     from dfl_core.instruments.hessian import hessian_trace
 
-    x, y = _union_subset(sim, FLATNESS_SAMPLES)
+    x, y = _union_subset(sim, FLATNESS_SAMPLES)                      # the same subset as λ_max's, drawn once
     trace = hessian_trace(sim.model, sim.x.mean(0), x, y, samples=TRACE_SAMPLES, seed=0)
-    return flatness_and_gap(sim) | {"hessian_trace": trace.value, "hessian_trace_stderr": trace.stderr}
+    return _flatness_and_gap(sim, x, y) | {"hessian_trace": trace.value, "hessian_trace_stderr": trace.stderr}
 
 
 def membership(sim) -> dict:

@@ -151,6 +151,12 @@ class LocalParams:
 
     local_steps: int = setting(5, "K, local steps per round", Integer(1))
 
+    @property
+    def transmission_notes(self) -> tuple[str, ...]:
+        """What about this run's messages could not be sent as counted: nothing, unless an algorithm's params
+        say otherwise (dfedavgm-q's other readings of its gossip); a run prints these and keeps them."""
+        return ()
+
 
 @params
 class GraphParams:

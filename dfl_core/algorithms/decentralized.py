@@ -124,8 +124,7 @@ class QuantizedDFedAvgMParams(DFedAvgMParams):
 
     @property
     def transmission_notes(self) -> tuple[str, ...]:
-        """What about this run's messages could not be sent as counted (empty when everything can); a run
-        prints these on stderr and keeps them with its results."""
+        """dfedavgm-q's reading that cannot be sent as counted says so (:attr:`LocalParams.transmission_notes`)."""
         if self.quant_mixing not in UNTRANSMITTABLE_MIXINGS:
             return ()
         return (f"quant_mixing={self.quant_mixing!r} cannot be sent as counted: client i mixes its "

@@ -36,7 +36,7 @@ from .loop import HookList, Hooks, RunState, drive, evaluated, play_round
 from .tools import SimulationTools, learning_rate
 from .trainer import LocalTrainer, RoundStreams, default_client_chunk
 
-#: The notes on messages that could not be sent as counted (the algorithm's ``params.transmission_notes``) this process
+#: The notes on messages that could not be sent as counted (``params.transmission_notes``) this process
 #: has printed on stderr; each is printed once, and every run keeps its own in its history.
 announced_notes: set[str] = set()
 
@@ -60,7 +60,7 @@ class Simulation:
     def __init__(self, config: Config, data: FederatedData | None = None):
         cfg = config
         self.config, self.algorithm = cfg, ALGORITHMS[cfg.algorithm]
-        for note in getattr(cfg.params, "transmission_notes", ()):               # said before anything runs, and kept in the history
+        for note in cfg.params.transmission_notes:        # said before anything runs, and kept in the history
             if note not in announced_notes:               # once per process: a sweep of runs says it once
                 announced_notes.add(note)
                 print(f"dfl_core: {note}", file=sys.stderr)
@@ -157,7 +157,7 @@ class Simulation:
     @property
     def history(self) -> History:
         return History(config=self.config.to_dict(), records=list(self.run_state.history),
-                       wall_time_s=self.wall_time_s, notes=list(getattr(self.config.params, "transmission_notes", ())),
+                       wall_time_s=self.wall_time_s, notes=list(self.config.params.transmission_notes),
                        execution=self.execution)
 
     def matrices(self, t: int) -> list[MixingMatrix]:
