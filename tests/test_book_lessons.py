@@ -153,11 +153,15 @@ def main_path(notebook: dict) -> tuple[int, int]:
 
 
 def _outputs(notebook: dict):
+    """Each output as a reader sees it: ``(cell, its plain text, all its text)``. A display with a Markdown form
+    (also shown as HTML) is read in that form; its ``text/plain`` is the same text, shown only where nothing
+    renders (a terminal), so it is not counted twice."""
     for i, cell in enumerate(notebook["cells"]):
         for out in cell.get("outputs", []) if cell["cell_type"] == "code" else []:
             data = out.get("data", {})
-            plain = "".join(out.get("text", "")) + "".join(data.get("text/plain", ""))
-            yield i, plain, plain + "".join(data.get("text/markdown", ""))
+            rich = "".join(data.get("text/markdown", ""))
+            plain = "".join(out.get("text", "")) + ("" if rich else "".join(data.get("text/plain", "")))
+            yield i, plain, plain + rich
 
 
 @pytest.mark.parametrize("md", LESSONS, ids=lambda p: p.stem)

@@ -278,20 +278,22 @@ def visit(browser, base: str, slug: str, screenshot: Path | None = None, katex: 
         return route.fulfill(status=404, body="")
     page.route(lambda url: not url.startswith(base), offline)
     page.goto(f"{base}/" if slug == "index" else f"{base}/{slug}", wait_until="networkidle")
-    page.wait_for_function("!window.MathJax || !MathJax.Hub || (MathJax.Hub.queue.pending === 0"
-                           " && MathJax.Hub.queue.running === 0)", timeout=60_000)   # notebook outputs' math
-    # The theme loads MathJax for the outputs' TeX (sympy) only after the page is live, so the queue above
-    # may not exist yet: wait until no raw TeX is left in the text; if some stays, the checks report it.
-    try:
-        page.wait_for_function(RAW_TEX_LEFT, arg=RAW_TEX.pattern, timeout=30_000)
-    except Exception:          # noqa: BLE001
-        # Seen in 2 of 4 clean-clone runs on the theory page: the theme's MathJax loaded but never typeset
-        # the outputs' TeX (a race in the theme when MathJax arrives after the output mounted). Ask MathJax
-        # to typeset the page once; TeX that is still raw after that is reported by the checks.
-        page.evaluate("() => window.MathJax && MathJax.Hub && MathJax.Hub.Queue(['Typeset', MathJax.Hub])")
+    # The theme loads MathJax for the outputs' TeX (sympy) only after the page is live, so its queue may not
+    # exist yet. Seen in clean-clone runs under load on the theory page: MathJax loaded but never typeset the
+    # outputs' TeX (a race in the theme when MathJax arrives after the output mounted), and once even after
+    # being asked to typeset again. So: wait; ask MathJax to typeset; reload the page, as a reader would;
+    # TeX that is still raw after three tries is reported by the checks.
+    for attempt in range(3):
+        if attempt == 1:
+            page.evaluate("() => window.MathJax && MathJax.Hub && MathJax.Hub.Queue(['Typeset', MathJax.Hub])")
+        elif attempt == 2:
+            page.reload(wait_until="networkidle")
         try:
+            page.wait_for_function("!window.MathJax || !MathJax.Hub || (MathJax.Hub.queue.pending === 0"
+                                   " && MathJax.Hub.queue.running === 0)", timeout=60_000)
             page.wait_for_function(RAW_TEX_LEFT, arg=RAW_TEX.pattern, timeout=30_000)
-        except Exception:      # noqa: BLE001  (reported by the checks)
+            break
+        except Exception:      # noqa: BLE001  (raw TeX left after the last try is reported by the checks)
             pass
     if screenshot is not None:     # a full-page screenshot lays out the whole page, so lazy images load
         screenshot.parent.mkdir(parents=True, exist_ok=True)

@@ -88,12 +88,10 @@ def judge(result: ShowcaseResult, claims: list[Claim], margin: float | None = No
 
 
 def as_markdown(text: str):
-    """``text`` as an IPython ``Markdown`` object, which Jupyter renders; the text itself where IPython is missing."""
-    try:
-        from IPython.display import Markdown
-        return Markdown(text)
-    except ImportError:                           # outside Jupyter the text itself
-        return text
+    """``text`` as a :class:`dfl_book.display.Markdown`: a table or list that Jupyter, Colab and the website
+    all show formatted."""
+    from ..display import Markdown
+    return Markdown(text)
 
 
 #: The book's endpoint (chapter "Judging a claim"): a run's test accuracy is the mean of its last five
