@@ -938,33 +938,6 @@ def scatter_by_arm(ax, points_by_arm: Mapping[str, tuple], *, xlabel: str, ylabe
     return drawn
 
 
-def no_difference_summary(verdicts, digits: int = 2, unit: str = "points"):
-    """Markdown bullets for claims of *no* difference ("b bits match 32-bit floats"), worded from the verdicts.
-
-    Each verdict compares the reference with the variant (reference − variant). EQUIVALENT (the equivalence
-    test placed the difference within its margin) reads "match"; an interval that contains 0 but not within
-    the margin (UNRESOLVED) reads "no difference detected"; both say the smallest difference the design could
-    have detected. An interval on one side of 0 reads as a detected difference, in its direction.
-    """
-    from .showcase.report import as_markdown
-
-    fmt = f"{{:+.{digits}f}}"
-    lines = []
-    for v in verdicts:
-        interval = f"{fmt.format(v.mean)} [{fmt.format(v.low)}, {fmt.format(v.high)}] {unit}"
-        could = f"the design could have detected a difference of about {v.detectable:.{digits}f} {unit}"
-        if v.verdict == "EQUIVALENT":
-            text = f"the two match: within ±{v.margin:g} {unit} by two one-sided tests ({interval}); {could}"
-        elif v.verdict == "UNRESOLVED":
-            text = f"no difference detected ({interval}), but no match shown either; {could}"
-        elif v.verdict == "REPRODUCED":
-            text = f"a difference detected: the reference is ahead ({interval}), so the two do not match"
-        else:
-            text = f"a difference detected: the variant is ahead ({interval}), so the two do not match"
-        lines.append(f"- **{v.label}**: {text}.")
-    return as_markdown("\n".join(lines))
-
-
 def curves_own_x(ax, xs_by_name: Mapping[str, Any], runs_by_name: Mapping[str, Any], *, xlabel: str, ylabel: str,
                  log_x: bool = False, band: str = "std", legend: bool | str = "right") -> list:
     """Like :func:`curves`, but each method has its own x values (e.g. the bits it has sent after each round).

@@ -120,7 +120,7 @@ class Config:
         algo = ALGORITHMS[algorithm]
         given = {k: v for k, v in settings.items() if v is not None}   # None: the algorithm's default
         if params is None:
-            params = self._build_params(algo, given)
+            params = algorithm_params(self, algo, given)
         elif given or not isinstance(params, algo.params):
             raise ConfigError(f"params must be a {algo.params.__name__} for algorithm {algorithm!r}, given alone "
                               f"(got {type(params).__name__}{' and ' + ', '.join(given) if given else ''})")
@@ -129,31 +129,6 @@ class Config:
         set_field("params", params)
         set_field("_given", frozenset(given))        # what the user set, kept across replace(algorithm=…)
         self._check_run()
-
-    def _build_params(self, algo: Algorithm, given: dict[str, Any]) -> Any:
-        """The algorithm's params from the hyperparameters given; refuses those it does not read."""
-        defaults = algo.defaults
-        for name, value in given.items():
-            if name not in defaults:
-                users = ", ".join(a.name for a in ALGORITHMS.values() if name in a.defaults)
-                raise ConfigError(f"{name}={value} is not used by algorithm {algo.name!r}; algorithms that use it: "
-                                  f"{users}")
-        values = dict(given)
-        if self.local_epochs is not None:
-            values["local_steps"] = self._steps_for_epochs(algo, given.get("local_steps"))
-        if issubclass(algo.params, SampledParams) and given.get("clients_per_round") is not None:
-            if given.get("client_fraction") is not None:
-                raise ConfigError(f"give client_fraction ({given['client_fraction']}) or clients_per_round "
-                                  f"({given['clients_per_round']}), not both")
-            values["client_fraction"] = None                  # the count replaces the fraction
-        for name, value in algo.fixed.items():
-            if values.get(name, defaults[name]) != value:
-                raise ConfigError(f"{name}={values[name]} is not allowed for algorithm {algo.name!r}, "
-                                  f"which requires {name}={value}")
-        try:
-            return algo.params(**values)
-        except ConfigError as e:
-            raise ConfigError(f"algorithm {algo.name!r}: {e}") from None
 
     # ------------------------------------------------------------------ helpers
     def __getattr__(self, name: str) -> Any:
@@ -243,21 +218,6 @@ class Config:
         return p.clients_per_round or max(1, round(p.client_fraction * self.num_clients))
 
     # --------------------------------------------------------------- validation
-    def _steps_for_epochs(self, algo: Algorithm, local_steps: int | None) -> int:
-        """K for ``local_epochs`` E: E passes over a client's n samples in batches of B, as the papers' data
-        loaders take them (⌈n/B⌉ batches an epoch, the last one smaller there, a full B here)."""
-        if "local_steps" in algo.fixed:
-            raise ConfigError(f"local_epochs={self.local_epochs} is not used by algorithm {algo.name!r}, "
-                              f"which takes {algo.fixed['local_steps']} local step(s) a round")
-        n = self.samples_per_client()
-        per_epoch = 1 if self.full_batch else math.ceil(n / self.batch_size)
-        steps = max(1, math.floor(self.local_epochs * per_epoch + 0.5))      # rounded half up
-        if local_steps is not None and local_steps != steps:
-            raise ConfigError(f"local_steps={local_steps} disagrees with local_epochs={self.local_epochs}: "
-                              f"{self.local_epochs} epochs of ⌈{n:g}/{self.batch_size}⌉ = {per_epoch} steps make "
-                              f"K = {steps}; give one of the two")
-        return steps
-
     def _check_run(self) -> None:
         """The checks that involve both the run's fields and the hyperparameters."""
         if self.precision != "float32" and self.dtype != "float32":
@@ -266,6 +226,49 @@ class Config:
         count = getattr(self.params, "clients_per_round", None)
         if count is not None and count > self.num_clients:
             raise ConfigError(f"clients_per_round={count} exceeds num_clients={self.num_clients}")
+
+
+def algorithm_params(run: Config, algo: Algorithm, given: dict[str, Any]) -> Any:
+    """``algo``'s params from the hyperparameters ``given`` and the run's fields (K from ``local_epochs``);
+    refuses a hyperparameter the algorithm does not read."""
+    defaults = algo.defaults
+    for name, value in given.items():
+        if name not in defaults:
+            users = ", ".join(a.name for a in ALGORITHMS.values() if name in a.defaults)
+            raise ConfigError(f"{name}={value} is not used by algorithm {algo.name!r}; algorithms that use it: "
+                              f"{users}")
+    values = dict(given)
+    if run.local_epochs is not None:
+        values["local_steps"] = local_steps_for_epochs(run, algo, given.get("local_steps"))
+    if issubclass(algo.params, SampledParams) and given.get("clients_per_round") is not None:
+        if given.get("client_fraction") is not None:
+            raise ConfigError(f"give client_fraction ({given['client_fraction']}) or clients_per_round "
+                              f"({given['clients_per_round']}), not both")
+        values["client_fraction"] = None                  # the count replaces the fraction
+    for name, value in algo.fixed.items():
+        if values.get(name, defaults[name]) != value:
+            raise ConfigError(f"{name}={values[name]} is not allowed for algorithm {algo.name!r}, "
+                              f"which requires {name}={value}")
+    try:
+        return algo.params(**values)
+    except ConfigError as e:
+        raise ConfigError(f"algorithm {algo.name!r}: {e}") from None
+
+
+def local_steps_for_epochs(run: Config, algo: Algorithm, local_steps: int | None) -> int:
+    """K for ``local_epochs`` E: E passes over a client's n samples in batches of B, as the papers' data
+    loaders take them (⌈n/B⌉ batches an epoch, the last one smaller there, a full B here)."""
+    if "local_steps" in algo.fixed:
+        raise ConfigError(f"local_epochs={run.local_epochs} is not used by algorithm {algo.name!r}, "
+                          f"which takes {algo.fixed['local_steps']} local step(s) a round")
+    n = run.samples_per_client()
+    per_epoch = 1 if run.full_batch else math.ceil(n / run.batch_size)
+    steps = max(1, math.floor(run.local_epochs * per_epoch + 0.5))      # rounded half up
+    if local_steps is not None and local_steps != steps:
+        raise ConfigError(f"local_steps={local_steps} disagrees with local_epochs={run.local_epochs}: "
+                          f"{run.local_epochs} epochs of ⌈{n:g}/{run.batch_size}⌉ = {per_epoch} steps make "
+                          f"K = {steps}; give one of the two")
+    return steps
 
 
 #: The run's own fields (all but ``algorithm`` and ``params``), by name.

@@ -257,22 +257,3 @@ def test_the_committed_dfedavg_showcase_sent_what_its_topologies_say():
         assert costs["messages"][-1] == result.history(arm, result.seeds[0])[-1]["transmissions"]
     assert plots.showcase_costs(result, "D-PSGD")["gradient_steps"][-1] == 100
     assert plots.showcase_costs(result, "DFedAvg")["gradient_steps"][-1] == 500
-
-
-def test_no_difference_summary_words_each_verdict():
-    from dfl_book.plots import no_difference_summary
-    from dfl_book.stats import compare_paired
-
-    reference = [80.0, 81.0, 82.0, 80.5, 81.5]
-    equivalent = compare_paired(reference, [v + d for v, d in zip(reference, [0.01, -0.02, 0.0, 0.01, -0.01])],
-                                label="tight", margin=0.5)
-    unresolved = compare_paired(reference, [v + d for v, d in zip(reference, [2.0, -2.5, 1.0, -1.5, 0.5])],
-                                label="noisy", margin=0.5)
-    ahead = compare_paired(reference, [v - 3 + d for v, d in zip(reference, [0.1, -0.1, 0.0, 0.2, -0.2])],
-                           label="worse")
-    assert (equivalent.verdict, unresolved.verdict, ahead.verdict) == ("EQUIVALENT", "UNRESOLVED", "REPRODUCED")
-    text = no_difference_summary([equivalent, unresolved, ahead]).data
-    lines = text.splitlines()
-    assert "the two match: within ±0.5 points" in lines[0]
-    assert "no difference detected" in lines[1] and "no match shown" in lines[1]
-    assert "the reference is ahead" in lines[2] and "do not match" in lines[2]

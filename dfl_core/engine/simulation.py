@@ -1,7 +1,7 @@
 """The simulator: all m clients of one run on one machine, stepped round by round.
 
-:class:`Simulation` puts the parts together (data, model and x⁰, topology, local training and evaluation, the
-algorithm's state before round 0: the numbered steps of its constructor) and hands them to the driver loop
+:class:`Simulation` puts the parts together (data, model and x⁰, topology, local training and evaluation, built
+by :func:`~.assembly.build_parts`; then the algorithm's state before round 0) and hands them to the driver loop
 (:func:`~.loop.drive`). Each round gets fresh :class:`~.tools.SimulationTools` (:meth:`Simulation.tools`),
 so nothing of a round outlives it except what the algorithm returns.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from functools import partial
 from pathlib import Path
 
 import torch
@@ -19,26 +18,31 @@ from tqdm import tqdm
 
 from .. import checkpoint as ckpt
 from ..algorithms import ALGORITHMS
-from ..config import Config, ConfigError, check_int
+from ..config import Config, check_int
 from ..data import FederatedData
 from ..errors import DivergenceError
 from ..gossip import initial_gossip_state
-from ..models import build_model
 from ..results import History
-from ..rng import purpose_seed
-from ..stacked import AUTOCAST_DTYPES, StackedModel
-from ..topology import MixingMatrix, make_topology
+from ..topology import MixingMatrix
 from .allocator import retain_freed_memory
+from .assembly import build_parts
 from .buffers import OutputBuffers
-from .data import federated_data
-from .evaluation import Evaluator
 from .loop import HookList, Hooks, RunState, drive, evaluated, play_round
 from .tools import SimulationTools, learning_rate
-from .trainer import LocalTrainer, RoundStreams, default_client_chunk
+from .trainer import RoundStreams
 
 #: The notes on messages that could not be sent as counted (``params.transmission_notes``) this process
 #: has printed on stderr; each is printed once, and every run keeps its own in its history.
 announced_notes: set[str] = set()
+
+
+def announce(notes) -> None:
+    """Print each note on stderr the first time this process meets it: said before anything runs (every run
+    also keeps its own notes in its history), and once in a sweep of runs."""
+    for note in notes:
+        if note not in announced_notes:
+            announced_notes.add(note)
+            print(f"dfl_core: {note}", file=sys.stderr)
 
 __all__ = ["Simulation", "run", "ProgressBar", "Checkpointing"]
 
@@ -60,42 +64,14 @@ class Simulation:
     def __init__(self, config: Config, data: FederatedData | None = None):
         cfg = config
         self.config, self.algorithm = cfg, ALGORITHMS[cfg.algorithm]
-        for note in cfg.params.transmission_notes:        # said before anything runs, and kept in the history
-            if note not in announced_notes:               # once per process: a sweep of runs says it once
-                announced_notes.add(note)
-                print(f"dfl_core: {note}", file=sys.stderr)
+        announce(cfg.params.transmission_notes)
         self.device, self.dtype = cfg.torch_device, cfg.torch_dtype
         if self.device.type == "cpu":
             retain_freed_memory()                       # the round's temporaries reuse freed memory (allocator.py)
-        m = cfg.num_clients
-        # 1. data (errors here come before any training)
-        self.data = federated_data(cfg) if data is None else data
-        if self.data.train.m != m:
-            raise ConfigError(f"data has {self.data.train.m} clients but num_clients={m}")
-        ds = self.data.dataset
-        # 2. model and initial parameters
-        self.model = StackedModel(partial(build_model, cfg.model, ds.input_shape, ds.num_classes),
-                                  cfg.forward_strategy, self.device, autocast_dtype=AUTOCAST_DTYPES[cfg.precision],
-                                  channels_last=cfg.channels_last, compile=cfg.compile,
-                                  cudnn_benchmark=cfg.cudnn_benchmark)
-        same_init = cfg.same_init or self.centralized
-        # equal rows are kept once: at m = 1000 a 2NN's (m, d) copy is 0.74 GiB (restart() clones what it needs)
-        x0 = self.model.init_params(1 if same_init else m, purpose_seed(cfg.seed, "init"), same_init=same_init,
-                                    dtype=self.dtype)
-        self.x0 = x0.expand(m, -1) if same_init else x0
-        # 3. communication graph (decentralized); a bad graph fails here, before training
-        self.topology = None
-        if not self.centralized:
-            self.topology = make_topology(cfg.params.topology, m, seed=purpose_seed(cfg.seed, "topology") % 2**32,
-                                          **cfg.topology_options())
-            self.matrices(0)
-        # 4. local training and evaluation
-        self.trainer = LocalTrainer(self.model, self.data, local_steps=cfg.params.local_steps, batch_size=cfg.batch_size,
-                                    full_batch=cfg.full_batch, client_chunk=cfg.client_chunk or m, dtype=self.dtype)
-        if cfg.client_chunk is None:
-            self.trainer.client_chunk = default_client_chunk(self.model.d, m, self.device,
-                                                             self.trainer.bytes_per_client)
-        self.evaluator = Evaluator(self.model, self.data, self.trainer.client_chunk)
+        # 1-4. data, model and x⁰, communication graph, local training and evaluation (assembly.py)
+        self.data, self.model, self.x0, self.topology, self.trainer, self.evaluator = build_parts(
+            cfg, self.device, self.centralized, data)
+        self.matrices(0)                                # a bad graph fails here, before training
         self._operators: dict = {}                      # mixing operators on the device, reused across rounds
         self._gossip_outputs = OutputBuffers()          # gossip output tensors, reused once nothing holds them
         # 5. the algorithm's state before round 0
