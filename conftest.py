@@ -10,6 +10,7 @@ torch.compile's inductor keeps the kernels it generates in a cache shared by eve
 process in a clean clone's run; so each test process (each xdist worker, and the notebook kernels it starts) compiles into a cache of its
 own, which starts empty.
 """
+
 import os
 import tempfile
 

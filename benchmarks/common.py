@@ -11,6 +11,7 @@ Timing rules (used by every benchmark):
 The floor of a round is ``max(FLOPs / matmul rate, bytes / copy bandwidth)``
 with both rates measured here, in the same process, inside the same repeats.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,9 +26,22 @@ import torch
 from torch import nn
 
 __all__ = [
-    "sync", "Contender", "interleaved", "median", "machine_info", "matmul_rate", "copy_bandwidth",
-    "LayerCost", "ModelCost", "model_cost", "round_floor", "fmt_s", "fmt_ratio", "markdown_table",
-    "GIB", "MIB",
+    "sync",
+    "Contender",
+    "interleaved",
+    "median",
+    "machine_info",
+    "matmul_rate",
+    "copy_bandwidth",
+    "LayerCost",
+    "ModelCost",
+    "model_cost",
+    "round_floor",
+    "fmt_s",
+    "fmt_ratio",
+    "markdown_table",
+    "GIB",
+    "MIB",
 ]
 
 GIB, MIB = 1 << 30, 1 << 20
@@ -55,9 +69,13 @@ class Contender:
     measures: bool = False
 
 
-def interleaved(contenders: list[Contender], repeats: int, warmup: bool = True,
-                device: torch.device | str = "cpu", log: Callable[[str], None] | None = None
-                ) -> dict[str, list[float]]:
+def interleaved(
+    contenders: list[Contender],
+    repeats: int,
+    warmup: bool = True,
+    device: torch.device | str = "cpu",
+    log: Callable[[str], None] | None = None,
+) -> dict[str, list[float]]:
     """Time every contender ``repeats`` times, interleaved; returns the (scaled) seconds per contender.
 
     Repeat r runs the contenders in the order rotated by r. With ``warmup``
@@ -83,7 +101,7 @@ def interleaved(contenders: list[Contender], repeats: int, warmup: bool = True,
             value = c.fn()
             sync(device)
             dt = (float(value) if c.measures else time.perf_counter() - t0) * c.scale
-            del value                                          # free a big result before the next contender
+            del value  # free a big result before the next contender
             times[c.name].append(dt)
             if log:
                 log(f"    {c.name:<28} {fmt_s(dt)}")
@@ -138,13 +156,14 @@ def machine_info(device: torch.device | str = "cpu") -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------- floor rates
-def matmul_rate(n: int = 2048, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu",
-                calls: int = 3) -> float:
+def matmul_rate(
+    n: int = 2048, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu", calls: int = 3
+) -> float:
     """FLOP/s of one large square ``torch.mm`` (2 n³ FLOPs per call); the best of ``calls``."""
     a = torch.randn(n, n, dtype=dtype, device=device)
     b = torch.randn(n, n, dtype=dtype, device=device)
     out = torch.empty(n, n, dtype=dtype, device=device)
-    torch.mm(a, b, out=out)                                    # warm up
+    torch.mm(a, b, out=out)  # warm up
     best = math.inf
     for _ in range(calls):
         sync(device)
@@ -163,7 +182,7 @@ def copy_bandwidth(nbytes: int = 512 * MIB, device: str | torch.device = "cpu", 
     """
     src = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
-    dst.copy_(src)                                             # touch the pages
+    dst.copy_(src)  # touch the pages
     best = math.inf
     for _ in range(calls):
         sync(device)
@@ -179,8 +198,8 @@ def copy_bandwidth(nbytes: int = 512 * MIB, device: str | torch.device = "cpu", 
 class LayerCost:
     name: str
     kind: str
-    flops: int          # forward FLOPs per sample (multiply + add = 2)
-    activations: int    # output elements per sample
+    flops: int  # forward FLOPs per sample (multiply + add = 2)
+    activations: int  # output elements per sample
 
 
 @dataclass
@@ -207,12 +226,11 @@ def model_cost(module: nn.Module, input_shape: tuple[int, ...]) -> ModelCost:
     the usual layers. Element-wise layers (ReLU, pooling, norms) count their
     outputs as activations and no FLOPs (they are bandwidth, not compute).
     """
-    cost = ModelCost(d=sum(p.numel() for p in module.parameters()),
-                     input_numel=math.prod(input_shape))
+    cost = ModelCost(d=sum(p.numel() for p in module.parameters()), input_numel=math.prod(input_shape))
     hooks = []
 
     def hook(mod: nn.Module, inputs, output, name: str):
-        out = output.numel()                                     # batch of 1
+        out = output.numel()  # batch of 1
         if isinstance(mod, nn.Linear):
             flops = 2 * mod.in_features * mod.out_features
         elif isinstance(mod, nn.Conv2d):
@@ -221,7 +239,7 @@ def model_cost(module: nn.Module, input_shape: tuple[int, ...]) -> ModelCost:
         else:
             flops = 0
         if isinstance(mod, nn.Flatten):
-            out = 0                                              # a view, moves nothing
+            out = 0  # a view, moves nothing
         cost.layers.append(LayerCost(name, type(mod).__name__, flops, out))
 
     for name, mod in module.named_modules():
@@ -237,8 +255,17 @@ def model_cost(module: nn.Module, input_shape: tuple[int, ...]) -> ModelCost:
     return cost
 
 
-def round_floor(cost: ModelCost, m: int, K: int, B: int, sam: bool, gossip_nnz: int,
-                flop_rate: float, bandwidth: float, bytes_per_value: int = 4) -> dict[str, float]:
+def round_floor(
+    cost: ModelCost,
+    m: int,
+    K: int,
+    B: int,
+    sam: bool,
+    gossip_nnz: int,
+    flop_rate: float,
+    bandwidth: float,
+    bytes_per_value: int = 4,
+) -> dict[str, float]:
     """The lower bound on one round's time, and the two counts it is made of.
 
     FLOPs: forward + backward ≈ 3 × forward per sample; SAM evaluates two
@@ -263,8 +290,14 @@ def round_floor(cost: ModelCost, m: int, K: int, B: int, sam: bool, gossip_nnz: 
     step_bytes = grad_evals * grad_eval_bytes + 3 * d * s + (4 * d * s if sam else 0)
     nbytes = m * K * step_bytes + (gossip_nnz + m) * d * s
     t_compute, t_memory = flops / flop_rate, nbytes / bandwidth
-    return {"flops": flops, "bytes": nbytes, "t_compute": t_compute, "t_memory": t_memory,
-            "floor": max(t_compute, t_memory), "bound": "compute" if t_compute >= t_memory else "bandwidth"}
+    return {
+        "flops": flops,
+        "bytes": nbytes,
+        "t_compute": t_compute,
+        "t_memory": t_memory,
+        "floor": max(t_compute, t_memory),
+        "bound": "compute" if t_compute >= t_memory else "bandwidth",
+    }
 
 
 # ------------------------------------------------------------------- formatting

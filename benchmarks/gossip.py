@@ -20,6 +20,7 @@ the time per nonzero and parameter, which should stay flat across m and graphs.
 Sizes whose x, output and the CSR product's temporary (measured: torch's CSR @ dense
 allocates one more (m, d) tensor besides its output) exceed the memory budget are skipped.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -53,17 +54,19 @@ class GossipResult:
     m: int
     times: dict[str, list[float]]
     nnz: dict[str, int]
-    sparse: dict[str, str]      # the engine operator's mode per topology
+    sparse: dict[str, str]  # the engine operator's mode per topology
 
 
 def run(s: GossipSettings, log: Callable[[str], None] = print) -> tuple[list[GossipResult], list[str]]:
     results, skipped = [], []
     for dim_name, d in s.dims.items():
         for m in s.sizes:
-            need = 3 * m * d * 4                 # x, the output, and the CSR product's temporary of x's size
+            need = 3 * m * d * 4  # x, the output, and the CSR product's temporary of x's size
             if need > s.budget_gib * GIB:
-                skipped.append(f"{dim_name} (d = {d:,}) at m = {m}: x, the output and the CSR product's "
-                               f"temporary need {need / GIB:.1f} GiB > {s.budget_gib:g} GiB")
+                skipped.append(
+                    f"{dim_name} (d = {d:,}) at m = {m}: x, the output and the CSR product's "
+                    f"temporary need {need / GIB:.1f} GiB > {s.budget_gib:g} GiB"
+                )
                 continue
             log(f"  gossip: {dim_name} d={d:,} m={m}")
             x = torch.randn(m, d, device=s.device)
@@ -79,7 +82,7 @@ def run(s: GossipSettings, log: Callable[[str], None] = print) -> tuple[list[Gos
 
             def copy_setup():
                 buf["out"] = torch.empty_like(x)
-                buf["out"].copy_(x)                                  # touch the pages
+                buf["out"].copy_(x)  # touch the pages
 
             def copy_fn():
                 buf["out"].copy_(x)
@@ -87,18 +90,23 @@ def run(s: GossipSettings, log: Callable[[str], None] = print) -> tuple[list[Gos
             def clone_setup():
                 buf.clear()
 
-            contenders = [Contender("copy", copy_fn, setup=copy_setup),
-                          Contender("clone", lambda: x.clone(), setup=clone_setup),
-                          Contender("dense", lambda: torch.mm(dense, x), setup=clone_setup)]
+            contenders = [
+                Contender("copy", copy_fn, setup=copy_setup),
+                Contender("clone", lambda: x.clone(), setup=clone_setup),
+                Contender("dense", lambda: torch.mm(dense, x), setup=clone_setup),
+            ]
             contenders += [Contender(f"engine {t}", (lambda op=op: op(x)), setup=clone_setup) for t, op in ops.items()]
             contenders += [Contender(f"CSR {t}", (lambda op=op: op(x)), setup=clone_setup) for t, op in csr.items()]
             # what a Simulation does: gossip into an output buffer reused from round to round (OutputBuffers)
-            contenders += [Contender(f"reused {t}", (lambda op=op: op(x, out=buf["out"])), setup=copy_setup)
-                           for t, op in ops.items() if op.mode != "csr"]
+            contenders += [
+                Contender(f"reused {t}", (lambda op=op: op(x, out=buf["out"])), setup=copy_setup)
+                for t, op in ops.items()
+                if op.mode != "csr"
+            ]
             times = interleaved(contenders, s.repeats, warmup=True, device=s.device, log=log)
             buf.clear()
             results.append(GossipResult(dim_name, d, m, times, nnz, sparse))
-            x = None                             # free the tensor before the next size
+            x = None  # free the tensor before the next size
     return results, skipped
 
 
@@ -107,23 +115,51 @@ def tables(results: list[GossipResult], skipped: list[str]) -> str:
     for r in results:
         copy = median(r.times["copy"])
         dense = median(r.times["dense"])
-        rows.append([r.dim_name, r.m, "dense (m×m)·(m×d)", f"{r.m * r.m:,}", fmt_s(dense), fmt_ratio(dense / copy),
-                     f"{dense / (r.m * r.m * r.d) * 1e9:.3f}"])
+        rows.append(
+            [
+                r.dim_name,
+                r.m,
+                "dense (m×m)·(m×d)",
+                f"{r.m * r.m:,}",
+                fmt_s(dense),
+                fmt_ratio(dense / copy),
+                f"{dense / (r.m * r.m * r.d) * 1e9:.3f}",
+            ]
+        )
         for name, ts in r.times.items():
             if not name.startswith(("engine ", "CSR ", "reused ")):
                 continue
             topo = name.rsplit(" ", 1)[1]
             t = median(ts)
-            label = {"engine": f"engine {topo} ({r.sparse[topo]}), fresh output",
-                     "reused": f"engine {topo} ({r.sparse[topo]}), reused output (a Simulation's rounds)",
-                     "CSR": f"sparse CSR product, {topo}"}[name.split(" ", 1)[0]]
-            rows.append([r.dim_name, r.m, label, f"{r.nnz[topo]:,}", fmt_s(t),
-                         fmt_ratio(t / copy), f"{t / (r.nnz[topo] * r.d) * 1e9:.3f}"])
-        rows.append([r.dim_name, r.m, "clone (alloc + copy)", "–", fmt_s(median(r.times["clone"])),
-                     fmt_ratio(median(r.times["clone"]) / copy), "–"])
+            label = {
+                "engine": f"engine {topo} ({r.sparse[topo]}), fresh output",
+                "reused": f"engine {topo} ({r.sparse[topo]}), reused output (a Simulation's rounds)",
+                "CSR": f"sparse CSR product, {topo}",
+            }[name.split(" ", 1)[0]]
+            rows.append(
+                [
+                    r.dim_name,
+                    r.m,
+                    label,
+                    f"{r.nnz[topo]:,}",
+                    fmt_s(t),
+                    fmt_ratio(t / copy),
+                    f"{t / (r.nnz[topo] * r.d) * 1e9:.3f}",
+                ]
+            )
+        rows.append(
+            [
+                r.dim_name,
+                r.m,
+                "clone (alloc + copy)",
+                "–",
+                fmt_s(median(r.times["clone"])),
+                fmt_ratio(median(r.times["clone"]) / copy),
+                "–",
+            ]
+        )
         rows.append([r.dim_name, r.m, "**copy floor**", "–", fmt_s(copy), "1.00×", "–"])
-    text = markdown_table(["d", "m", "product", "nonzeros of W", "time", "vs copy floor", "ns per nonzero·param"],
-                          rows)
+    text = markdown_table(["d", "m", "product", "nonzeros of W", "time", "vs copy floor", "ns per nonzero·param"], rows)
     if skipped:
         text += "\n\nSkipped (memory): " + "; ".join(skipped) + "."
     return text

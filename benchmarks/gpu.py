@@ -28,6 +28,7 @@ variant, each over all models, so that when the budget runs out the first varian
 results are written (JSON, and a markdown table beside it) after every job, so a run cut short still
 leaves what it measured.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -54,16 +55,35 @@ from .common import GIB, fmt_s, machine_info, markdown_table, sync
 from .loops import LocalSpec, client_tensors, lean_round
 from .round import synthetic_data
 
-__all__ = ["GpuSettings", "Variant", "Row", "parse_variant", "settings", "config", "flops_per_sample", "run",
-           "table", "render", "write", "main", "probes", "MODELS", "PRECISIONS", "ISSUE_H200"]
+__all__ = [
+    "GpuSettings",
+    "Variant",
+    "Row",
+    "parse_variant",
+    "settings",
+    "config",
+    "flops_per_sample",
+    "run",
+    "table",
+    "render",
+    "write",
+    "main",
+    "probes",
+    "MODELS",
+    "PRECISIONS",
+    "ISSUE_H200",
+]
 
 INPUT_SHAPE = (3, 32, 32)
 MODELS = ("cnn-cifar", "vgg11-gn", "resnet18-gn")
 PRECISIONS = tuple(AUTOCAST_DTYPES)
 STRATEGY_TOKENS = ("auto", "batched", "vmap", "loop")
 #: Issue 32's measurements on one H200 with main (float32): round, peak memory, the per-client loop.
-ISSUE_H200 = {"cnn-cifar": ("2.37 s", "14.4 GiB", "10.3 s"), "vgg11-gn": ("15.2 s", "54 GiB", "25.1 s"),
-              "resnet18-gn": ("33.1 s", "69 GiB", "not measured")}
+ISSUE_H200 = {
+    "cnn-cifar": ("2.37 s", "14.4 GiB", "10.3 s"),
+    "vgg11-gn": ("15.2 s", "54 GiB", "25.1 s"),
+    "resnet18-gn": ("33.1 s", "69 GiB", "not measured"),
+}
 
 
 @dataclass(frozen=True)
@@ -75,15 +95,18 @@ class Variant:
     strategy: str = "auto"
     cudnn_benchmark: bool = False
     compile: bool = False
-    client_chunk: int | None = None          # None: the engine's default for the device
+    client_chunk: int | None = None  # None: the engine's default for the device
 
     @property
     def label(self) -> str:
-        return "+".join([self.precision] + (["cl"] if self.channels_last else [])
-                        + ([self.strategy] if self.strategy != "auto" else [])
-                        + (["cudnn-benchmark"] if self.cudnn_benchmark else [])
-                        + (["compile"] if self.compile else [])
-                        + ([f"chunk{self.client_chunk}"] if self.client_chunk else []))
+        return "+".join(
+            [self.precision]
+            + (["cl"] if self.channels_last else [])
+            + ([self.strategy] if self.strategy != "auto" else [])
+            + (["cudnn-benchmark"] if self.cudnn_benchmark else [])
+            + (["compile"] if self.compile else [])
+            + ([f"chunk{self.client_chunk}"] if self.client_chunk else [])
+        )
 
 
 def parse_variant(text: str) -> Variant:
@@ -103,9 +126,11 @@ def parse_variant(text: str) -> Variant:
         elif token.startswith("chunk") and token[5:].isdigit() and int(token[5:]) > 0 and chunk is None:
             chunk = int(token[5:])
         else:
-            raise ValueError(f"variant {text!r}: token {token!r} unknown or repeated; allowed: one of "
-                             f"{', '.join(PRECISIONS)}, 'cl', one of {', '.join(STRATEGY_TOKENS)}, "
-                             "'cudnn-benchmark', 'compile', 'chunkN' (N clients trained together), joined by '+'")
+            raise ValueError(
+                f"variant {text!r}: token {token!r} unknown or repeated; allowed: one of "
+                f"{', '.join(PRECISIONS)}, 'cl', one of {', '.join(STRATEGY_TOKENS)}, "
+                "'cudnn-benchmark', 'compile', 'chunkN' (N clients trained together), joined by '+'"
+            )
     return Variant(precision or "float32", cl, strategy or "auto", bench, compiled, chunk)
 
 
@@ -117,45 +142,87 @@ class GpuSettings:
     B: int = 128
     K: int = 20
     Q: int = 4
-    n_train: int = 500            # samples per client (5 epochs at K = 20, B = 128 as in the issue)
-    n_test: int = 2               # the test split is built but never evaluated (a round is step() only)
+    n_train: int = 500  # samples per client (5 epochs at K = 20, B = 128 as in the issue)
+    n_test: int = 2  # the test split is built but never evaluated (a round is step() only)
     lr: float = 0.1
-    rho: float = 0.01             # dfedsam-mgs's defaults
-    loop_clients: int = 10        # clients the per-client loop runs; its time is scaled to m
-    repeats: int = 1              # timed rounds per job (after the warm-up)
-    budget_s: float = 270.0       # skip a job whose predicted time would end the run later than this
+    rho: float = 0.01  # dfedsam-mgs's defaults
+    loop_clients: int = 10  # clients the per-client loop runs; its time is scaled to m
+    repeats: int = 1  # timed rounds per job (after the warm-up)
+    budget_s: float = 270.0  # skip a job whose predicted time would end the run later than this
     device: str = "cuda"
     quick: bool = False
 
 
-def settings(quick: bool, device: str, *, models: tuple[str, ...] | None = None, clients: int | None = None,
-             variants: tuple[Variant, ...] = (Variant(),), repeats: int | None = None,
-             budget_s: float | None = None, loop_clients: int | None = None) -> GpuSettings:
+def settings(
+    quick: bool,
+    device: str,
+    *,
+    models: tuple[str, ...] | None = None,
+    clients: int | None = None,
+    variants: tuple[Variant, ...] = (Variant(),),
+    repeats: int | None = None,
+    budget_s: float | None = None,
+    loop_clients: int | None = None,
+) -> GpuSettings:
     """The full run (the issue's sizes), or the CPU smoke run (tiny sizes, a few seconds a model)."""
     if quick:
-        s = GpuSettings(models=models or MODELS, variants=variants, m=clients or 2, B=1, K=1, Q=1, n_train=2,
-                        loop_clients=min(loop_clients or 1, clients or 2), repeats=repeats or 1,
-                        budget_s=budget_s or 300.0, device=device, quick=True)
+        s = GpuSettings(
+            models=models or MODELS,
+            variants=variants,
+            m=clients or 2,
+            B=1,
+            K=1,
+            Q=1,
+            n_train=2,
+            loop_clients=min(loop_clients or 1, clients or 2),
+            repeats=repeats or 1,
+            budget_s=budget_s or 300.0,
+            device=device,
+            quick=True,
+        )
     else:
-        s = GpuSettings(models=models or MODELS, variants=variants, m=clients or 100, repeats=repeats or 1,
-                        budget_s=budget_s or 270.0, device=device)
+        s = GpuSettings(
+            models=models or MODELS,
+            variants=variants,
+            m=clients or 100,
+            repeats=repeats or 1,
+            budget_s=budget_s or 270.0,
+            device=device,
+        )
         s.loop_clients = min(loop_clients or s.loop_clients, s.m)
     bad = [name for name in s.models if name not in MODELS]
     if bad:
         raise ValueError(f"--models: {', '.join(bad)} not among the benchmark's models {', '.join(MODELS)}")
     if s.m < 2 or s.loop_clients < 1:
-        raise ValueError(f"--clients {s.m} / --loop-clients {s.loop_clients}: the ring needs at least 2 clients and "
-                         "the loop at least 1")
+        raise ValueError(
+            f"--clients {s.m} / --loop-clients {s.loop_clients}: the ring needs at least 2 clients and "
+            "the loop at least 1"
+        )
     return s
 
 
 def config(s: GpuSettings, model: str, v: Variant, K: int | None = None) -> Config:
     """The engine's configuration for one job: DFedSAM-MGS on a ring, the variant's options."""
-    return Config(algorithm="dfedsam-mgs", model=model, dataset="cifar10", partition="iid", num_clients=s.m,
-                  local_steps=K or s.K, batch_size=s.B, gossip_steps=s.Q, lr=s.lr, rho=s.rho, device=s.device,
-                  precision=v.precision, channels_last=v.channels_last, forward_strategy=v.strategy,
-                  compile=v.compile, cudnn_benchmark=v.cudnn_benchmark, client_chunk=v.client_chunk,
-                  eval_every=10**6)
+    return Config(
+        algorithm="dfedsam-mgs",
+        model=model,
+        dataset="cifar10",
+        partition="iid",
+        num_clients=s.m,
+        local_steps=K or s.K,
+        batch_size=s.B,
+        gossip_steps=s.Q,
+        lr=s.lr,
+        rho=s.rho,
+        device=s.device,
+        precision=v.precision,
+        channels_last=v.channels_last,
+        forward_strategy=v.strategy,
+        compile=v.compile,
+        cudnn_benchmark=v.cudnn_benchmark,
+        client_chunk=v.client_chunk,
+        eval_every=10**6,
+    )
 
 
 def flops_per_sample(model: str) -> float:
@@ -166,6 +233,7 @@ def flops_per_sample(model: str) -> float:
     pooling are memory traffic, not FLOPs).
     """
     from torch.utils.flop_counter import FlopCounterMode
+
     with torch.device("meta"):
         net = build_model(model, INPUT_SHAPE, 10)
         x, y = torch.randn(2, *INPUT_SHAPE), torch.randint(0, 10, (2,))
@@ -212,9 +280,9 @@ class Row:
     rounds_timed: list[float] = field(default_factory=list)
     warmup_s: float = math.nan
     peak_gib: float = math.nan
-    loop_s: float = math.nan                 # the per-client loop's round, scaled to m
+    loop_s: float = math.nan  # the per-client loop's round, scaled to m
     loop_clients: int = 0
-    gflop_per_sample: float = math.nan       # two forward+backward passes (SAM)
+    gflop_per_sample: float = math.nan  # two forward+backward passes (SAM)
     round_tflop: float = math.nan
     engine_tflops: float = math.nan
     loop_tflops: float = math.nan
@@ -232,13 +300,17 @@ def _loop_round(s: GpuSettings, model: str, precision: str, data, log) -> tuple[
     gen = torch.Generator().manual_seed(0)
     with _autocast(s.device, precision):
         one = LocalSpec(lr=s.lr, K=1, B=s.B, rho=s.rho)
-        lean_round(template, states[:1], np.ones((1, 1)), one, tensors, gen=gen)      # warm-up: one client, one step
+        lean_round(template, states[:1], np.ones((1, 1)), one, tensors, gen=gen)  # warm-up: one client, one step
         t = _timed(lambda: lean_round(template, states, W, spec, tensors, gen=gen, gossip_steps=s.Q), s.device)
     return t, f"per-client loop: {n} of {s.m} clients timed ({fmt_s(t)}), × {s.m / n:g}"
 
 
-def run(s: GpuSettings, log: Callable[[str], None] = print, on_row: Callable[[list[Row]], None] | None = None,
-        clock_start: float | None = None) -> list[Row]:
+def run(
+    s: GpuSettings,
+    log: Callable[[str], None] = print,
+    on_row: Callable[[list[Row]], None] | None = None,
+    clock_start: float | None = None,
+) -> list[Row]:
     """Every (variant, model) job in order, within ``s.budget_s`` seconds of ``clock_start``.
 
     A job whose configuration (strategy resolved) an earlier variant already ran is not rerun; a job that
@@ -253,12 +325,16 @@ def run(s: GpuSettings, log: Callable[[str], None] = print, on_row: Callable[[li
     data = synthetic_data(INPUT_SHAPE, s.m, s.n_train, s.n_test, device=s.device)
     flops = {model: flops_per_sample(model) for model in s.models}
     rows: list[Row] = []
-    loops: dict[tuple[str, str], tuple[float, str]] = {}      # (model, precision) -> (seconds, note)
-    done: dict[tuple, str] = {}                                # what a job ran (strategy resolved) -> its variant
+    loops: dict[tuple[str, str], tuple[float, str]] = {}  # (model, precision) -> (seconds, note)
+    done: dict[tuple, str] = {}  # what a job ran (strategy resolved) -> its variant
     for v in s.variants:
         for model in s.models:
-            row = Row(model, v.label, gflop_per_sample=2 * flops[model] / 1e9,
-                      round_tflop=2 * flops[model] * s.B * s.K * s.m / 1e12)
+            row = Row(
+                model,
+                v.label,
+                gflop_per_sample=2 * flops[model] / 1e9,
+                round_tflop=2 * flops[model] * s.B * s.K * s.m / 1e12,
+            )
             rows.append(row)
             bench_before = torch.backends.cudnn.benchmark
             try:
@@ -278,15 +354,17 @@ def run(s: GpuSettings, log: Callable[[str], None] = print, on_row: Callable[[li
                 _loop_job(s, model, v.precision, row, data, loops, left, log)
             except torch.cuda.OutOfMemoryError as err:
                 row.notes.append(f"out of device memory: {str(err).splitlines()[0][:160]}")
-            except Exception as err:        # one failing variant must not cost the run's other measurements
+            except Exception as err:  # one failing variant must not cost the run's other measurements
                 row.notes.append(f"failed: {type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}")
                 log(f"gpu: {model} {v.label}: FAILED\n{traceback.format_exc()}")
             finally:
                 torch.backends.cudnn.benchmark = bench_before
                 _free(s.device)
-                log(f"gpu: {model} {v.label}: round {fmt_s(row.round_s)}, peak {_gib(row.peak_gib)}, "
+                log(
+                    f"gpu: {model} {v.label}: round {fmt_s(row.round_s)}, peak {_gib(row.peak_gib)}, "
                     f"loop {fmt_s(row.loop_s)}, engine {_num(row.engine_tflops)} TFLOP/s "
-                    f"({row.gflop_per_sample:.3f} GFLOP per sample, two passes); {'; '.join(row.notes)}")
+                    f"({row.gflop_per_sample:.3f} GFLOP per sample, two passes); {'; '.join(row.notes)}"
+                )
                 if on_row is not None:
                     on_row(rows)
     return rows
@@ -314,30 +392,40 @@ def _resolved_strategy(s: GpuSettings, model: str, v: Variant) -> str:
     from functools import partial
 
     from dfl_core.stacked import StackedModel
-    return StackedModel(partial(build_model, model, INPUT_SHAPE, 10), v.strategy, s.device,
-                        autocast_dtype=AUTOCAST_DTYPES[v.precision], channels_last=v.channels_last,
-                        compile=v.compile).strategy
+
+    return StackedModel(
+        partial(build_model, model, INPUT_SHAPE, 10),
+        v.strategy,
+        s.device,
+        autocast_dtype=AUTOCAST_DTYPES[v.precision],
+        channels_last=v.channels_last,
+        compile=v.compile,
+    ).strategy
 
 
 def _job(s: GpuSettings, model: str, v: Variant, row: Row, data, left, log) -> None:
     warm = Simulation(config(s, model, v, K=1), data=data)
     row.strategy, row.client_chunk = warm.model.strategy, warm.client_chunk
-    if not s.quick:                     # the first round pays for lazy initialisation; the second predicts
+    if not s.quick:  # the first round pays for lazy initialisation; the second predicts
         _timed(warm.step, s.device)
     row.warmup_s = _timed(warm.step, s.device)
     del warm
     _free(s.device)
-    predicted = row.warmup_s * s.K * (s.repeats + v.compile)        # compile: an untimed first round too
+    predicted = row.warmup_s * s.K * (s.repeats + v.compile)  # compile: an untimed first round too
     if predicted > left():
-        row.notes.append(f"engine skipped: predicted {fmt_s(predicted)} (K × the warm-up's round), "
-                         f"{max(left(), 0):.0f} s of the budget left")
+        row.notes.append(
+            f"engine skipped: predicted {fmt_s(predicted)} (K × the warm-up's round), "
+            f"{max(left(), 0):.0f} s of the budget left"
+        )
         return
     sim = Simulation(config(s, model, v), data=data)
     row.strategy, row.client_chunk = sim.model.strategy, sim.client_chunk
-    if v.compile:                       # a new model compiles anew: its first round is not the one timed
+    if v.compile:  # a new model compiles anew: its first round is not the one timed
         log(f"gpu: {model} {v.label}: untimed first round (compiles)")
-        row.notes.append(f"compiled: the timed simulation's first round, untimed, took "
-                         f"{fmt_s(_timed(sim.step, s.device))} (compiling)")
+        row.notes.append(
+            f"compiled: the timed simulation's first round, untimed, took "
+            f"{fmt_s(_timed(sim.step, s.device))} (compiling)"
+        )
     _peak_reset(s.device)
     for _ in range(s.repeats):
         log(f"gpu: {model} {v.label}: timed round (predicted {fmt_s(row.warmup_s * s.K)})")
@@ -361,23 +449,49 @@ def table(rows: list[Row]) -> str:
     """One row per (model, variant), models in the benchmark's order."""
     order = {name: i for i, name in enumerate(MODELS)}
     body = []
-    for r in sorted(rows, key=lambda r: order.get(r.model, 99)):       # stable: variants stay in run order
+    for r in sorted(rows, key=lambda r: order.get(r.model, 99)):  # stable: variants stay in run order
         ratio = r.round_s / r.loop_s if math.isfinite(r.round_s) and math.isfinite(r.loop_s) else math.nan
-        body.append([r.model, r.variant, f"{r.strategy or '–'}/{r.client_chunk or '–'}", fmt_s(r.round_s),
-                     _gib(r.peak_gib), fmt_s(r.loop_s) + (f" ({r.loop_clients} timed)" if r.loop_clients else ""),
-                     "–" if not math.isfinite(ratio) else f"{ratio:.2f}×", f"{r.gflop_per_sample:.3f}",
-                     _num(r.round_tflop), _num(r.engine_tflops), _num(r.loop_tflops)])
-    return markdown_table(["model", "variant", "strategy/chunk", "round", "peak GPU memory",
-                           "same round as a per-client loop", "engine/loop", "GFLOP per sample (2 passes)",
-                           "round TFLOP", "engine TFLOP/s", "loop TFLOP/s"], body)
+        body.append(
+            [
+                r.model,
+                r.variant,
+                f"{r.strategy or '–'}/{r.client_chunk or '–'}",
+                fmt_s(r.round_s),
+                _gib(r.peak_gib),
+                fmt_s(r.loop_s) + (f" ({r.loop_clients} timed)" if r.loop_clients else ""),
+                "–" if not math.isfinite(ratio) else f"{ratio:.2f}×",
+                f"{r.gflop_per_sample:.3f}",
+                _num(r.round_tflop),
+                _num(r.engine_tflops),
+                _num(r.loop_tflops),
+            ]
+        )
+    return markdown_table(
+        [
+            "model",
+            "variant",
+            "strategy/chunk",
+            "round",
+            "peak GPU memory",
+            "same round as a per-client loop",
+            "engine/loop",
+            "GFLOP per sample (2 passes)",
+            "round TFLOP",
+            "engine TFLOP/s",
+            "loop TFLOP/s",
+        ],
+        body,
+    )
 
 
 def probes(device: str) -> dict[str, str]:
     """Facts that explain the numbers: TF32 settings, cuDNN, and what autocast does to a convolution under vmap."""
-    out = {"torch": torch.__version__,
-           "matmul TF32 (torch.backends.cuda.matmul.allow_tf32)": str(torch.backends.cuda.matmul.allow_tf32),
-           "cuDNN TF32 (torch.backends.cudnn.allow_tf32)": str(torch.backends.cudnn.allow_tf32),
-           "cuDNN benchmark": str(torch.backends.cudnn.benchmark)}
+    out = {
+        "torch": torch.__version__,
+        "matmul TF32 (torch.backends.cuda.matmul.allow_tf32)": str(torch.backends.cuda.matmul.allow_tf32),
+        "cuDNN TF32 (torch.backends.cudnn.allow_tf32)": str(torch.backends.cudnn.allow_tf32),
+        "cuDNN benchmark": str(torch.backends.cudnn.benchmark),
+    }
     dev = torch.device(device)
     if dev.type == "cuda":
         out["GPU"] = torch.cuda.get_device_name(dev)
@@ -390,28 +504,36 @@ def probes(device: str) -> dict[str, str]:
     return out
 
 
-def render(s: GpuSettings, rows: list[Row], machine: dict[str, str], facts: dict[str, str], command: str,
-           wall_s: float) -> str:
+def render(
+    s: GpuSettings, rows: list[Row], machine: dict[str, str], facts: dict[str, str], command: str, wall_s: float
+) -> str:
     notes = [f"- {r.model} {r.variant}: {n}" for r in rows for n in r.notes]
-    issue = markdown_table(["model", "round", "peak GPU memory", "same round as a per-client loop"],
-                           [[m, *ISSUE_H200[m]] for m in s.models if m in ISSUE_H200])
-    return "\n\n".join([
-        "# GPU benchmark: one DFedSAM-MGS round (issue 32)" + (" — QUICK CPU SMOKE RUN, sizes are not the "
-                                                                "issue's" if s.quick else ""),
-        f"Command: `{command}`; {wall_s:.0f} s in all.",
-        "Machine: " + "; ".join(f"{k}: {v}" for k, v in {**machine, **facts}.items()),
-        f"Setting: m = {s.m}, B = {s.B}, K = {s.K} SAM steps (ρ = {s.rho}), Q = {s.Q} gossip steps on a ring, "
-        f"{s.n_train} synthetic {'×'.join(map(str, INPUT_SHAPE))} samples per client; lr {s.lr}. *round*: one "
-        "`Simulation.step()` after a K = 1 warm-up, device synchronised; *peak GPU memory*: "
-        "`torch.cuda.max_memory_allocated` over the timed round; *per-client loop*: `benchmarks.loops.lean_round` "
-        f"on {s.loop_clients} clients in the same precision, × m / {s.loop_clients}; FLOPs by `FlopCounterMode` "
-        "(multiply + add = 2, convolutions and matrix products only), two forward+backward passes per sample "
-        "(SAM). engine/loop < 1: the engine is faster.",
-        table(rows),
-        "Notes:\n\n" + ("\n".join(notes) if notes else "- none"),
-        "For comparison, issue 32 on one H200 with main (float32; its FLOP count, 0.92 GFLOP per sample for "
-        "VGG-11, is half of `FlopCounterMode`'s, i.e. it counted multiply-adds):\n\n" + issue,
-    ]) + "\n"
+    issue = markdown_table(
+        ["model", "round", "peak GPU memory", "same round as a per-client loop"],
+        [[m, *ISSUE_H200[m]] for m in s.models if m in ISSUE_H200],
+    )
+    return (
+        "\n\n".join(
+            [
+                "# GPU benchmark: one DFedSAM-MGS round (issue 32)"
+                + (" — QUICK CPU SMOKE RUN, sizes are not the issue's" if s.quick else ""),
+                f"Command: `{command}`; {wall_s:.0f} s in all.",
+                "Machine: " + "; ".join(f"{k}: {v}" for k, v in {**machine, **facts}.items()),
+                f"Setting: m = {s.m}, B = {s.B}, K = {s.K} SAM steps (ρ = {s.rho}), Q = {s.Q} gossip steps on a ring, "
+                f"{s.n_train} synthetic {'×'.join(map(str, INPUT_SHAPE))} samples per client; lr {s.lr}. *round*: one "
+                "`Simulation.step()` after a K = 1 warm-up, device synchronised; *peak GPU memory*: "
+                "`torch.cuda.max_memory_allocated` over the timed round; *per-client loop*: `benchmarks.loops.lean_round` "
+                f"on {s.loop_clients} clients in the same precision, × m / {s.loop_clients}; FLOPs by `FlopCounterMode` "
+                "(multiply + add = 2, convolutions and matrix products only), two forward+backward passes per sample "
+                "(SAM). engine/loop < 1: the engine is faster.",
+                table(rows),
+                "Notes:\n\n" + ("\n".join(notes) if notes else "- none"),
+                "For comparison, issue 32 on one H200 with main (float32; its FLOP count, 0.92 GFLOP per sample for "
+                "VGG-11, is half of `FlopCounterMode`'s, i.e. it counted multiply-adds):\n\n" + issue,
+            ]
+        )
+        + "\n"
+    )
 
 
 def _json_number(value):
@@ -419,14 +541,26 @@ def _json_number(value):
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def write(out: Path, s: GpuSettings, rows: list[Row], machine: dict[str, str], facts: dict[str, str], command: str,
-          wall_s: float) -> tuple[Path, Path]:
+def write(
+    out: Path,
+    s: GpuSettings,
+    rows: list[Row],
+    machine: dict[str, str],
+    facts: dict[str, str],
+    command: str,
+    wall_s: float,
+) -> tuple[Path, Path]:
     """The results as JSON at ``out`` and as markdown beside it (``out`` with suffix ``.md``)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     md = out.with_suffix(".md")
-    payload = {"command": command, "wall_s": wall_s, "machine": machine, "facts": facts,
-               "settings": {**asdict(s), "variants": [v.label for v in s.variants]},
-               "rows": [{k: _json_number(v) for k, v in asdict(r).items()} for r in rows]}
+    payload = {
+        "command": command,
+        "wall_s": wall_s,
+        "machine": machine,
+        "facts": facts,
+        "settings": {**asdict(s), "variants": [v.label for v in s.variants]},
+        "rows": [{k: _json_number(v) for k, v in asdict(r).items()} for r in rows],
+    }
     out.write_text(json.dumps(payload, indent=2, default=str, allow_nan=False) + "\n")
     md.write_text(render(s, rows, machine, facts, command, wall_s))
     return out, md
@@ -437,8 +571,10 @@ def main(s: GpuSettings, out: Path, command: str, log: Callable[[str], None] = p
     t0 = time.perf_counter()
     machine, facts = machine_info(s.device), probes(s.device)
     name = facts.get("GPU", machine["CPU"])
-    log(f"gpu benchmark on {name} ({s.device}); models {', '.join(s.models)}; variants "
-        f"{', '.join(v.label for v in s.variants)}; budget {s.budget_s:.0f} s -> {out}")
+    log(
+        f"gpu benchmark on {name} ({s.device}); models {', '.join(s.models)}; variants "
+        f"{', '.join(v.label for v in s.variants)}; budget {s.budget_s:.0f} s -> {out}"
+    )
     for k, v in facts.items():
         log(f"  {k}: {v}")
 

@@ -17,6 +17,7 @@ Both can be fed fixed batches (``batches[i]`` = client i's K ``(inputs,
 labels)`` pairs), e.g. the engine's own, so that tests can check that all
 three compute the same parameters.
 """
+
 from __future__ import annotations
 
 import copy
@@ -31,8 +32,20 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from dfl_core.data import FederatedData
 
-__all__ = ["LocalSpec", "ClientTensors", "client_tensors", "lean_train", "lean_mix", "lean_round",
-           "SAM", "ReferenceLoop", "random_batches", "states_from_flat", "flat_from_states", "Batches"]
+__all__ = [
+    "LocalSpec",
+    "ClientTensors",
+    "client_tensors",
+    "lean_train",
+    "lean_mix",
+    "lean_round",
+    "SAM",
+    "ReferenceLoop",
+    "random_batches",
+    "states_from_flat",
+    "flat_from_states",
+    "Batches",
+]
 
 #: ``batches[i][k] = (inputs (B, ...), labels (B,))``: client i's k-th mini-batch.
 Batches = Sequence[Sequence[tuple[Tensor, Tensor]]]
@@ -45,10 +58,10 @@ class LocalSpec:
     lr: float = 0.1
     K: int = 5
     B: int = 32
-    rho: float = 0.0            # > 0: SAM
+    rho: float = 0.0  # > 0: SAM
     momentum: float = 0.0
     weight_decay: float = 0.0
-    lr_decay: float = 1.0       # η_t = lr · lr_decay^t
+    lr_decay: float = 1.0  # η_t = lr · lr_decay^t
 
 
 @dataclass
@@ -71,8 +84,8 @@ def client_tensors(data: FederatedData, clients: Sequence[int] | None = None) ->
     ids = range(tr.m) if clients is None else clients
     out = ClientTensors([], [], [], [])
     for i in ids:
-        a = tr.index[i, :int(tr.counts[i])]
-        b = te.index[i, :int(te.counts[i])]
+        a = tr.index[i, : int(tr.counts[i])]
+        b = te.index[i, : int(te.counts[i])]
         out.train_x.append(tr.x[a].clone())
         out.train_y.append(tr.y[a].clone())
         out.test_x.append(te.x[b].clone())
@@ -84,8 +97,8 @@ def random_batches(x: Tensor, y: Tensor, K: int, B: int, gen: torch.Generator) -
     """K batches of B samples from a fresh permutation of one client's data (wrapping around)."""
     n = len(y)
     reps = -(-K * B // n)
-    perm = torch.cat([torch.randperm(n, generator=gen) for _ in range(reps)])[:K * B]
-    return [(x[perm[k * B:(k + 1) * B]], y[perm[k * B:(k + 1) * B]]) for k in range(K)]
+    perm = torch.cat([torch.randperm(n, generator=gen) for _ in range(reps)])[: K * B]
+    return [(x[perm[k * B : (k + 1) * B]], y[perm[k * B : (k + 1) * B]]) for k in range(K)]
 
 
 def states_from_flat(names: Sequence[str], unflatten: Callable[[Tensor], dict], x: Tensor) -> list[dict]:
@@ -99,8 +112,9 @@ def flat_from_states(names: Sequence[str], states: Sequence[dict]) -> Tensor:
 
 
 # ============================================================================ lean loop
-def lean_train(template: nn.Module, state: dict, batches: Sequence[tuple[Tensor, Tensor]],
-               spec: LocalSpec, lr: float) -> dict:
+def lean_train(
+    template: nn.Module, state: dict, batches: Sequence[tuple[Tensor, Tensor]], spec: LocalSpec, lr: float
+) -> dict:
     """One client's K local steps: deep-copied model, new SGD optimizer, SAM in two passes."""
     net = copy.deepcopy(template)
     net.load_state_dict(state)
@@ -109,7 +123,7 @@ def lean_train(template: nn.Module, state: dict, batches: Sequence[tuple[Tensor,
     for xb, yb in batches:
         opt.zero_grad()
         F.cross_entropy(net(xb), yb).backward()
-        if spec.rho > 0:                               # SAM: ascend to y + ρ g/‖g‖, take the gradient there
+        if spec.rho > 0:  # SAM: ascend to y + ρ g/‖g‖, take the gradient there
             with torch.no_grad():
                 grads = [p.grad for p in params]
                 norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
@@ -138,15 +152,22 @@ def lean_mix(states: Sequence[dict], W: np.ndarray) -> list[dict]:
     return out
 
 
-def lean_round(template: nn.Module, states: Sequence[dict], W: np.ndarray, spec: LocalSpec,
-               data: ClientTensors | None = None, batches: Batches | None = None,
-               gen: torch.Generator | None = None, t: int = 0, gossip_steps: int = 1) -> list[dict]:
+def lean_round(
+    template: nn.Module,
+    states: Sequence[dict],
+    W: np.ndarray,
+    spec: LocalSpec,
+    data: ClientTensors | None = None,
+    batches: Batches | None = None,
+    gen: torch.Generator | None = None,
+    t: int = 0,
+    gossip_steps: int = 1,
+) -> list[dict]:
     """One round of the lean loop: every client trains, then Q gossip steps of the state dicts."""
     lr = spec.lr * spec.lr_decay**t
     new = []
     for i, state in enumerate(states):
-        b = batches[i] if batches is not None else random_batches(
-            data.train_x[i], data.train_y[i], spec.K, spec.B, gen)
+        b = batches[i] if batches is not None else random_batches(data.train_x[i], data.train_y[i], spec.K, spec.B, gen)
         new.append(lean_train(template, state, b, spec, lr))
     for _ in range(gossip_steps):
         new = lean_mix(new, W)
@@ -193,8 +214,12 @@ class SAM(torch.optim.Optimizer):
             self.zero_grad()
 
     def _grad_norm(self) -> Tensor:
-        return torch.norm(torch.stack([p.grad.norm(p=2) for group in self.param_groups
-                                       for p in group["params"] if p.grad is not None]), p=2)
+        return torch.norm(
+            torch.stack(
+                [p.grad.norm(p=2) for group in self.param_groups for p in group["params"] if p.grad is not None]
+            ),
+            p=2,
+        )
 
 
 class ReferenceLoop:
@@ -210,8 +235,16 @@ class ReferenceLoop:
         eval_batch: batch size of the evaluation DataLoaders.
     """
 
-    def __init__(self, template: nn.Module, data: ClientTensors, W: np.ndarray | Callable[[int], np.ndarray],
-                 spec: LocalSpec, gossip_steps: int = 1, dpsgd: bool = False, eval_batch: int = 128):
+    def __init__(
+        self,
+        template: nn.Module,
+        data: ClientTensors,
+        W: np.ndarray | Callable[[int], np.ndarray],
+        spec: LocalSpec,
+        gossip_steps: int = 1,
+        dpsgd: bool = False,
+        eval_batch: int = 128,
+    ):
         self.model = copy.deepcopy(template)
         self.data, self.spec, self.Q, self.dpsgd, self.eval_batch = data, spec, gossip_steps, dpsgd, eval_batch
         self.W = W if callable(W) else (lambda t, W=W: W)
@@ -229,16 +262,17 @@ class ReferenceLoop:
 
     # ------------------------------------------------------------------ training
     def _loader(self, i: int, batches: Batches | None) -> DataLoader:
-        if batches is not None:                          # fixed batches (tests): replay them in order
+        if batches is not None:  # fixed batches (tests): replay them in order
             xs, ys = zip(*batches[i])
             return DataLoader(TensorDataset(torch.cat(xs), torch.cat(ys)), batch_size=self.spec.B, shuffle=False)
-        return DataLoader(TensorDataset(self.data.train_x[i], self.data.train_y[i]),
-                          batch_size=self.spec.B, shuffle=True)
+        return DataLoader(
+            TensorDataset(self.data.train_x[i], self.data.train_y[i]), batch_size=self.spec.B, shuffle=True
+        )
 
     def _train(self, loader: DataLoader, optimizer: torch.optim.Optimizer) -> None:
         self.model.train()
         steps, sam = 0, self.spec.rho > 0
-        while steps < self.spec.K:                       # K steps, re-shuffling every epoch
+        while steps < self.spec.K:  # K steps, re-shuffling every epoch
             for xb, yb in loader:
                 optimizer.zero_grad()
                 F.cross_entropy(self.model(xb), yb).backward()
@@ -272,15 +306,22 @@ class ReferenceLoop:
             self.model.load_state_dict(w_per)
             loader = self._loader(i, batches)
             if spec.rho > 0:
-                optimizer = SAM(self.model.parameters(), torch.optim.SGD, rho=spec.rho, lr=lr,
-                                momentum=spec.momentum, weight_decay=spec.weight_decay)
+                optimizer = SAM(
+                    self.model.parameters(),
+                    torch.optim.SGD,
+                    rho=spec.rho,
+                    lr=lr,
+                    momentum=spec.momentum,
+                    weight_decay=spec.weight_decay,
+                )
             else:
-                optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=spec.momentum,
-                                            weight_decay=spec.weight_decay)
+                optimizer = torch.optim.SGD(
+                    self.model.parameters(), lr=lr, momentum=spec.momentum, weight_decay=spec.weight_decay
+                )
             self._train(loader, optimizer)
             w_lstrd.append(copy.deepcopy(self.model.state_dict()))
         W = self.W(self.t)
-        if self.dpsgd:                                   # x ← W x + (y − x)
+        if self.dpsgd:  # x ← W x + (y − x)
             mixed = [self._aggregate(self.states, W[i]) for i in range(self.data.m)]
             for i in range(self.data.m):
                 for k in mixed[i]:

@@ -12,6 +12,7 @@ reported next to it but not used: on Linux it survives ``fork`` + ``exec``, so
 a child started by a large parent reports at least the parent's peak (seen
 here: 1.4 GiB for a 0.65 GiB child).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,6 +64,7 @@ def child(model: str, algo: str, m: int, K: int, B: int, n_train: int, n_test: i
     from dfl_core.engine import Simulation
 
     from .round import ALGOS, MODEL_SHAPES, engine_config, synthetic_data
+
     base = _rss_bytes()
     data = synthetic_data(MODEL_SHAPES[model], m, n_train, n_test)
     sim = Simulation(engine_config(model, ALGOS[algo], m, K, B), data=data)
@@ -72,16 +74,29 @@ def child(model: str, algo: str, m: int, K: int, B: int, n_train: int, n_test: i
     peak = _status_bytes("VmHWM")
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     data_bytes = sum(t.numel() * t.element_size() for t in (data.train.x, data.test.x))
-    return {"model": model, "algo": algo, "m": m, "d": sim.model.d, "strategy": sim.model.strategy,
-            "client_chunk": sim.client_chunk, "rss_import": base, "rss_setup": setup, "peak_setup": peak_setup,
-            "peak": peak, "ru_maxrss": maxrss, "params": m * sim.model.d * sim.x.element_size(), "data": data_bytes,
-            "threads": torch.get_num_threads()}
+    return {
+        "model": model,
+        "algo": algo,
+        "m": m,
+        "d": sim.model.d,
+        "strategy": sim.model.strategy,
+        "client_chunk": sim.client_chunk,
+        "rss_import": base,
+        "rss_setup": setup,
+        "peak_setup": peak_setup,
+        "peak": peak,
+        "ru_maxrss": maxrss,
+        "params": m * sim.model.d * sim.x.element_size(),
+        "data": data_bytes,
+        "threads": torch.get_num_threads(),
+    }
 
 
 def run(s: MemorySettings, log: Callable[[str], None] = print) -> tuple[list[dict], list[str]]:
     from dfl_core.models import build_model
 
     from .round import MODEL_SHAPES, engine_bytes_estimate
+
     out, skipped = [], []
     for model in s.models:
         d = sum(p.numel() for p in build_model(model, MODEL_SHAPES[model], 10).parameters())
@@ -90,12 +105,25 @@ def run(s: MemorySettings, log: Callable[[str], None] = print) -> tuple[list[dic
             need = engine_bytes_estimate(d, m, data_bytes)
             for algo in s.algos:
                 if need > s.budget_gib * GIB:
-                    skipped.append(f"{model} {algo} m = {m}: estimated {need / GIB:.1f} GiB "
-                                   f"(4 m×d float32 tensors + data) > {s.budget_gib:g} GiB")
+                    skipped.append(
+                        f"{model} {algo} m = {m}: estimated {need / GIB:.1f} GiB "
+                        f"(4 m×d float32 tensors + data) > {s.budget_gib:g} GiB"
+                    )
                     continue
                 log(f"  memory: {model} {algo} m={m}")
-                cmd = [sys.executable, "-m", "benchmarks.memory", "--child", model, algo, str(m), str(s.K), str(s.B),
-                       str(s.n_train), str(s.n_test)]
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "benchmarks.memory",
+                    "--child",
+                    model,
+                    algo,
+                    str(m),
+                    str(s.K),
+                    str(s.B),
+                    str(s.n_train),
+                    str(s.n_test),
+                ]
                 proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=s.timeout_s)
                 if proc.returncode != 0:
                     skipped.append(f"{model} {algo} m = {m}: child failed: {proc.stderr.strip().splitlines()[-1:]}")
@@ -109,16 +137,43 @@ def run(s: MemorySettings, log: Callable[[str], None] = print) -> tuple[list[dic
 def tables(records: list[dict], skipped: list[str]) -> str:
     rows = []
     for r in records:
-        rows.append([r["model"], r["algo"], r["m"], f"{r['d']:,}", f"{r['strategy']}/{r['client_chunk']}",
-                     f"{r['params'] / MIB:,.0f} MiB", f"{r['data'] / MIB:,.0f} MiB",
-                     f"{r['rss_import'] / MIB:,.0f} MiB", f"{r['rss_setup'] / MIB:,.0f} MiB",
-                     f"**{r['peak'] / GIB:.2f} GiB**", f"{(r['peak'] - r['rss_setup']) / max(r['params'], 1):.2f}",
-                     f"{r['ru_maxrss'] / GIB:.2f} GiB"])
-    text = markdown_table(["model", "rule", "m", "d", "strategy/chunk", "one m×d tensor", "data",
-                           "RSS after import", "RSS after setup", "peak RSS (VmHWM)",
-                           "(peak − setup) / m×d tensor", "ru_maxrss"], rows)
-    text += ("\n\nPeak = `VmHWM` of the child (one fresh process per row). `ru_maxrss` is shown for reference: "
-             "on Linux it keeps the parent's high-water mark across fork + exec, so it overstates small children.")
+        rows.append(
+            [
+                r["model"],
+                r["algo"],
+                r["m"],
+                f"{r['d']:,}",
+                f"{r['strategy']}/{r['client_chunk']}",
+                f"{r['params'] / MIB:,.0f} MiB",
+                f"{r['data'] / MIB:,.0f} MiB",
+                f"{r['rss_import'] / MIB:,.0f} MiB",
+                f"{r['rss_setup'] / MIB:,.0f} MiB",
+                f"**{r['peak'] / GIB:.2f} GiB**",
+                f"{(r['peak'] - r['rss_setup']) / max(r['params'], 1):.2f}",
+                f"{r['ru_maxrss'] / GIB:.2f} GiB",
+            ]
+        )
+    text = markdown_table(
+        [
+            "model",
+            "rule",
+            "m",
+            "d",
+            "strategy/chunk",
+            "one m×d tensor",
+            "data",
+            "RSS after import",
+            "RSS after setup",
+            "peak RSS (VmHWM)",
+            "(peak − setup) / m×d tensor",
+            "ru_maxrss",
+        ],
+        rows,
+    )
+    text += (
+        "\n\nPeak = `VmHWM` of the child (one fresh process per row). `ru_maxrss` is shown for reference: "
+        "on Linux it keeps the parent's high-water mark across fork + exec, so it overstates small children."
+    )
     if skipped:
         text += "\n\nNot run: " + "; ".join(skipped) + "."
     return text

@@ -10,6 +10,7 @@ forces that path on the CPU and counts the top-level operator calls of one
 round with ``torch.profiler`` (calls nested inside an operator, such as the
 per-matrix loop of a CPU ``bmm``, are the kernel's business, not the engine's).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -27,16 +28,38 @@ from .round import engine_config, synthetic_data
 __all__ = ["gpu_path_config", "operator_calls", "run", "table"]
 
 
-def gpu_path_config(model: str, m: int, input_shape: tuple[int, ...], algorithm: str = "dfedsam", K: int = 2,
-                    B: int = 4, strategy: str | None = None):
+def gpu_path_config(
+    model: str,
+    m: int,
+    input_shape: tuple[int, ...],
+    algorithm: str = "dfedsam",
+    K: int = 2,
+    B: int = 4,
+    strategy: str | None = None,
+):
     """The config of the engine's CUDA code path, on the CPU: one chunk, CUDA's strategy, CSR gossip."""
     strategy = strategy or choose_strategy(build_model(model, input_shape, 10), torch.device("cuda"))
-    return engine_config(model, algorithm, m, K=K, B=B, device="cpu", client_chunk=m,
-                         forward_strategy=strategy, gossip_mode="csr", eval_every=10**6)
+    return engine_config(
+        model,
+        algorithm,
+        m,
+        K=K,
+        B=B,
+        device="cpu",
+        client_chunk=m,
+        forward_strategy=strategy,
+        gossip_mode="csr",
+        eval_every=10**6,
+    )
 
 
-def operator_calls(model: str, m: int, input_shape: tuple[int, ...] = (1, 28, 28),
-                   algorithm: str = "dfedsam", strategy: str | None = None) -> Counter:
+def operator_calls(
+    model: str,
+    m: int,
+    input_shape: tuple[int, ...] = (1, 28, 28),
+    algorithm: str = "dfedsam",
+    strategy: str | None = None,
+) -> Counter:
     """Top-level operator calls of one round (the second; the first builds W's CSR form) on the GPU path
     (``strategy`` replaces CUDA's, e.g. ``"loop"`` to see a path that does grow with m)."""
     cfg = gpu_path_config(model, m, input_shape, algorithm, strategy=strategy)
@@ -52,11 +75,20 @@ def run(cases=(("2nn", (1, 28, 28)), ("cnn-mnist", (1, 8, 8))), sizes=(10, 100, 
     for model, shape in cases:
         for m in sizes:
             calls = operator_calls(model, m, shape)
-            rows.append({"model": model, "input": "×".join(map(str, shape)), "m": m, "calls": sum(calls.values()),
-                         "distinct": len(calls)})
+            rows.append(
+                {
+                    "model": model,
+                    "input": "×".join(map(str, shape)),
+                    "m": m,
+                    "calls": sum(calls.values()),
+                    "distinct": len(calls),
+                }
+            )
     return rows
 
 
 def table(rows: list[dict]) -> str:
-    return markdown_table(["model", "input", "m", "operator calls per round", "distinct operators"],
-                          [[r["model"], r["input"], r["m"], r["calls"], r["distinct"]] for r in rows])
+    return markdown_table(
+        ["model", "input", "m", "operator calls per round", "distinct operators"],
+        [[r["model"], r["input"], r["m"], r["calls"], r["distinct"]] for r in rows],
+    )

@@ -6,6 +6,7 @@ Two views:
 * the number of operator calls per round at two values of m: on a GPU every
   call is (at least) one kernel launch, so this count should not grow with m.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -41,14 +42,14 @@ class ProfileResult:
     strategy: str
     client_chunk: int
     total_s: float
-    top: list[tuple[str, int, float, float]] = field(default_factory=list)   # name, calls, self s, share
+    top: list[tuple[str, int, float, float]] = field(default_factory=list)  # name, calls, self s, share
     op_calls: dict[int, int] = field(default_factory=dict)
 
 
 def _profiled_step(model: str, m: int, s: ProfileSettings):
     data = synthetic_data(MODEL_SHAPES[model], m, 64, 20, device=s.device)
     sim = Simulation(engine_config(model, ALGOS[s.algo], m, s.K, s.B, device=s.device), data=data)
-    sim.step()                                                   # warm-up
+    sim.step()  # warm-up
     sim.restart()
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.device(s.device).type == "cuda" else [])
     with profile(activities=acts) as prof:
@@ -64,7 +65,7 @@ def run(s: ProfileSettings, log: Callable[[str], None] = print) -> list[ProfileR
         events = prof.key_averages()
         total = sum(e.self_cpu_time_total for e in events) / 1e6
         res = ProfileResult(model, s.m, sim.model.strategy, sim.client_chunk, total)
-        for e in sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:s.top]:
+        for e in sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[: s.top]:
             res.top.append((e.key, e.count, e.self_cpu_time_total / 1e6, e.self_cpu_time_total / 1e6 / total))
         for m in s.count_sizes:
             if m == s.m:
@@ -80,11 +81,15 @@ def tables(results: list[ProfileResult]) -> str:
     parts = []
     for r in results:
         rows = [[f"`{name}`", calls, fmt_s(t), f"{100 * share:.1f}%"] for name, calls, t, share in r.top]
-        parts.append(f"**{r.model}**, m = {r.m}, strategy {r.strategy}, client_chunk {r.client_chunk}; "
-                     f"profiled self CPU time {fmt_s(r.total_s)} (profiler overhead included)\n\n"
-                     + markdown_table(["operator", "calls", "self CPU", "share"], rows))
+        parts.append(
+            f"**{r.model}**, m = {r.m}, strategy {r.strategy}, client_chunk {r.client_chunk}; "
+            f"profiled self CPU time {fmt_s(r.total_s)} (profiler overhead included)\n\n"
+            + markdown_table(["operator", "calls", "self CPU", "share"], rows)
+        )
     sizes = sorted({m for r in results for m in r.op_calls})
     rows = [[r.model, r.strategy] + [f"{r.op_calls.get(m, 0):,}" for m in sizes] for r in results]
-    parts.append("aten operator calls per round (each is at least one kernel launch on a GPU):\n\n"
-                 + markdown_table(["model", "strategy"] + [f"m = {m}" for m in sizes], rows))
+    parts.append(
+        "aten operator calls per round (each is at least one kernel launch on a GPU):\n\n"
+        + markdown_table(["model", "strategy"] + [f"m = {m}" for m in sizes], rows)
+    )
     return "\n\n".join(parts)

@@ -4,6 +4,7 @@ table); the figure and the paired verdicts of ``run``; the papers' presets that 
 The engine's CLI (:mod:`dfl_core.cli`) imports nothing of the book; it finds these through the entry point
 ``dfl_core.cli`` that ``pyproject.toml`` declares (:data:`EXTENSION`), once the package is installed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,46 +32,69 @@ EQUIVALENCE_MARGIN = 0.5
 def add_commands(sub) -> None:
     """The ``showcase`` and ``table`` parsers, on the engine CLI's subparsers."""
     showcase = sub.add_parser(
-        "showcase", help="run a chapter's showcase experiment (every arm x seed) into its results file",
+        "showcase",
+        help="run a chapter's showcase experiment (every arm x seed) into its results file",
         description="Run every arm x seed of a showcase experiment (dfl_book.showcase) and write "
-                    "OUT/NAME.json after every finished run; rerunning the command continues an interrupted "
-                    "regeneration (finished runs are kept, unfinished ones resume from their checkpoints).")
+        "OUT/NAME.json after every finished run; rerunning the command continues an interrupted "
+        "regeneration (finished runs are kept, unfinished ones resume from their checkpoints).",
+    )
     showcase.add_argument("name", nargs="?", help="an experiment (omit with --list)")
     showcase.add_argument("--list", action="store_true", help="list the experiments and their arms")
     showcase.add_argument("--profile", default="showcase", help="showcase (default) or fast (a quick check)")
     showcase.add_argument("--jobs", type=int, default=1, help="trainings at once, one process each (default: 1)")
     showcase.add_argument("--seeds", default=None, help="comma-separated seeds (default: the experiment's)")
-    showcase.add_argument("--out", default=None, help="folder of the results file (default: the committed "
-                                                      "dfl_book/showcase/results)")
-    showcase.add_argument("--checkpoints", default=None, metavar="DIR",
-                          help="where unfinished runs checkpoint (default: $DFL_CHECKPOINTS/showcase/NAME)")
+    showcase.add_argument(
+        "--out", default=None, help="folder of the results file (default: the committed dfl_book/showcase/results)"
+    )
+    showcase.add_argument(
+        "--checkpoints",
+        default=None,
+        metavar="DIR",
+        help="where unfinished runs checkpoint (default: $DFL_CHECKPOINTS/showcase/NAME)",
+    )
     showcase.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     table = sub.add_parser(
-        "table", help="rerun a paper's table (a preset) over seeds; write it as CSV and Markdown",
+        "table",
+        help="rerun a paper's table (a preset) over seeds; write it as CSV and Markdown",
         description="Rerun every cell (algorithm x setting) of a paper preset for every seed and write "
-                    "OUT/NAME-PROFILE.csv and .md: mean ± std of the final test accuracy, the paper's number "
-                    "beside it, and the command, seeds, versions and machine. 'fast' is a CPU-sized copy of "
-                    f"the table ({FAST['dataset']}, {FAST['model']}, {FAST['num_clients']} clients, "
-                    f"{FAST['rounds']} rounds; see dfl_book.tables); 'showcase' runs every cell at the book's "
-                    "showcase scale (all of Fashion-MNIST, 2NN, 100 clients, 100 rounds, 600 for centralized FL); "
-                    "'full' is the paper's scale, for a GPU. With 'showcase' and 'full' every run checkpoints, and "
-                    "rerunning the command continues an interrupted table.")
+        "OUT/NAME-PROFILE.csv and .md: mean ± std of the final test accuracy, the paper's number "
+        "beside it, and the command, seeds, versions and machine. 'fast' is a CPU-sized copy of "
+        f"the table ({FAST['dataset']}, {FAST['model']}, {FAST['num_clients']} clients, "
+        f"{FAST['rounds']} rounds; see dfl_book.tables); 'showcase' runs every cell at the book's "
+        "showcase scale (all of Fashion-MNIST, 2NN, 100 clients, 100 rounds, 600 for centralized FL); "
+        "'full' is the paper's scale, for a GPU. With 'showcase' and 'full' every run checkpoints, and "
+        "rerunning the command continues an interrupted table.",
+    )
     table.add_argument("name", help="a preset: " + ", ".join(PRESETS))
     table.add_argument("--profile", default="fast", help="fast, showcase or full (default: %(default)s)")
     table.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default: %(default)s)")
     table.add_argument("--algorithms", default=None, help="only these rows (comma-separated)")
     table.add_argument("--settings", default=None, help="only these columns (comma-separated)")
-    table.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                       help="change a config field of every cell, e.g. --set rounds=5 (repeatable)")
-    table.add_argument("--tag", default=None,
-                       help="append -TAG to the output names, e.g. for a rerun with --set (a code variant)")
+    table.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="change a config field of every cell, e.g. --set rounds=5 (repeatable)",
+    )
+    table.add_argument(
+        "--tag", default=None, help="append -TAG to the output names, e.g. for a rerun with --set (a code variant)"
+    )
     table.add_argument("--out", default="dfl_tables", help="output folder (default: %(default)s)")
-    table.add_argument("--checkpoints", default=None, metavar="DIR",
-                       help="keep each run's checkpoint and the finished runs here, so that rerunning the "
-                            "command continues an interrupted table (default: none for fast; for full "
-                            "$DFL_CHECKPOINTS/tables/NAME)")
-    table.add_argument("--jobs", type=int, default=1,
-                       help="trainings at once, one process each; the numbers do not depend on it (default: 1)")
+    table.add_argument(
+        "--checkpoints",
+        default=None,
+        metavar="DIR",
+        help="keep each run's checkpoint and the finished runs here, so that rerunning the "
+        "command continues an interrupted table (default: none for fast; for full "
+        "$DFL_CHECKPOINTS/tables/NAME)",
+    )
+    table.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="trainings at once, one process each; the numbers do not depend on it (default: 1)",
+    )
     table.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -97,11 +121,19 @@ def _table(parser: argparse.ArgumentParser, args: argparse.Namespace, command: s
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
     try:
-        result = run_table(args.name, args.profile, seeds, algorithms=tuple(parse_names(args.algorithms) or ()),
-                           settings=tuple(parse_names(args.settings) or ()), changes=changes,
-                           progress=not args.no_progress, command=command, checkpoints=args.checkpoints,
-                           jobs=args.jobs)
-    except (ConfigError, CheckpointError, ValueError) as err:   # (data errors say data_dir=, as --set does)
+        result = run_table(
+            args.name,
+            args.profile,
+            seeds,
+            algorithms=tuple(parse_names(args.algorithms) or ()),
+            settings=tuple(parse_names(args.settings) or ()),
+            changes=changes,
+            progress=not args.no_progress,
+            command=command,
+            checkpoints=args.checkpoints,
+            jobs=args.jobs,
+        )
+    except (ConfigError, CheckpointError, ValueError) as err:  # (data errors say data_dir=, as --set does)
         print(f"error: {err}", file=sys.stderr)
         return 2
     except DivergenceError as err:
@@ -121,9 +153,16 @@ def _showcase(parser: argparse.ArgumentParser, args: argparse.Namespace, command
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
     try:
-        path = run_experiment(args.name, args.profile, jobs=args.jobs, out=args.out, checkpoints=args.checkpoints,
-                              seeds=parse_seeds(parser, args.seeds) if args.seeds else None,
-                              progress=not args.no_progress, command=command)
+        path = run_experiment(
+            args.name,
+            args.profile,
+            jobs=args.jobs,
+            out=args.out,
+            checkpoints=args.checkpoints,
+            seeds=parse_seeds(parser, args.seeds) if args.seeds else None,
+            progress=not args.no_progress,
+            command=command,
+        )
     except (ConfigError, CheckpointError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -134,8 +173,9 @@ def _showcase(parser: argparse.ArgumentParser, args: argparse.Namespace, command
     return 0
 
 
-def paired_table(results: dict[str, list[History]], reference: str | None = None,
-                 margin: float = EQUIVALENCE_MARGIN) -> str:
+def paired_table(
+    results: dict[str, list[History]], reference: str | None = None, margin: float = EQUIVALENCE_MARGIN
+) -> str:
     """Each method against ``reference`` (default: dfedavg if it ran, else the first method), seed by seed.
 
     The claim judged is "the method beats the reference" in final test
@@ -148,8 +188,12 @@ def paired_table(results: dict[str, list[History]], reference: str | None = None
     reference = reference or ("dfedavg" if "dfedavg" in results else next(iter(results)))
     ref = {h.config["seed"]: 100 * h.final["test_acc"] for h in results[reference]}
     head = f"{'algorithm':<14} {'Δ test acc vs ' + reference + ' (points)':>34}   verdict"
-    lines = [f"Paired with {reference} seed by seed (claim: the method beats {reference}; 95% t-intervals; "
-             f"EQUIVALENT: within ±{margin:g} points):", head, "-" * len(head)]
+    lines = [
+        f"Paired with {reference} seed by seed (claim: the method beats {reference}; 95% t-intervals; "
+        f"EQUIVALENT: within ±{margin:g} points):",
+        head,
+        "-" * len(head),
+    ]
     for name, hs in results.items():
         if name == reference:
             continue
@@ -165,5 +209,11 @@ def paired_table(results: dict[str, list[History]], reference: str | None = None
 
 
 #: What ``pyproject.toml``'s entry point ``dfl_core.cli: book`` names.
-EXTENSION = CliExtension(commands=("showcase", "table"), add_commands=add_commands, run=run,
-                         plot_comparison=plot_comparison, paired_table=paired_table, presets=PRESETS)
+EXTENSION = CliExtension(
+    commands=("showcase", "table"),
+    add_commands=add_commands,
+    run=run,
+    plot_comparison=plot_comparison,
+    paired_table=paired_table,
+    presets=PRESETS,
+)

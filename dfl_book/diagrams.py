@@ -30,6 +30,7 @@ chapter                   diagram
 90 notation               :func:`round_notation`
 ========================  ==========================================================
 """
+
 from __future__ import annotations
 
 import math
@@ -42,34 +43,88 @@ from matplotlib.path import Path as MplPath
 
 from .plots import COLORS
 
-__all__ = ["CHAPTERS", "CHAPTER_DEPENDENCIES", "BY_CHAPTER", "chapter_map", "fl_vs_dfl_round", "dirichlet_split",
-           "gossip_step", "topology_gallery", "rank_layout", "round_timelines", "quantizer_levels", "public_copies",
-           "membership_inference", "sam_geometry", "mgs_contraction", "flatness_discrepancy",
-           "lambda_ruler", "reproduction_pipeline", "engine_loop", "round_notation"]
+__all__ = [
+    "CHAPTERS",
+    "CHAPTER_DEPENDENCIES",
+    "BY_CHAPTER",
+    "chapter_map",
+    "fl_vs_dfl_round",
+    "dirichlet_split",
+    "gossip_step",
+    "topology_gallery",
+    "rank_layout",
+    "round_timelines",
+    "quantizer_levels",
+    "public_copies",
+    "membership_inference",
+    "sam_geometry",
+    "mgs_contraction",
+    "flatness_discrepancy",
+    "lambda_ruler",
+    "reproduction_pipeline",
+    "engine_loop",
+    "round_notation",
+]
 
 BLUE, ORANGE, GREEN, PINK, YELLOW, SKY, BLACK = COLORS[:7]
 
 #: The chapters (their file numbers, ``book/NN_name.md``), with the short titles the map uses.
-CHAPTERS = {"00": "Preface", "01": "Federated learn-\ning, heterogeneity", "02": "From a server\nto a graph",
-            "03": "One process\nto many", "035": "Judging\na claim", "04": "Decentralized\nFedAvg(M)", "05": "Compression\nof messages",
-            "06": "Privacy: member-\nship inference", "07": "Flat minima:\nSAM, FedSAM", "08": "DFedSAM,\nDFedSAM-MGS",
-            "085": "D-SGD as\nimplicit SAM",
-            "09": "Flatness\ndiscrepancy, FedGF", "10": "What the\ntheory says", "11": "Reproducing\nthe papers",
-            "12": "Tutorial: your\nown algorithm", "90": "Notation\n(appendix)"}
+CHAPTERS = {
+    "00": "Preface",
+    "01": "Federated learn-\ning, heterogeneity",
+    "02": "From a server\nto a graph",
+    "03": "One process\nto many",
+    "035": "Judging\na claim",
+    "04": "Decentralized\nFedAvg(M)",
+    "05": "Compression\nof messages",
+    "06": "Privacy: member-\nship inference",
+    "07": "Flat minima:\nSAM, FedSAM",
+    "08": "DFedSAM,\nDFedSAM-MGS",
+    "085": "D-SGD as\nimplicit SAM",
+    "09": "Flatness\ndiscrepancy, FedGF",
+    "10": "What the\ntheory says",
+    "11": "Reproducing\nthe papers",
+    "12": "Tutorial: your\nown algorithm",
+    "90": "Notation\n(appendix)",
+}
 #: chapter -> the chapters to read first.
-CHAPTER_DEPENDENCIES = {"01": ["00"], "02": ["01"], "03": ["02"], "035": ["01"], "04": ["02", "035"], "05": ["04"], "06": ["04"],
-                        "07": ["01"], "08": ["04", "07"], "09": ["07"], "10": ["02", "08"], "11": ["08", "09", "10"],
-                        "12": ["08"], "085": ["08"]}
+CHAPTER_DEPENDENCIES = {
+    "01": ["00"],
+    "02": ["01"],
+    "03": ["02"],
+    "035": ["01"],
+    "04": ["02", "035"],
+    "05": ["04"],
+    "06": ["04"],
+    "07": ["01"],
+    "08": ["04", "07"],
+    "09": ["07"],
+    "10": ["02", "08"],
+    "11": ["08", "09", "10"],
+    "12": ["08"],
+    "085": ["08"],
+}
 #: chapter -> the diagrams drawn for it (the table above).
-BY_CHAPTER = {"00": ["chapter_map"], "01": ["dirichlet_split", "fl_vs_dfl_round"],
-              "02": ["fl_vs_dfl_round", "gossip_step", "topology_gallery"], "03": ["rank_layout"],
-              "04": ["round_timelines"], "05": ["quantizer_levels", "public_copies"], "06": ["membership_inference"],
-              "07": ["sam_geometry"], "08": ["mgs_contraction"], "09": ["flatness_discrepancy"],
-              "10": ["lambda_ruler"], "11": ["reproduction_pipeline"], "12": ["engine_loop"],
-              "90": ["round_notation"]}
+BY_CHAPTER = {
+    "00": ["chapter_map"],
+    "01": ["dirichlet_split", "fl_vs_dfl_round"],
+    "02": ["fl_vs_dfl_round", "gossip_step", "topology_gallery"],
+    "03": ["rank_layout"],
+    "04": ["round_timelines"],
+    "05": ["quantizer_levels", "public_copies"],
+    "06": ["membership_inference"],
+    "07": ["sam_geometry"],
+    "08": ["mgs_contraction"],
+    "09": ["flatness_discrepancy"],
+    "10": ["lambda_ruler"],
+    "11": ["reproduction_pipeline"],
+    "12": ["engine_loop"],
+    "90": ["round_notation"],
+}
 
 
 # --------------------------------------------------------------------------------------------- helpers
+
 
 def _canvas(figsize, title: str | None = None, xlim=(0, 10), ylim=(0, 5)):
     fig, ax = plt.subplots(figsize=figsize)
@@ -82,24 +137,74 @@ def _canvas(figsize, title: str | None = None, xlim=(0, 10), ylim=(0, 5)):
 
 def _box(ax, xy, text, width=2.0, height=0.9, color=SKY, fontsize=9, gid=None, alpha=0.25):
     x, y = xy
-    patch = FancyBboxPatch((x - width / 2, y - height / 2), width, height, boxstyle="round,pad=0.05,rounding_size=0.15",
-                           facecolor=color, alpha=alpha, edgecolor=color, linewidth=1.5, gid=gid)
+    patch = FancyBboxPatch(
+        (x - width / 2, y - height / 2),
+        width,
+        height,
+        boxstyle="round,pad=0.05,rounding_size=0.15",
+        facecolor=color,
+        alpha=alpha,
+        edgecolor=color,
+        linewidth=1.5,
+        gid=gid,
+    )
     ax.add_patch(patch)
-    ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height, facecolor="none", edgecolor=color,
-                                boxstyle="round,pad=0.05,rounding_size=0.15", linewidth=1.5))
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - width / 2, y - height / 2),
+            width,
+            height,
+            facecolor="none",
+            edgecolor=color,
+            boxstyle="round,pad=0.05,rounding_size=0.15",
+            linewidth=1.5,
+        )
+    )
     ax.text(x, y, text, ha="center", va="center", fontsize=fontsize)
     return patch
 
 
-def _arrow(ax, a, b, color="0.25", text=None, rad=0.0, style="-|>", lw=1.4, gid=None, fontsize=8, shrink=4,
-           linestyle="-", text_offset=(0, 0)):
-    arrow = FancyArrowPatch(a, b, arrowstyle=style, mutation_scale=12, color=color, linewidth=lw, gid=gid,
-                            connectionstyle=f"arc3,rad={rad}", shrinkA=shrink, shrinkB=shrink, linestyle=linestyle)
+def _arrow(
+    ax,
+    a,
+    b,
+    color="0.25",
+    text=None,
+    rad=0.0,
+    style="-|>",
+    lw=1.4,
+    gid=None,
+    fontsize=8,
+    shrink=4,
+    linestyle="-",
+    text_offset=(0, 0),
+):
+    arrow = FancyArrowPatch(
+        a,
+        b,
+        arrowstyle=style,
+        mutation_scale=12,
+        color=color,
+        linewidth=lw,
+        gid=gid,
+        connectionstyle=f"arc3,rad={rad}",
+        shrinkA=shrink,
+        shrinkB=shrink,
+        linestyle=linestyle,
+    )
     ax.add_patch(arrow)
     if text:
         mx, my = (a[0] + b[0]) / 2 + text_offset[0], (a[1] + b[1]) / 2 + text_offset[1]
-        ax.text(mx, my, text, ha="center", va="center", fontsize=fontsize, color=color,
-                bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none", alpha=0.85))
+        ax.text(
+            mx,
+            my,
+            text,
+            ha="center",
+            va="center",
+            fontsize=fontsize,
+            color=color,
+            bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none", alpha=0.85),
+        )
     return arrow
 
 
@@ -112,12 +217,17 @@ def _node(ax, xy, text="", r=0.3, color=BLUE, gid="client", fontsize=9, fill=0.2
 
 def _loop(ax, center, outward, r: float = 0.3, color=ORANGE):
     """A small self-loop arrow on the outer side of a node (a client's local steps)."""
+
     def turn(v, degrees):
         a = math.radians(degrees)
         return np.array([v[0] * math.cos(a) - v[1] * math.sin(a), v[0] * math.sin(a) + v[1] * math.cos(a)])
+
     start, end = center + r * turn(outward, 40), center + r * turn(outward, -40)
-    ax.add_patch(FancyArrowPatch(start, end, connectionstyle="arc3,rad=-1.9", arrowstyle="-|>", mutation_scale=9,
-                                 color=color, linewidth=1.2))
+    ax.add_patch(
+        FancyArrowPatch(
+            start, end, connectionstyle="arc3,rad=-1.9", arrowstyle="-|>", mutation_scale=9, color=color, linewidth=1.2
+        )
+    )
 
 
 def _graph(W: np.ndarray) -> nx.Graph:
@@ -126,6 +236,7 @@ def _graph(W: np.ndarray) -> nx.Graph:
 
 
 # --------------------------------------------------------------------------------------------- 00 preface
+
 
 def chapter_map():
     """Chapter 00 (preface): which chapter to read before which, as a layered map.
@@ -140,10 +251,41 @@ def chapter_map():
     for n in nx.topological_sort(G):
         for s in G.successors(n):
             layer[s] = max(layer[s], layer[n] + 1)
-    rows = {"00": 2.0, "01": 2.0, "02": 3.0, "035": 0.0, "07": 1.0, "03": 4.2, "04": 2.4, "09": 0.0, "05": 4.6, "06": 3.6,
-            "08": 2.0, "10": 3.1, "085": 1.75, "12": 0.4, "11": 2.0}
-    part = {"00": BLUE, "01": BLUE, "02": BLUE, "03": BLUE, "035": BLUE, "04": GREEN, "05": GREEN, "06": GREEN, "07": ORANGE,
-            "08": ORANGE, "085": ORANGE, "09": ORANGE, "10": PINK, "11": PINK, "12": PINK, "90": "0.4"}
+    rows = {
+        "00": 2.0,
+        "01": 2.0,
+        "02": 3.0,
+        "035": 0.0,
+        "07": 1.0,
+        "03": 4.2,
+        "04": 2.4,
+        "09": 0.0,
+        "05": 4.6,
+        "06": 3.6,
+        "08": 2.0,
+        "10": 3.1,
+        "085": 1.75,
+        "12": 0.4,
+        "11": 2.0,
+    }
+    part = {
+        "00": BLUE,
+        "01": BLUE,
+        "02": BLUE,
+        "03": BLUE,
+        "035": BLUE,
+        "04": GREEN,
+        "05": GREEN,
+        "06": GREEN,
+        "07": ORANGE,
+        "08": ORANGE,
+        "085": ORANGE,
+        "09": ORANGE,
+        "10": PINK,
+        "11": PINK,
+        "12": PINK,
+        "90": "0.4",
+    }
     pos = {n: (1.25 + 2.5 * layer[n], 1.2 + 1.1 * rows[n]) for n in G}
     pos["90"] = (1.25, 1.2 + 1.1 * 4.4)
     fig, ax = _canvas((14, 5.4), None, xlim=(0, 17.6), ylim=(0, 6.9))
@@ -152,8 +294,12 @@ def chapter_map():
     for a, b in G.edges:
         (xa, ya), (xb, yb) = pos[a], pos[b]
         _arrow(ax, (xa + 1.1, ya), (xb - 1.1, yb), color="0.35", gid="depends", shrink=2)
-    legend = [("foundations", BLUE), ("decentralized training", GREEN), ("flat minima", ORANGE),
-              ("theory and practice", PINK)]
+    legend = [
+        ("foundations", BLUE),
+        ("decentralized training", GREEN),
+        ("flat minima", ORANGE),
+        ("theory and practice", PINK),
+    ]
     for i, (label, color) in enumerate(legend):
         ax.add_patch(Rectangle((3.0 + 3.3 * i, 0.12), 0.3, 0.3, facecolor=color, alpha=0.4, edgecolor=color))
         ax.text(3.4 + 3.3 * i, 0.27, label, va="center", fontsize=9)
@@ -162,6 +308,7 @@ def chapter_map():
 
 
 # --------------------------------------------------------------------------------------------- 01 / 02
+
 
 def fl_vs_dfl_round(m: int = 6):
     """Chapters 01 and 02: one round of federated learning (a server) beside one round of DFL (a graph).
@@ -187,10 +334,16 @@ def fl_vs_dfl_round(m: int = 6):
         _arrow(left, tuple(p), (0.0, 0.0), color=GREEN, shrink=22, rad=0.18)
         j = (i + 1) % m
         _arrow(right, p, ring[j], color=GREEN, style="<|-|>", shrink=12)
-    left.text(0, -2.95, "1. send $w^t$ (blue)   2. K local steps (orange)   3. average (green)",
-              ha="center", fontsize=9)
-    right.text(0, -2.95, "1. K local steps (orange)   2. average with neighbours: $X \\leftarrow WX$ (green)",
-               ha="center", fontsize=9)
+    left.text(
+        0, -2.95, "1. send $w^t$ (blue)   2. K local steps (orange)   3. average (green)", ha="center", fontsize=9
+    )
+    right.text(
+        0,
+        -2.95,
+        "1. K local steps (orange)   2. average with neighbours: $X \\leftarrow WX$ (green)",
+        ha="center",
+        fontsize=9,
+    )
     fig.tight_layout()
     return fig
 
@@ -209,8 +362,7 @@ def dirichlet_split(alphas=(100.0, 1.0, 0.1), clients: int = 10, classes: int = 
     for ax, alpha in zip(np.atleast_1d(axes), alphas):
         shares = rng.dirichlet(np.full(classes, alpha), size=clients)
         image = ax.imshow(shares, cmap="Blues", vmin=0, vmax=1, aspect="auto")
-        ax.set(xlabel="class", ylabel="client", title=f"α = {alpha:g}",
-               xticks=range(classes), yticks=range(clients))
+        ax.set(xlabel="class", ylabel="client", title=f"α = {alpha:g}", xticks=range(classes), yticks=range(clients))
         ax.tick_params(labelsize=7)
     fig.colorbar(image, ax=axes, label="share of the client's samples")
     return fig
@@ -244,12 +396,25 @@ def gossip_step(m: int = 6, values=(9.0, 0.0, 0.0, 0.0, 0.0, 3.0)):
             ax.text(*(pos[i] * 1.42), f"client {i + 1}", ha="center", va="center", fontsize=8, color="0.35")
     for j in (m - 1, 1):
         _arrow(axes[0], pos[j], pos[0], color=ORANGE, text=f"{W[0, j]:.3g}", shrink=14, rad=0.25)
-    axes[0].add_patch(FancyArrowPatch(pos[0] + (-0.3, -0.25), pos[0] + (0.3, -0.25), connectionstyle="arc3,rad=1.5",
-                                      arrowstyle="-|>", mutation_scale=10, color=ORANGE))
+    axes[0].add_patch(
+        FancyArrowPatch(
+            pos[0] + (-0.3, -0.25),
+            pos[0] + (0.3, -0.25),
+            connectionstyle="arc3,rad=1.5",
+            arrowstyle="-|>",
+            mutation_scale=10,
+            color=ORANGE,
+        )
+    )
     axes[0].text(pos[0][0], pos[0][1] - 0.95, f"keeps {W[0, 0]:.3g}", ha="center", fontsize=8, color=ORANGE)
-    axes[1].text(0, -3.05, f"client 1: {W[0, m - 1]:.3g}·{x[m - 1]:g} + {W[0, 0]:.3g}·{x[0]:g} + "
-                 f"{W[0, 1]:.3g}·{x[1]:g} = {after[0]:g}; every client does the same at once",
-                 ha="center", fontsize=8.5)
+    axes[1].text(
+        0,
+        -3.05,
+        f"client 1: {W[0, m - 1]:.3g}·{x[m - 1]:g} + {W[0, 0]:.3g}·{x[0]:g} + "
+        f"{W[0, 1]:.3g}·{x[1]:g} = {after[0]:g}; every client does the same at once",
+        ha="center",
+        fontsize=8.5,
+    )
     fig.tight_layout()
     return fig
 
@@ -286,29 +451,54 @@ def topology_gallery(names=("ring", "grid", "torus", "exponential", "star", "com
                 pos[0] = (0.0, 0.0)
             wraps = set()
         plain = [e for e in G.edges if tuple(sorted(e)) not in wraps]
-        nx.draw_networkx_edges(G, pos, edgelist=plain, ax=ax, width=0.7, edge_color="0.45", node_size=60,
-                               **({"arrows": True, "arrowsize": 6} if M.directed else {"arrows": False}))
+        nx.draw_networkx_edges(
+            G,
+            pos,
+            edgelist=plain,
+            ax=ax,
+            width=0.7,
+            edge_color="0.45",
+            node_size=60,
+            **({"arrows": True, "arrowsize": 6} if M.directed else {"arrows": False}),
+        )
         for a, b in sorted(wraps):
             (xa, ya), (xb, yb) = pos[a], pos[b]
-            if ya == yb:     # a row closes: out to the left, round above the row, in from the right
+            if ya == yb:  # a row closes: out to the left, round above the row, in from the right
                 verts = [(xa, ya), (xa - 0.9, ya + 0.5), (xb + 0.9, yb + 0.5), (xb, yb)]
-            else:            # a column closes: out at the top, round to the right, in at the bottom
+            else:  # a column closes: out at the top, round to the right, in at the bottom
                 verts = [(xa, ya), (xa + 0.5, ya + 0.9), (xb + 0.5, yb - 0.9), (xb, yb)]
-            ax.add_patch(PathPatch(MplPath(verts, [MplPath.MOVETO] + [MplPath.CURVE4] * 3), facecolor="none",
-                                   edgecolor=ORANGE, linestyle="--", linewidth=0.9, gid="wrap-edge"))
+            ax.add_patch(
+                PathPatch(
+                    MplPath(verts, [MplPath.MOVETO] + [MplPath.CURVE4] * 3),
+                    facecolor="none",
+                    edgecolor=ORANGE,
+                    linestyle="--",
+                    linewidth=0.9,
+                    gid="wrap-edge",
+                )
+            )
         nx.draw_networkx_nodes(G, pos, ax=ax, node_size=60, node_color=BLUE)
         ax.set_title(f"{name}\nλ = {M.lam:.3f}", fontsize=10)
         ax.set_aspect("equal")
         ax.margins(0.18)
         ax.axis("off")
         if wraps:
-            ax.text(0.5, -0.02, "dashed: wrap-around edges", transform=ax.transAxes, ha="center", va="top",
-                    fontsize=8, color=ORANGE)
+            ax.text(
+                0.5,
+                -0.02,
+                "dashed: wrap-around edges",
+                transform=ax.transAxes,
+                ha="center",
+                va="top",
+                fontsize=8,
+                color=ORANGE,
+            )
     fig.tight_layout()
     return fig
 
 
 # --------------------------------------------------------------------------------------------- 03
+
 
 def rank_layout(num_clients: int = 8, ranks: int = 4, topology: str = "ring"):
     """Chapter 03: processes (ranks) holding blocks of clients, and the rows they send each other.
@@ -323,13 +513,27 @@ def rank_layout(num_clients: int = 8, ranks: int = 4, topology: str = "ring"):
     W = make_topology(topology, num_clients).matrix(0).W
     per = num_clients // ranks
     block = {i: i // per for i in range(num_clients)}
-    fig, ax = _canvas((11, 3.6), f"{num_clients} clients on a {topology} over {ranks} processes",
-                      xlim=(-0.3, 3.0 * ranks), ylim=(-1.6, 2.1))
+    fig, ax = _canvas(
+        (11, 3.6),
+        f"{num_clients} clients on a {topology} over {ranks} processes",
+        xlim=(-0.3, 3.0 * ranks),
+        ylim=(-1.6, 2.1),
+    )
     pos = {}
     for r in range(ranks):
         x0 = 3.0 * r + 0.2
-        ax.add_patch(FancyBboxPatch((x0, -0.05), 2.3, 1.4, boxstyle="round,pad=0.05,rounding_size=0.2",
-                                    facecolor=SKY, alpha=0.15, edgecolor=SKY, linewidth=1.5))
+        ax.add_patch(
+            FancyBboxPatch(
+                (x0, -0.05),
+                2.3,
+                1.4,
+                boxstyle="round,pad=0.05,rounding_size=0.2",
+                facecolor=SKY,
+                alpha=0.15,
+                edgecolor=SKY,
+                linewidth=1.5,
+            )
+        )
         ax.text(x0 + 1.15, -0.4, f"rank {r}", ha="center", va="center", fontsize=10)
         clients = [i for i in range(num_clients) if block[i] == r]
         for k, i in enumerate(clients):
@@ -344,14 +548,19 @@ def rank_layout(num_clients: int = 8, ranks: int = 4, topology: str = "ring"):
             else:
                 around = abs(block[i] - block[j]) > 1
                 a, b = (pos[j], pos[i]) if around else (pos[i], pos[j])
-                _arrow(ax, a, b, color=ORANGE, style="<|-|>", rad=0.22 if around else 0.0,
-                       gid="message", shrink=13)
-    ax.text(1.5 * ranks - 0.15, -1.2, "grey: averaging inside one process (no message)    "
-            "orange: a model row sent to another process", ha="center", fontsize=9)
+                _arrow(ax, a, b, color=ORANGE, style="<|-|>", rad=0.22 if around else 0.0, gid="message", shrink=13)
+    ax.text(
+        1.5 * ranks - 0.15,
+        -1.2,
+        "grey: averaging inside one process (no message)    orange: a model row sent to another process",
+        ha="center",
+        fontsize=9,
+    )
     return fig
 
 
 # --------------------------------------------------------------------------------------------- 04
+
 
 def round_timelines(K: int = 4, Q: int = 3):
     """Chapter 04 (also 08): what one round does, in order, for D-PSGD, DFedAvg(M) and DFedSAM-MGS.
@@ -361,19 +570,33 @@ def round_timelines(K: int = 4, Q: int = 3):
     DFedSAM takes K SAM steps (two gradients each: ascend, then descend) and
     DFedSAM-MGS then gossips Q times.
     """
-    rows = [("D-PSGD", ["sgd", "gossip"] * 2),
-            ("DFedAvg / DFedAvgM", ["sgd"] * K + ["gossip"]),
-            (f"DFedSAM-MGS (Q = {Q})", ["sam"] * K + ["gossip"] * Q)]
+    rows = [
+        ("D-PSGD", ["sgd", "gossip"] * 2),
+        ("DFedAvg / DFedAvgM", ["sgd"] * K + ["gossip"]),
+        (f"DFedSAM-MGS (Q = {Q})", ["sam"] * K + ["gossip"] * Q),
+    ]
     colors = {"sgd": BLUE, "sam": ORANGE, "gossip": GREEN}
-    labels = {"sgd": "local SGD / heavy-ball step", "sam": "local SAM step (2 gradients)",
-              "gossip": "gossip step $X \\leftarrow WX$ (one message per edge)"}
+    labels = {
+        "sgd": "local SGD / heavy-ball step",
+        "sam": "local SAM step (2 gradients)",
+        "gossip": "gossip step $X \\leftarrow WX$ (one message per edge)",
+    }
     fig, ax = plt.subplots(figsize=(10, 2.9))
     for y, (name, steps) in enumerate(reversed(rows)):
         x = 0.0
         for kind in steps:
             width = 1.0 if kind != "sam" else 1.6
-            ax.add_patch(FancyBboxPatch((x + 0.05, y - 0.3), width - 0.1, 0.6, boxstyle="round,pad=0.02",
-                                        facecolor=colors[kind], alpha=0.75, edgecolor="none"))
+            ax.add_patch(
+                FancyBboxPatch(
+                    (x + 0.05, y - 0.3),
+                    width - 0.1,
+                    0.6,
+                    boxstyle="round,pad=0.02",
+                    facecolor=colors[kind],
+                    alpha=0.75,
+                    edgecolor="none",
+                )
+            )
             x += width
         ax.text(-0.2, y, name, ha="right", va="center", fontsize=10)
     handles = [Rectangle((0, 0), 1, 1, facecolor=colors[k], alpha=0.75, label=labels[k]) for k in colors]
@@ -389,6 +612,7 @@ def round_timelines(K: int = 4, Q: int = 3):
 
 
 # --------------------------------------------------------------------------------------------- 05 / 06
+
 
 def quantizer_levels(bits: int = 2, value: float = 0.7, step: float = 1.0):
     """Chapter 05: a b-bit quantizer's levels, and where one value goes under each rounding.
@@ -412,17 +636,50 @@ def quantizer_levels(bits: int = 2, value: float = 0.7, step: float = 1.0):
         ax.plot(levels, np.full_like(levels, y), "|", color=BLACK, markersize=14, gid="level")
         ax.plot([value], [y], "o", color=PINK, markersize=7, zorder=4)
         ax.text(levels[0] - 0.6 * step, y, name, ha="right", va="center", fontsize=10)
-    _arrow(ax, (value, 2.0), (nearest, 2.0), color=BLUE, rad=0.7 if nearest > value else -0.7, shrink=2,
-           text=f"to the nearer level: error {abs(nearest - value):.2g} ≤ s/2", text_offset=(0, 0.32))
-    _arrow(ax, (value, 1.0), (low, 1.0), color=ORANGE, rad=0.5, shrink=2,
-           text=f"always down: error {value - low:.2g}, biased", text_offset=(0, 0.36))
-    _arrow(ax, (value, 0.0), (high, 0.0), color=GREEN, rad=0.7, shrink=2,
-           text=f"up with p = {frac:.2g}", text_offset=(0, -0.3))
-    _arrow(ax, (value, 0.0), (low, 0.0), color=GREEN, rad=0.5, shrink=2,
-           text=f"down with p = {1 - frac:.2g}: unbiased", text_offset=(0, 0.36))
+    _arrow(
+        ax,
+        (value, 2.0),
+        (nearest, 2.0),
+        color=BLUE,
+        rad=0.7 if nearest > value else -0.7,
+        shrink=2,
+        text=f"to the nearer level: error {abs(nearest - value):.2g} ≤ s/2",
+        text_offset=(0, 0.32),
+    )
+    _arrow(
+        ax,
+        (value, 1.0),
+        (low, 1.0),
+        color=ORANGE,
+        rad=0.5,
+        shrink=2,
+        text=f"always down: error {value - low:.2g}, biased",
+        text_offset=(0, 0.36),
+    )
+    _arrow(
+        ax,
+        (value, 0.0),
+        (high, 0.0),
+        color=GREEN,
+        rad=0.7,
+        shrink=2,
+        text=f"up with p = {frac:.2g}",
+        text_offset=(0, -0.3),
+    )
+    _arrow(
+        ax,
+        (value, 0.0),
+        (low, 0.0),
+        color=GREEN,
+        rad=0.5,
+        shrink=2,
+        text=f"down with p = {1 - frac:.2g}: unbiased",
+        text_offset=(0, 0.36),
+    )
     ax.set_xticks(levels, [f"{lv:g}" for lv in levels])
-    ax.set_xlabel(f"level k·s, s = {step:g} ({bits} bits: {2 ** bits} levels from −{L}s to {L - 1}s);"
-                  f"  the dot is v = {value:g}")
+    ax.set_xlabel(
+        f"level k·s, s = {step:g} ({bits} bits: {2**bits} levels from −{L}s to {L - 1}s);  the dot is v = {value:g}"
+    )
     ax.set(ylim=(-0.7, 2.6), yticks=[], xlim=(levels[0] - 2.0 * step, levels[-1] + 0.6 * step))
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
@@ -440,22 +697,46 @@ def public_copies(bits: int = 8):
     """
     fig, ax = plt.subplots(figsize=(10, 3.6))
     centres = {"j": 1.6, "i": 5.0, "l": 8.4}
-    holds = {"j": ["x_j", "\\hat x_j", "\\hat x_i"], "i": ["x_i", "\\hat x_i", "\\hat x_j,\\ \\hat x_l"],
-             "l": ["x_l", "\\hat x_l", "\\hat x_i"]}
+    holds = {
+        "j": ["x_j", "\\hat x_j", "\\hat x_i"],
+        "i": ["x_i", "\\hat x_i", "\\hat x_j,\\ \\hat x_l"],
+        "l": ["x_l", "\\hat x_l", "\\hat x_i"],
+    }
     for name, x in centres.items():
         own, public, copies = holds[name]
-        _box(ax, (x, 1.1), f"client {name}\nmodel ${own}$ (private)\nown copy ${public}$\nneighbours' ${copies}$",
-             width=2.5, height=1.5, color=BLUE if name == "i" else SKY, gid="client")
+        _box(
+            ax,
+            (x, 1.1),
+            f"client {name}\nmodel ${own}$ (private)\nown copy ${public}$\nneighbours' ${copies}$",
+            width=2.5,
+            height=1.5,
+            color=BLUE if name == "i" else SKY,
+            gid="client",
+        )
     for a, b in (("j", "i"), ("i", "l")):
         xa, xb = centres[a] + 1.3, centres[b] - 1.3
-        _arrow(ax, (xa, 1.45), (xb, 1.45), color=ORANGE, gid="message", text=f"$q_{a}$", rad=-0.25,
-               text_offset=(0, 0.45))
-        _arrow(ax, (xb, 0.75), (xa, 0.75), color=ORANGE, gid="message", text=f"$q_{b}$", rad=-0.25,
-               text_offset=(0, -0.45))
-    ax.text(5.0, 2.75, f"each gossip step, each client sends $q = \\mathcal{{Q}}(x - \\hat x)$: {bits}-bit "
-            f"integers and one 32-bit step (d·{bits} + 32 bits)", ha="center", fontsize=10)
-    ax.text(5.0, -0.45, "everyone who holds $\\hat x_j$ adds $q_j$ to it;  then "
-            "$x_i \\leftarrow x_i + \\gamma\\sum_j w_{ij}(\\hat x_j - \\hat x_i)$", ha="center", fontsize=10)
+        _arrow(
+            ax, (xa, 1.45), (xb, 1.45), color=ORANGE, gid="message", text=f"$q_{a}$", rad=-0.25, text_offset=(0, 0.45)
+        )
+        _arrow(
+            ax, (xb, 0.75), (xa, 0.75), color=ORANGE, gid="message", text=f"$q_{b}$", rad=-0.25, text_offset=(0, -0.45)
+        )
+    ax.text(
+        5.0,
+        2.75,
+        f"each gossip step, each client sends $q = \\mathcal{{Q}}(x - \\hat x)$: {bits}-bit "
+        f"integers and one 32-bit step (d·{bits} + 32 bits)",
+        ha="center",
+        fontsize=10,
+    )
+    ax.text(
+        5.0,
+        -0.45,
+        "everyone who holds $\\hat x_j$ adds $q_j$ to it;  then "
+        "$x_i \\leftarrow x_i + \\gamma\\sum_j w_{ij}(\\hat x_j - \\hat x_i)$",
+        ha="center",
+        fontsize=10,
+    )
     ax.set(xlim=(0, 10), ylim=(-0.8, 3.1))
     ax.axis("off")
     fig.tight_layout()
@@ -475,6 +756,7 @@ def membership_inference(gap: float = 1.2):
 
     def density(mean, sd):
         return np.exp(-0.5 * ((loss - mean) / sd) ** 2) / (sd * math.sqrt(2 * math.pi))
+
     members, others = density(1.5, 0.6), density(1.5 + gap, 0.8)
     threshold = 1.5 + gap / 2
     fig, ax = plt.subplots(figsize=(8, 3.4))
@@ -484,7 +766,7 @@ def membership_inference(gap: float = 1.2):
     ax.fill_between(loss, 0, others, where=loss <= threshold, color=ORANGE, alpha=0.2)
     ax.axvline(threshold, color=BLACK, linewidth=1)
     top = 1.3 * max(members.max(), others.max())
-    ax.text(threshold - 0.08, 0.93 * top, "← called \"member\"", ha="right", va="top", fontsize=9)
+    ax.text(threshold - 0.08, 0.93 * top, '← called "member"', ha="right", va="top", fontsize=9)
     ax.set(xlabel="the model's loss on a point (cross-entropy)", ylabel="density (schematic)", ylim=(0, top))
     ax.legend(loc="upper right", fontsize=9, frameon=False)
     fig.tight_layout()
@@ -492,6 +774,7 @@ def membership_inference(gap: float = 1.2):
 
 
 # --------------------------------------------------------------------------------------------- 07
+
 
 def sam_geometry(rho: float = 0.3, lr: float = 0.2, w=(0.15, 1.0)):
     """Chapter 07: one SAM step on a 2-D loss, next to one SGD step from the same point.
@@ -508,7 +791,7 @@ def sam_geometry(rho: float = 0.3, lr: float = 0.2, w=(0.15, 1.0)):
     grad_sam = A @ (w + delta)
     sgd, sam = w - lr * grad, w - lr * grad_sam
     u, v = np.meshgrid(np.linspace(-1.0, 1.4, 200), np.linspace(-0.2, 1.9, 200))
-    loss = 0.5 * (A[0, 0] * u ** 2 + 2 * A[0, 1] * u * v + A[1, 1] * v ** 2)
+    loss = 0.5 * (A[0, 0] * u**2 + 2 * A[0, 1] * u * v + A[1, 1] * v**2)
     fig, ax = plt.subplots(figsize=(6.6, 5.8))
     contours = ax.contour(u, v, loss, levels=[0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2], colors="0.55", linewidths=0.8)
     ax.clabel(contours, fontsize=6, fmt="%.2g")
@@ -522,20 +805,27 @@ def sam_geometry(rho: float = 0.3, lr: float = 0.2, w=(0.15, 1.0)):
     _arrow(ax, w, sam, color=BLUE, shrink=0, lw=2.2)
     _arrow(ax, w, sgd, color=ORANGE, shrink=0, lw=2.2, linestyle="--")
     ax.plot(0, 0, "*", color=BLACK, markersize=10)
-    handles = [plt.Line2D([], [], color=PINK, label="ascent δ = ρ∇F(w)/‖∇F(w)‖"),
-               plt.Line2D([], [], color=PINK, linestyle=":", label="−η∇F(w+δ), the gradient taken at w+δ"),
-               plt.Line2D([], [], color=BLUE, linewidth=2.2, label="SAM step: w − η∇F(w+δ)"),
-               plt.Line2D([], [], color=ORANGE, linewidth=2.2, linestyle="--", label="SGD step: w − η∇F(w)"),
-               plt.Line2D([], [], color="0.4", linestyle="--", label=f"the ρ-ball, ρ = {rho:g}")]
+    handles = [
+        plt.Line2D([], [], color=PINK, label="ascent δ = ρ∇F(w)/‖∇F(w)‖"),
+        plt.Line2D([], [], color=PINK, linestyle=":", label="−η∇F(w+δ), the gradient taken at w+δ"),
+        plt.Line2D([], [], color=BLUE, linewidth=2.2, label="SAM step: w − η∇F(w+δ)"),
+        plt.Line2D([], [], color=ORANGE, linewidth=2.2, linestyle="--", label="SGD step: w − η∇F(w)"),
+        plt.Line2D([], [], color="0.4", linestyle="--", label=f"the ρ-ball, ρ = {rho:g}"),
+    ]
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=8.5, frameon=False, ncol=2)
-    ax.set(xlabel="weight $w_1$", ylabel="weight $w_2$", aspect="equal",
-           title="one SAM step and one SGD step on $F(w) = \\frac{1}{2} w^\\top A w$\n"
-                 "(contours of L; ★ its minimum; the sharp direction is $w_1$)")
+    ax.set(
+        xlabel="weight $w_1$",
+        ylabel="weight $w_2$",
+        aspect="equal",
+        title="one SAM step and one SGD step on $F(w) = \\frac{1}{2} w^\\top A w$\n"
+        "(contours of L; ★ its minimum; the sharp direction is $w_1$)",
+    )
     fig.tight_layout()
     return fig
 
 
 # --------------------------------------------------------------------------------------------- 08
+
 
 def mgs_contraction(m: int = 8, Q: int = 4, seed: int = 0, topology: str = "ring"):
     """Chapter 08: Q gossip steps contract the clients' spread more than one (DFedSAM-MGS vs DFedSAM).
@@ -552,21 +842,43 @@ def mgs_contraction(m: int = 8, Q: int = 4, seed: int = 0, topology: str = "ring
     steps = [x]
     for _ in range(Q):
         steps.append(W @ steps[-1])
-    X = np.array(steps)                    # (Q + 1, m)
+    X = np.array(steps)  # (Q + 1, m)
     q = np.arange(Q + 1)
     fig, ax = plt.subplots(figsize=(7.5, 3.9))
     ax.fill_between(q, X.min(1), X.max(1), color=SKY, alpha=0.25, label="spread: min to max over clients")
     for i in range(m):
-        ax.plot(q, X[:, i], color=BLUE, marker="o", markersize=4, linewidth=1, alpha=0.8, gid="client",
-                label="one client's model" if i == 0 else None)
+        ax.plot(
+            q,
+            X[:, i],
+            color=BLUE,
+            marker="o",
+            markersize=4,
+            linewidth=1,
+            alpha=0.8,
+            gid="client",
+            label="one client's model" if i == 0 else None,
+        )
     ax.axhline(x.mean(), color=BLACK, linestyle="--", linewidth=1, label="average (kept by every step)")
-    for stop, name, color, side in ((1, "DFedSAM: Q = 1", ORANGE, "left"),
-                                    (Q, f"DFedSAM-MGS: Q = {Q}", GREEN, "right")):
+    for stop, name, color, side in (
+        (1, "DFedSAM: Q = 1", ORANGE, "left"),
+        (Q, f"DFedSAM-MGS: Q = {Q}", GREEN, "right"),
+    ):
         ax.axvline(stop, color=color, linewidth=2, alpha=0.8)
-        ax.text(stop + (0.06 if side == "left" else -0.06), X.max() * 1.02,
-                f"{name}\nspread {np.ptp(X[stop]):.2f}", color=color, fontsize=9, va="bottom", ha=side)
-    ax.set(xlabel="gossip step q within one round", ylabel="a client's model (one coordinate)",
-           xticks=q, ylim=(X.min() * 1.15, X.max() * 1.55))
+        ax.text(
+            stop + (0.06 if side == "left" else -0.06),
+            X.max() * 1.02,
+            f"{name}\nspread {np.ptp(X[stop]):.2f}",
+            color=color,
+            fontsize=9,
+            va="bottom",
+            ha=side,
+        )
+    ax.set(
+        xlabel="gossip step q within one round",
+        ylabel="a client's model (one coordinate)",
+        xticks=q,
+        ylim=(X.min() * 1.15, X.max() * 1.55),
+    )
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, fontsize=8, frameon=False)
     ax.set_title(f"{topology}, m = {m}: spread {np.ptp(X[0]):.2f} at the start of gossip", fontsize=10)
     fig.tight_layout()
@@ -574,6 +886,7 @@ def mgs_contraction(m: int = 8, Q: int = 4, seed: int = 0, topology: str = "ring
 
 
 # --------------------------------------------------------------------------------------------- 09
+
 
 def flatness_discrepancy(rho: float = 0.35):
     """Chapter 09: every client's minimum is flat, yet the global minimum is sharp.
@@ -589,30 +902,44 @@ def flatness_discrepancy(rho: float = 0.35):
 
     def client(w, sign):
         return 0.1 * (w + sign) ** 2 + 4.0 * np.maximum(sign * w, 0) ** 2
+
     f1, f2 = client(w, 1.0), client(w, -1.0)
     f = (f1 + f2) / 2
     fig, ax = plt.subplots(figsize=(8.5, 4.0))
     ax.plot(w, f1, color=BLUE, label="client 1's loss $F_1$", linewidth=1.8)
     ax.plot(w, f2, color=ORANGE, linestyle="--", label="client 2's loss $F_2$", linewidth=1.8)
     ax.plot(w, f, color=BLACK, linewidth=2.4, label="global loss $F = (F_1 + F_2)/2$")
-    for center, curve, color, name, offset in ((-1.0, f1, BLUE, "flat", (0, 12)), (1.0, f2, ORANGE, "flat", (0, 12)),
-                                               (0.0, f, BLACK, "sharp", (95, 10))):
+    for center, curve, color, name, offset in (
+        (-1.0, f1, BLUE, "flat", (0, 12)),
+        (1.0, f2, ORANGE, "flat", (0, 12)),
+        (0.0, f, BLACK, "sharp", (95, 10)),
+    ):
         inside = np.abs(w - center) <= rho
         low, high = curve[inside].min(), curve[inside].max()
-        ax.add_patch(Rectangle((center - rho, low), 2 * rho, high - low, facecolor=color, alpha=0.18,
-                               edgecolor=color))
-        ax.annotate(f"{name}: rises {high - low:.2f}\nwithin ±ρ", (center + (rho if offset[0] else 0), high),
-                    xytext=offset,
-                    textcoords="offset points", ha="center", fontsize=8.5, color=color,
-                    arrowprops=dict(arrowstyle="-", color=color, linewidth=0.8) if offset[0] else None)
-    ax.set(xlabel="model parameter $w$", ylabel="loss", ylim=(0, 1.6),
-           title=f"local minima flat, global minimum sharp (ρ = {rho:g})")
+        ax.add_patch(Rectangle((center - rho, low), 2 * rho, high - low, facecolor=color, alpha=0.18, edgecolor=color))
+        ax.annotate(
+            f"{name}: rises {high - low:.2f}\nwithin ±ρ",
+            (center + (rho if offset[0] else 0), high),
+            xytext=offset,
+            textcoords="offset points",
+            ha="center",
+            fontsize=8.5,
+            color=color,
+            arrowprops=dict(arrowstyle="-", color=color, linewidth=0.8) if offset[0] else None,
+        )
+    ax.set(
+        xlabel="model parameter $w$",
+        ylabel="loss",
+        ylim=(0, 1.6),
+        title=f"local minima flat, global minimum sharp (ρ = {rho:g})",
+    )
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=3, fontsize=9, frameon=False)
     fig.tight_layout()
     return fig
 
 
 # --------------------------------------------------------------------------------------------- 10
+
 
 def lambda_ruler(m: int = 16, names=("complete", "exponential-mh", "torus", "grid", "ring", "star")):
     """Chapter 10: where the engine's graphs sit on the scale of λ, and what 1 − λ means.
@@ -631,7 +958,7 @@ def lambda_ruler(m: int = 16, names=("complete", "exponential-mh", "torus", "gri
         ax.text(t, -0.16, f"{t:.1f}", ha="center", va="top", fontsize=8)
     label_x = -1.0
     for i, (name, lam) in enumerate(sorted(lams.items(), key=lambda kv: kv[1])):
-        label_x = max(lam, label_x + 0.12)          # keep close labels apart
+        label_x = max(lam, label_x + 0.12)  # keep close labels apart
         height = 0.4 + 0.35 * (i % 2)
         color = COLORS[i % len(COLORS)]
         ax.plot([lam, lam, label_x], [0, 0.22, height], color=color, linewidth=1.2)
@@ -651,6 +978,7 @@ def lambda_ruler(m: int = 16, names=("complete", "exponential-mh", "torus", "gri
 
 # --------------------------------------------------------------------------------------------- 11
 
+
 def reproduction_pipeline():
     """Chapter 11: how a paper's table becomes a verdict in this book.
 
@@ -661,23 +989,44 @@ def reproduction_pipeline():
     numbers before anything is run.
     """
     fig, ax = _canvas((12, 3.6), None, xlim=(0, 12.4), ylim=(0, 3.6))
-    steps = [("paper's table\n(a claim: A beats B)", BLUE), ("preset\n(dfl_book.presets)", SKY),
-             ("runs over seeds\n(fast or full profile)", GREEN), ("mean ± CI\nper method", YELLOW),
-             ("paired difference\nA − B per seed", ORANGE), ("verdict: reproduces,\ndoes not, can't tell", PINK)]
+    steps = [
+        ("paper's table\n(a claim: A beats B)", BLUE),
+        ("preset\n(dfl_book.presets)", SKY),
+        ("runs over seeds\n(fast or full profile)", GREEN),
+        ("mean ± CI\nper method", YELLOW),
+        ("paired difference\nA − B per seed", ORANGE),
+        ("verdict: reproduces,\ndoes not, can't tell", PINK),
+    ]
     xs = np.linspace(1.05, 11.35, len(steps))
     for x, (text, color) in zip(xs, steps):
         _box(ax, (x, 2.1), text, width=1.85, height=1.1, color=color, fontsize=8.5)
     for a, b in zip(xs[:-1], xs[1:]):
         _arrow(ax, (a + 0.93, 2.1), (b - 0.93, 2.1), shrink=1)
-    _box(ax, (xs[0], 0.55), "claims checker:\nthe paper's own numbers", width=1.95, height=0.85, color=BLACK,
-         fontsize=8, alpha=0.08)
+    _box(
+        ax,
+        (xs[0], 0.55),
+        "claims checker:\nthe paper's own numbers",
+        width=1.95,
+        height=0.85,
+        color=BLACK,
+        fontsize=8,
+        alpha=0.08,
+    )
     _arrow(ax, (xs[0], 0.98), (xs[0], 1.55), shrink=1)
-    _arrow(ax, (xs[0] + 0.98, 0.55), (xs[-1], 1.55), rad=0.08, linestyle="--", text="a misprint is a verdict too",
-           color="0.4")
+    _arrow(
+        ax,
+        (xs[0] + 0.98, 0.55),
+        (xs[-1], 1.55),
+        rad=0.08,
+        linestyle="--",
+        text="a misprint is a verdict too",
+        color="0.4",
+    )
     return fig
 
 
 # --------------------------------------------------------------------------------------------- 12
+
 
 def engine_loop():
     """Chapter 12: the engine's loop, and the two places a new algorithm plugs in.
@@ -691,25 +1040,48 @@ def engine_loop():
     """
     fig, ax = _canvas((11, 4.6), None, xlim=(0, 11), ylim=(0, 4.6))
     _box(ax, (1.3, 2.3), "data:\neach client's split\n(P.data / DataCache)", width=2.2, height=1.2, color=SKY)
-    ax.add_patch(FancyBboxPatch((3.1, 1.1), 5.0, 2.75, boxstyle="round,pad=0.05,rounding_size=0.25",
-                                facecolor="none", edgecolor=PINK, linewidth=2, linestyle="--"))
+    ax.add_patch(
+        FancyBboxPatch(
+            (3.1, 1.1),
+            5.0,
+            2.75,
+            boxstyle="round,pad=0.05,rounding_size=0.25",
+            facecolor="none",
+            edgecolor=PINK,
+            linewidth=2,
+            linestyle="--",
+        )
+    )
     ax.text(5.6, 3.6, "your algorithm: round(x, r) -> x", ha="center", fontsize=10, color=PINK)
-    _box(ax, (4.4, 2.3), "r.local_train(x)\nK steps of the local rule\n(SGD, momentum, SAM, …)",
-         width=2.3, height=1.2, color=ORANGE)
+    _box(
+        ax,
+        (4.4, 2.3),
+        "r.local_train(x)\nK steps of the local rule\n(SGD, momentum, SAM, …)",
+        width=2.3,
+        height=1.2,
+        color=ORANGE,
+    )
     _box(ax, (6.85, 2.3), "r.gossip(x)\n$X \\leftarrow W^Q X$", width=1.9, height=1.2, color=GREEN)
-    _box(ax, (9.6, 2.3), "evaluate every\neval_every rounds:\naccuracy, consensus", width=2.2, height=1.2,
-         color=YELLOW)
+    _box(ax, (9.6, 2.3), "evaluate every\neval_every rounds:\naccuracy, consensus", width=2.2, height=1.2, color=YELLOW)
     _arrow(ax, (2.4, 2.3), (3.25, 2.3), shrink=1)
     _arrow(ax, (5.55, 2.3), (5.9, 2.3), shrink=1)
     _arrow(ax, (7.8, 2.3), (8.5, 2.3), shrink=1)
-    _arrow(ax, (9.6, 1.7), (4.4, 1.7), rad=-0.35, shrink=1, text="next round t + 1", color="0.35",
-           text_offset=(0, -1.05))
-    ax.text(5.6, 0.2, "x: the clients' parameters, an (m, d) tensor (row i is client i's model)", ha="center",
-            fontsize=9, color="0.3")
+    _arrow(
+        ax, (9.6, 1.7), (4.4, 1.7), rad=-0.35, shrink=1, text="next round t + 1", color="0.35", text_offset=(0, -1.05)
+    )
+    ax.text(
+        5.6,
+        0.2,
+        "x: the clients' parameters, an (m, d) tensor (row i is client i's model)",
+        ha="center",
+        fontsize=9,
+        color="0.3",
+    )
     return fig
 
 
 # --------------------------------------------------------------------------------------------- 90
+
 
 def round_notation(K: int = 3, Q: int = 2):
     """Chapter 90 (notation): the symbols of one round of DFedSAM-MGS, on the round itself.
@@ -719,23 +1091,41 @@ def round_notation(K: int = 3, Q: int = 2):
     z^{t,0}(i) = y^{t,K}(i) Q times with W, and ends at x^{t+1}(i) = z^{t,Q}(i).
     """
     fig, ax = _canvas((12, 3.4), None, xlim=(-1.2, 2.4 * (K + Q) + 1.2), ylim=(-0.9, 2.5))
-    labels = (["$x^t(i)$\n$= y^{t,0}(i)$"] + [f"$y^{{t,{k}}}(i)$" for k in range(1, K)]
-              + ["$y^{t,K}(i)$\n$= z^{t,0}(i)$"] + [f"$z^{{t,{q}}}(i)$" for q in range(1, Q)]
-              + ["$z^{t,Q}(i)$\n$= x^{t+1}(i)$"])
+    labels = (
+        ["$x^t(i)$\n$= y^{t,0}(i)$"]
+        + [f"$y^{{t,{k}}}(i)$" for k in range(1, K)]
+        + ["$y^{t,K}(i)$\n$= z^{t,0}(i)$"]
+        + [f"$z^{{t,{q}}}(i)$" for q in range(1, Q)]
+        + ["$z^{t,Q}(i)$\n$= x^{t+1}(i)$"]
+    )
     xs = np.arange(len(labels)) * 2.4
     for i, (x, text) in enumerate(zip(xs, labels)):
         ax.plot(x, 1.0, "o", color=BLUE if i <= K else GREEN, markersize=9)
         ax.text(x, 1.25, text, ha="center", va="bottom", fontsize=10)
     for i, (a, b) in enumerate(zip(xs[:-1], xs[1:])):
         local = i < K
-        _arrow(ax, (a, 1.0), (b, 1.0), color=ORANGE if local else GREEN, shrink=6,
-               text="SAM step (η, ρ)" if local else "gossip with W", text_offset=(0, -0.35))
+        _arrow(
+            ax,
+            (a, 1.0),
+            (b, 1.0),
+            color=ORANGE if local else GREEN,
+            shrink=6,
+            text="SAM step (η, ρ)" if local else "gossip with W",
+            text_offset=(0, -0.35),
+        )
     ax.annotate("", xy=(xs[K], -0.35), xytext=(xs[0], -0.35), arrowprops=dict(arrowstyle="<->", color=ORANGE))
-    ax.text((xs[0] + xs[K]) / 2, -0.65, f"K local steps, k = 0 … K−1 (K = {K} here)", ha="center", fontsize=9,
-            color=ORANGE)
+    ax.text(
+        (xs[0] + xs[K]) / 2, -0.65, f"K local steps, k = 0 … K−1 (K = {K} here)", ha="center", fontsize=9, color=ORANGE
+    )
     ax.annotate("", xy=(xs[-1], -0.35), xytext=(xs[K], -0.35), arrowprops=dict(arrowstyle="<->", color=GREEN))
-    ax.text((xs[K] + xs[-1]) / 2, -0.65, f"Q gossip steps, q = 0 … Q−1 (Q = {Q} here)", ha="center", fontsize=9,
-            color=GREEN)
-    ax.text(xs[-1] / 2, 2.3, "round t of client i (DFedSAM-MGS; Q = 1 is DFedSAM, ρ = 0 is DFedAvg)",
-            ha="center", fontsize=10)
+    ax.text(
+        (xs[K] + xs[-1]) / 2, -0.65, f"Q gossip steps, q = 0 … Q−1 (Q = {Q} here)", ha="center", fontsize=9, color=GREEN
+    )
+    ax.text(
+        xs[-1] / 2,
+        2.3,
+        "round t of client i (DFedSAM-MGS; Q = 1 is DFedSAM, ρ = 0 is DFedAvg)",
+        ha="center",
+        fontsize=10,
+    )
     return fig

@@ -10,6 +10,7 @@ is written by :func:`to_html`, which knows the small part of Markdown the book's
 their column alignment, bullet lists, paragraphs, ``**bold**``, ``*italic*``, ```code``` and ``[links](url)``.
 Math in an output belongs in a ``text/latex`` output (IPython's ``Math``), which both render.
 """
+
 from __future__ import annotations
 
 import html
@@ -18,10 +19,12 @@ import re
 __all__ = ["Markdown", "to_html"]
 
 _ALIGN = {(True, True): "center", (False, True): "right", (True, False): "left"}
-_INLINE = [(re.compile(r"`([^`]+)`"), r"<code>\1</code>"),
-           (re.compile(r"\*\*(.+?)\*\*"), r"<strong>\1</strong>"),
-           (re.compile(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])"), r"<em>\1</em>"),
-           (re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)"), r'<a href="\2">\1</a>')]
+_INLINE = [
+    (re.compile(r"`([^`]+)`"), r"<code>\1</code>"),
+    (re.compile(r"\*\*(.+?)\*\*"), r"<strong>\1</strong>"),
+    (re.compile(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])"), r"<em>\1</em>"),
+    (re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)"), r'<a href="\2">\1</a>'),
+]
 
 
 def _inline(text: str) -> str:
@@ -45,8 +48,14 @@ def _table(lines: list[str]) -> str:
 
     def row(cells, tag):
         return "<tr>" + "".join(f"<{tag}{style}>{_inline(c)}</{tag}>" for c, style in zip(cells, styles)) + "</tr>"
-    return ("<table>\n<thead>" + row(header, "th") + "</thead>\n<tbody>\n"
-            + "\n".join(row(r, "td") for r in rows) + "\n</tbody>\n</table>")
+
+    return (
+        "<table>\n<thead>"
+        + row(header, "th")
+        + "</thead>\n<tbody>\n"
+        + "\n".join(row(r, "td") for r in rows)
+        + "\n</tbody>\n</table>"
+    )
 
 
 def _bullets(lines: list[str]) -> str:
@@ -54,7 +63,7 @@ def _bullets(lines: list[str]) -> str:
     for line in lines:
         if line.startswith("- "):
             items.append(line[2:])
-        else:                                       # a wrapped item continues on the next line
+        else:  # a wrapped item continues on the next line
             items[-1] += " " + line.strip()
     return "<ul>\n" + "\n".join(f"<li>{_inline(item)}</li>" for item in items) + "\n</ul>"
 
@@ -63,7 +72,7 @@ def to_html(text: str) -> str:
     """The Markdown ``text`` as HTML: blocks are separated by blank lines; a block whose lines all start with
     ``|`` is a table, one that starts with ``- `` a bullet list, anything else a paragraph. HTML comments
     (``<!-- … -->``, the provenance lines of a table file) are left out, as Markdown hides them."""
-    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)        # comments, hidden in Markdown too
+    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)  # comments, hidden in Markdown too
     blocks, out = re.split(r"\n\s*\n", text.strip()), []
     for block in blocks:
         lines = [line for line in block.splitlines() if line.strip()]
@@ -98,5 +107,5 @@ class Markdown:
     def __str__(self) -> str:
         return self.data
 
-    def __repr__(self) -> str:                        # the text/plain output: the Markdown itself, readable
+    def __repr__(self) -> str:  # the text/plain output: the Markdown itself, readable
         return self.data

@@ -26,6 +26,7 @@ a CPU (the first run also loads the data), and cached.
 
 λ is the engine's own: ``make_topology(name, m).matrix(0).lam`` (chapter 02).
 """
+
 from __future__ import annotations
 
 import functools
@@ -38,11 +39,33 @@ import numpy as np
 from .plots import legend_outside, style
 from dfl_core.topology import TopologyError, make_topology
 
-__all__ = ["live", "TOPOLOGIES_SHOWN", "lam", "lambda_figure", "lambda_widget", "explore_lambda",
-           "contraction", "gossip_figure", "gossip_widget", "explore_gossip", "sam_figure", "sam_widget",
-           "explore_sam", "TWO_CLIENTS", "minimiser", "fedavg_fixed_point", "fedavg_iterates", "fedavg_drift_figure",
-           "fedavg_drift_widget", "explore_fedavg_drift", "DFEDAVG_TOPOLOGIES", "dfedavg_run", "dfedavg_figure",
-           "dfedavg_widget", "explore_dfedavg"]
+__all__ = [
+    "live",
+    "TOPOLOGIES_SHOWN",
+    "lam",
+    "lambda_figure",
+    "lambda_widget",
+    "explore_lambda",
+    "contraction",
+    "gossip_figure",
+    "gossip_widget",
+    "explore_gossip",
+    "sam_figure",
+    "sam_widget",
+    "explore_sam",
+    "TWO_CLIENTS",
+    "minimiser",
+    "fedavg_fixed_point",
+    "fedavg_iterates",
+    "fedavg_drift_figure",
+    "fedavg_drift_widget",
+    "explore_fedavg_drift",
+    "DFEDAVG_TOPOLOGIES",
+    "dfedavg_run",
+    "dfedavg_figure",
+    "dfedavg_widget",
+    "explore_dfedavg",
+]
 
 #: The static topologies the explorations offer (time-varying ones have no single λ).
 TOPOLOGIES_SHOWN = ("ring", "grid", "torus", "exponential-mh", "star", "complete")
@@ -68,6 +91,7 @@ def _show_figure(fig) -> None:
 
 
 # --------------------------------------------------------------------------------------------- λ
+
 
 def lam(topology: str, m: int) -> float:
     """λ of the engine's ``topology`` at ``m`` clients, or NaN where it does not exist (a prime m for a grid)."""
@@ -108,8 +132,12 @@ def lambda_widget(topologies=TOPOLOGIES_SHOWN):
     def draw(topology, m):
         lambda_figure(topologies, mark=(topology, m))
         plt.show()
-    return widgets.interactive(draw, topology=widgets.Dropdown(options=list(topologies), value="ring"),
-                               m=widgets.IntSlider(value=16, min=4, max=100, step=4, description="m"))
+
+    return widgets.interactive(
+        draw,
+        topology=widgets.Dropdown(options=list(topologies), value="ring"),
+        m=widgets.IntSlider(value=16, min=4, max=100, step=4, description="m"),
+    )
 
 
 def explore_lambda(topologies=TOPOLOGIES_SHOWN) -> None:
@@ -117,10 +145,12 @@ def explore_lambda(topologies=TOPOLOGIES_SHOWN) -> None:
     _show_figure(lambda_figure(topologies))
     if live():
         from IPython.display import display
+
         display(lambda_widget(topologies))
 
 
 # --------------------------------------------------------------------------------------------- gossip
+
 
 def contraction(topology: str, m: int, steps: int, seed: int = 0, d: int = 20) -> np.ndarray:
     """‖W^q x − x̄‖ / ‖x − x̄‖ for q = 0 … steps, from a seeded random start x of shape (m, d)."""
@@ -134,8 +164,13 @@ def contraction(topology: str, m: int, steps: int, seed: int = 0, d: int = 20) -
     return np.array(out)
 
 
-def gossip_figure(topologies=("ring", "grid", "torus", "exponential-mh"), m: int = 16, steps: int = 20,
-                  seed: int = 0, Q: int | None = None):
+def gossip_figure(
+    topologies=("ring", "grid", "torus", "exponential-mh"),
+    m: int = 16,
+    steps: int = 20,
+    seed: int = 0,
+    Q: int | None = None,
+):
     """Disagreement left after q gossip steps (solid), and the bound λ^q (dashed), per topology.
 
     ``Q`` marks the number of gossip steps of one DFedSAM-MGS round.
@@ -145,14 +180,12 @@ def gossip_figure(topologies=("ring", "grid", "torus", "exponential-mh"), m: int
     for i, name in enumerate(topologies):
         props = style(i, steps + 1)
         value = lam(name, m)
-        ax.semilogy(q, np.maximum(contraction(name, m, steps, seed), 1e-16), label=f"{name} (λ = {value:.3f})",
-                    **props)
-        ax.semilogy(q, np.maximum(value ** q, 1e-16), color=props["color"], linestyle=":", linewidth=1)
+        ax.semilogy(q, np.maximum(contraction(name, m, steps, seed), 1e-16), label=f"{name} (λ = {value:.3f})", **props)
+        ax.semilogy(q, np.maximum(value**q, 1e-16), color=props["color"], linestyle=":", linewidth=1)
     if Q is not None:
         ax.axvline(Q, color="black", linewidth=1)
         ax.set_title(f"m = {m}; the black line is Q = {Q} gossip steps", fontsize=10)
-    ax.set(xlabel="gossip steps q", ylabel=r"$\|W^q x - \bar x\| \,/\, \|x - \bar x\|$ (log scale)",
-           ylim=(1e-6, 1.5))
+    ax.set(xlabel="gossip steps q", ylabel=r"$\|W^q x - \bar x\| \,/\, \|x - \bar x\|$ (log scale)", ylim=(1e-6, 1.5))
     ax.plot([], [], color="0.3", linestyle=":", label=r"bound $\lambda^q$ (dotted)")
     ax.grid(True, alpha=0.3)
     legend_outside(ax)
@@ -166,9 +199,13 @@ def gossip_widget(topologies=("ring", "grid", "torus", "exponential-mh")):
     def draw(m, Q, seed):
         gossip_figure(topologies, m=m, Q=Q, seed=seed)
         plt.show()
-    return widgets.interactive(draw, m=widgets.IntSlider(value=16, min=4, max=100, step=4, description="m"),
-                               Q=widgets.IntSlider(value=4, min=1, max=20, description="Q"),
-                               seed=widgets.IntSlider(value=0, min=0, max=9, description="seed"))
+
+    return widgets.interactive(
+        draw,
+        m=widgets.IntSlider(value=16, min=4, max=100, step=4, description="m"),
+        Q=widgets.IntSlider(value=4, min=1, max=20, description="Q"),
+        seed=widgets.IntSlider(value=0, min=0, max=9, description="seed"),
+    )
 
 
 def explore_gossip(topologies=("ring", "grid", "torus", "exponential-mh")) -> None:
@@ -176,10 +213,12 @@ def explore_gossip(topologies=("ring", "grid", "torus", "exponential-mh")) -> No
     _show_figure(gossip_figure(topologies, Q=4))
     if live():
         from IPython.display import display
+
         display(gossip_widget(topologies))
 
 
 # --------------------------------------------------------------------------------------------- SAM
+
 
 def sam_figure(rho: float = 0.3, lr: float = 0.2):
     """SAM's step against SGD's on a 2-D quadratic for radius ρ (:func:`dfl_book.diagrams.sam_geometry`)."""
@@ -195,8 +234,12 @@ def sam_widget():
     def draw(rho, lr):
         sam_figure(rho, lr)
         plt.show()
-    return widgets.interactive(draw, rho=widgets.FloatSlider(value=0.3, min=0.0, max=0.8, step=0.05, description="ρ"),
-                               lr=widgets.FloatSlider(value=0.2, min=0.05, max=0.3, step=0.05, description="η"))
+
+    return widgets.interactive(
+        draw,
+        rho=widgets.FloatSlider(value=0.3, min=0.0, max=0.8, step=0.05, description="ρ"),
+        lr=widgets.FloatSlider(value=0.2, min=0.05, max=0.3, step=0.05, description="η"),
+    )
 
 
 def explore_sam() -> None:
@@ -204,6 +247,7 @@ def explore_sam() -> None:
     _show_figure(sam_figure())
     if live():
         from IPython.display import display
+
         display(sam_widget())
 
 
@@ -222,8 +266,9 @@ def _two_clients(a, c, p, eta: float) -> tuple[np.ndarray, np.ndarray, np.ndarra
     if not abs(p.sum() - 1) < 1e-9:
         raise ValueError(f"the weights p must sum to 1, got {p.tolist()}")
     if not 0 < eta < 2 / a.max():
-        raise ValueError(f"η = {eta} must lie in (0, 2 / max a_i) = (0, {2 / a.max():g}): beyond it the local "
-                         "steps diverge")
+        raise ValueError(
+            f"η = {eta} must lie in (0, 2 / max a_i) = (0, {2 / a.max():g}): beyond it the local steps diverge"
+        )
     return a, c, p
 
 
@@ -246,8 +291,16 @@ def fedavg_fixed_point(K: int, eta: float, a=TWO_CLIENTS["a"], c=TWO_CLIENTS["c"
     return float((p * b * c).sum() / (p * b).sum())
 
 
-def fedavg_iterates(K: int, eta: float, rounds: int, w0: float = 0.0, eta_g: float = 1.0, a=TWO_CLIENTS["a"],
-                    c=TWO_CLIENTS["c"], p=TWO_CLIENTS["p"]) -> np.ndarray:
+def fedavg_iterates(
+    K: int,
+    eta: float,
+    rounds: int,
+    w0: float = 0.0,
+    eta_g: float = 1.0,
+    a=TWO_CLIENTS["a"],
+    c=TWO_CLIENTS["c"],
+    p=TWO_CLIENTS["p"],
+) -> np.ndarray:
     """w^0 … w^rounds of FedAvg with every client, K exact gradient steps (eq. (2)), then the server step (3)."""
     a, c, p = _two_clients(a, c, p, eta)
     K = _check_k(K)
@@ -262,8 +315,15 @@ def fedavg_iterates(K: int, eta: float, rounds: int, w0: float = 0.0, eta_g: flo
     return np.array(w)
 
 
-def fedavg_drift_figure(K: int = 5, eta: float = 0.1, rounds: int = 40, a=TWO_CLIENTS["a"], c=TWO_CLIENTS["c"],
-                        p=TWO_CLIENTS["p"], Ks=range(1, 51)):
+def fedavg_drift_figure(
+    K: int = 5,
+    eta: float = 0.1,
+    rounds: int = 40,
+    a=TWO_CLIENTS["a"],
+    c=TWO_CLIENTS["c"],
+    p=TWO_CLIENTS["p"],
+    Ks=range(1, 51),
+):
     """Chapter 01's two clients: FedAvg's iterates for K local steps (left, with K = 1 for reference) and its
     fixed point w_K against K (right), both against the minimiser x* of f."""
     x_star, w_K, K = minimiser(a, c, p), fedavg_fixed_point(K, eta, a, c, p), _check_k(K)
@@ -272,19 +332,23 @@ def fedavg_drift_figure(K: int = 5, eta: float = 0.1, rounds: int = 40, a=TWO_CL
     for i, k in enumerate([K] if K == 1 else [K, 1]):
         props = style(i, rounds + 1)
         ax.plot(t, fedavg_iterates(k, eta, rounds, a=a, c=c, p=p), label=f"$w^t$, K = {k}", **props)
-        ax.axhline(fedavg_fixed_point(k, eta, a, c, p), color=props["color"], linestyle=":", linewidth=1,
-                   label=f"$w_K$ of eq. (4), K = {k}")
+        ax.axhline(
+            fedavg_fixed_point(k, eta, a, c, p),
+            color=props["color"],
+            linestyle=":",
+            linewidth=1,
+            label=f"$w_K$ of eq. (4), K = {k}",
+        )
     ax.axhline(x_star, color="black", linewidth=1, label=r"$x^\star$, the minimiser of $f$")
     ax.set(xlabel="round t", ylabel="server model $w^t$")
     fig.suptitle(f"η = {eta:g}, K = {K}: " + r"$w_K - x^\star$" + f" = {w_K - x_star:+.3f}", fontsize=11)
     Ks = np.asarray(list(Ks))
-    ax_k.semilogx(Ks, [fedavg_fixed_point(int(k), eta, a, c, p) for k in Ks], label=f"$w_K$ at η = {eta:g}",
-                  **style(0, len(Ks)))
-    ax_k.plot([K], [w_K], "o", markersize=14, markerfacecolor="none", markeredgecolor="black",
-              label=f"K = {K}")
+    ax_k.semilogx(
+        Ks, [fedavg_fixed_point(int(k), eta, a, c, p) for k in Ks], label=f"$w_K$ at η = {eta:g}", **style(0, len(Ks))
+    )
+    ax_k.plot([K], [w_K], "o", markersize=14, markerfacecolor="none", markeredgecolor="black", label=f"K = {K}")
     ax_k.axhline(x_star, color="black", linewidth=1, label=r"$x^\star$")
-    ax_k.axhline(float(np.dot(p, c)), color="0.4", linestyle="--", linewidth=1,
-                 label=r"$\Sigma_i\, p_i c_i$ (K → ∞)")
+    ax_k.axhline(float(np.dot(p, c)), color="0.4", linestyle="--", linewidth=1, label=r"$\Sigma_i\, p_i c_i$ (K → ∞)")
     ax_k.set(xlabel="local steps K (log scale)", ylabel="fixed point $w_K$")
     for each in (ax, ax_k):
         each.grid(True, alpha=0.3)
@@ -301,16 +365,22 @@ def fedavg_drift_widget(a=TWO_CLIENTS["a"], c=TWO_CLIENTS["c"], p=TWO_CLIENTS["p
     def draw(K, eta):
         fedavg_drift_figure(K, eta, a=a, c=c, p=p)
         plt.show()
-    return widgets.interactive(draw, K=widgets.IntSlider(value=K, min=1, max=50, description="K"),
-                               eta=widgets.FloatSlider(value=eta, min=0.01, max=top, step=0.01, description="η"))
+
+    return widgets.interactive(
+        draw,
+        K=widgets.IntSlider(value=K, min=1, max=50, description="K"),
+        eta=widgets.FloatSlider(value=eta, min=0.01, max=top, step=0.01, description="η"),
+    )
 
 
-def explore_fedavg_drift(a=TWO_CLIENTS["a"], c=TWO_CLIENTS["c"], p=TWO_CLIENTS["p"], eta: float = 0.1,
-                         K: int = 5) -> None:
+def explore_fedavg_drift(
+    a=TWO_CLIENTS["a"], c=TWO_CLIENTS["c"], p=TWO_CLIENTS["p"], eta: float = 0.1, K: int = 5
+) -> None:
     """Chapter 01: where FedAvg settles on two clients as K and η change. Static figure, then sliders when live."""
     _show_figure(fedavg_drift_figure(K, eta, a=a, c=c, p=p))
     if live():
         from IPython.display import display
+
         display(fedavg_drift_widget(a, c, p, eta, K))
 
 
@@ -321,8 +391,9 @@ DFEDAVG_TOPOLOGIES = ("ring", "grid", "exponential-mh", "complete")
 
 
 @functools.lru_cache(maxsize=128)
-def dfedavg_run(topology: str = "ring", K: int = 5, *, m: int = 16, rounds: int = 20, seed: int = 0,
-                partition: str = "shards") -> dict[str, np.ndarray]:
+def dfedavg_run(
+    topology: str = "ring", K: int = 5, *, m: int = 16, rounds: int = 20, seed: int = 0, partition: str = "shards"
+) -> dict[str, np.ndarray]:
     """The engine's DFedAvg on the bundled digits with a linear (softmax) model, on the CPU: a run of a fraction
     of a second. Returns read-only arrays per round 0 … rounds: ``test_acc`` and ``train_loss`` of the average
     model x̄, ``consensus_distance`` and ``transmissions`` (messages so far). Cached: a slider moved back is free.
@@ -335,25 +406,47 @@ def dfedavg_run(topology: str = "ring", K: int = 5, *, m: int = 16, rounds: int 
 
     K = _check_k(K)
     if make_topology(topology, m).time_varying:
-        raise ValueError(f"topology {topology!r} changes every step; the exploration offers static graphs, e.g. "
-                         f"{DFEDAVG_TOPOLOGIES}")
-    cfg = Config(algorithm="dfedavg", dataset="digits", model="linear", num_clients=m, topology=topology,
-                 local_steps=K, rounds=rounds, partition=partition, seed=seed, eval_every=1, device="cpu")
+        raise ValueError(
+            f"topology {topology!r} changes every step; the exploration offers static graphs, e.g. {DFEDAVG_TOPOLOGIES}"
+        )
+    cfg = Config(
+        algorithm="dfedavg",
+        dataset="digits",
+        model="linear",
+        num_clients=m,
+        topology=topology,
+        local_steps=K,
+        rounds=rounds,
+        partition=partition,
+        seed=seed,
+        eval_every=1,
+        device="cpu",
+    )
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)           # a tiny model: more threads only wait on each other (setup_notebook)
+    torch.set_num_threads(1)  # a tiny model: more threads only wait on each other (setup_notebook)
     try:
         records = Simulation(cfg).run().records
     finally:
         torch.set_num_threads(threads)
-    out = {key: np.array([r[key] for r in records]) for key in
-           ("round", "test_acc", "train_loss", "consensus_distance", "transmissions")}
+    out = {
+        key: np.array([r[key] for r in records])
+        for key in ("round", "test_acc", "train_loss", "consensus_distance", "transmissions")
+    }
     for v in out.values():
         v.flags.writeable = False
     return out
 
 
-def dfedavg_figure(topology: str = "ring", K: int = 5, x: str = "round", *, m: int = 16, rounds: int = 20,
-                   seed: int = 0, partition: str = "shards"):
+def dfedavg_figure(
+    topology: str = "ring",
+    K: int = 5,
+    x: str = "round",
+    *,
+    m: int = 16,
+    rounds: int = 20,
+    seed: int = 0,
+    partition: str = "shards",
+):
     """DFedAvg on ``topology`` with K local steps (:func:`dfedavg_run`), with K = 1 on the same graph and the
     same K on the complete graph for reference: test accuracy of x̄ (left) and consensus distance (right)
     against ``x``, one of :data:`dfl_book.plots.COST_AXES` ("round", "messages", "gradient_steps")."""
@@ -377,7 +470,7 @@ def dfedavg_figure(topology: str = "ring", K: int = 5, x: str = "round", *, m: i
         props = style(i, len(xs)) | ({"linewidth": 2.4} if i == 0 else {})
         ax.plot(xs, 100 * run["test_acc"], label=label, **props)
         cd = run["consensus_distance"][1:]
-        if cd.max() < 1e-9:                  # the complete graph: the clients agree after every round
+        if cd.max() < 1e-9:  # the complete graph: the clients agree after every round
             notes.append(Line2D([], [], linestyle="none", label=f"{label}: consensus distance 0 (rounding)"))
         else:
             ax_cd.semilogy(xs[1:], cd, **props)
@@ -399,11 +492,15 @@ def dfedavg_widget(topologies=DFEDAVG_TOPOLOGIES, **run_options):
     def draw(topology, K, x):
         dfedavg_figure(topology, K, x, **run_options)
         plt.show()
-    return widgets.interactive(draw, topology=widgets.Dropdown(options=list(topologies), value=topologies[0],
-                                                               description="graph"),
-                               K=widgets.IntSlider(value=5, min=1, max=20, description="K"),
-                               x=widgets.Dropdown(options=[(label, key) for key, label in COST_AXES.items()],
-                                                  value="round", description="x axis"))
+
+    return widgets.interactive(
+        draw,
+        topology=widgets.Dropdown(options=list(topologies), value=topologies[0], description="graph"),
+        K=widgets.IntSlider(value=5, min=1, max=20, description="K"),
+        x=widgets.Dropdown(
+            options=[(label, key) for key, label in COST_AXES.items()], value="round", description="x axis"
+        ),
+    )
 
 
 def explore_dfedavg(topologies=DFEDAVG_TOPOLOGIES, **run_options) -> None:
@@ -412,4 +509,5 @@ def explore_dfedavg(topologies=DFEDAVG_TOPOLOGIES, **run_options) -> None:
     _show_figure(dfedavg_figure(topologies[0], 5, **run_options))
     if live():
         from IPython.display import display
+
         display(dfedavg_widget(topologies, **run_options))

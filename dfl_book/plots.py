@@ -22,6 +22,7 @@ Typical use in a chapter::
 The CLI's comparison figure (``python -m dfl_core run``) is
 :func:`plot_comparison`.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,14 +31,42 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["COLORS", "LINESTYLES", "MARKERS", "style", "mean_band", "curves", "legend_outside",
-           "paired_differences", "bars_with_intervals", "comparison_figure", "plot_comparison",
-           # chapters' figures (grouped by the chapters that use them, at the end of this file)
-           "label_mix", "per_seed_points", "gossip_decay", "grouped_bars",
-           "paired_map", "regime_map", "sam_toys", "landscape_lines", "consensus_against_theory",
-           "paired_maps", "phi_against_q", "measured_against_bounds", "claims_overview",
-           "VERDICT_STYLE", "committed_table", "claim_counts", "verdict_bars", "claims_summary",
-           "COST_AXES", "cumulative_costs", "showcase_costs", "showcase_against_cost"]
+__all__ = [
+    "COLORS",
+    "LINESTYLES",
+    "MARKERS",
+    "style",
+    "mean_band",
+    "curves",
+    "legend_outside",
+    "paired_differences",
+    "bars_with_intervals",
+    "comparison_figure",
+    "plot_comparison",
+    # chapters' figures (grouped by the chapters that use them, at the end of this file)
+    "label_mix",
+    "per_seed_points",
+    "gossip_decay",
+    "grouped_bars",
+    "paired_map",
+    "regime_map",
+    "sam_toys",
+    "landscape_lines",
+    "consensus_against_theory",
+    "paired_maps",
+    "phi_against_q",
+    "measured_against_bounds",
+    "claims_overview",
+    "VERDICT_STYLE",
+    "committed_table",
+    "claim_counts",
+    "verdict_bars",
+    "claims_summary",
+    "COST_AXES",
+    "cumulative_costs",
+    "showcase_costs",
+    "showcase_against_cost",
+]
 
 # Okabe & Ito's colour-blind-safe palette, then distinct dash patterns and markers.
 COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
@@ -45,9 +74,38 @@ LINESTYLES = ["-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (8, 2)), (0, (1
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 
 # Two-sided 97.5% quantiles of Student's t for 1..30 degrees of freedom (then the normal's 1.96).
-_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-         2.045, 2.042]
+_T975 = [
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+]
 
 
 def style(i: int, points: int | None = None) -> dict[str, Any]:
@@ -55,8 +113,13 @@ def style(i: int, points: int | None = None) -> dict[str, Any]:
 
     With ``points`` (the number of x values) markers are spread to about eight per line.
     """
-    props = {"color": COLORS[i % len(COLORS)], "linestyle": LINESTYLES[i % len(LINESTYLES)],
-             "marker": MARKERS[i % len(MARKERS)], "markersize": 5, "linewidth": 1.6}
+    props = {
+        "color": COLORS[i % len(COLORS)],
+        "linestyle": LINESTYLES[i % len(LINESTYLES)],
+        "marker": MARKERS[i % len(MARKERS)],
+        "markersize": 5,
+        "linewidth": 1.6,
+    }
     if points:
         # shift each method's markers a little, so coinciding lines show all their markers
         step = max(1, points // 8)
@@ -88,9 +151,18 @@ def mean_band(runs: Any, band: str = "std") -> tuple[np.ndarray, np.ndarray, np.
     return mean, mean - half, mean + half, text
 
 
-def curves(ax, rounds: Sequence[float], runs_by_method: Mapping[str, Any], *, ylabel: str,
-           xlabel: str = "communication round", band: str = "std", log: bool = False,
-           legend: bool | str = "right", alpha: float = 0.18) -> list:
+def curves(
+    ax,
+    rounds: Sequence[float],
+    runs_by_method: Mapping[str, Any],
+    *,
+    ylabel: str,
+    xlabel: str = "communication round",
+    band: str = "std",
+    log: bool = False,
+    legend: bool | str = "right",
+    alpha: float = 0.18,
+) -> list:
     """One mean line per method with a shaded band, in distinct colours, dashes and markers.
 
     Args:
@@ -165,9 +237,17 @@ def legend_outside(ax, where: str = "right", handles: list | None = None, **kwar
     raise ValueError(f"where must be 'right' or 'below', not {where!r}")
 
 
-def paired_differences(ax, comparisons: Iterable[Any], *, xlabel: str = "paired difference",
-                       zero: float = 0.0, verdicts: bool = True, margin: float | None = None,
-                       paper: Sequence[float | None] | None = None, corrected: Sequence[str] | None = None) -> list:
+def paired_differences(
+    ax,
+    comparisons: Iterable[Any],
+    *,
+    xlabel: str = "paired difference",
+    zero: float = 0.0,
+    verdicts: bool = True,
+    margin: float | None = None,
+    paper: Sequence[float | None] | None = None,
+    corrected: Sequence[str] | None = None,
+) -> list:
     """A forest plot: one row per comparison, its mean paired difference and 95% interval.
 
     Each comparison is any object with attributes ``label``, ``mean``, ``low``,
@@ -189,17 +269,35 @@ def paired_differences(ax, comparisons: Iterable[Any], *, xlabel: str = "paired 
     ys = np.arange(len(comparisons))[::-1]
     drawn = []
     if margin is not None:
-        ax.axvspan(zero - margin, zero + margin, color=COLORS[2], alpha=0.15, zorder=0,
-                   label=f"equivalence band ±{margin:g}")
+        ax.axvspan(
+            zero - margin, zero + margin, color=COLORS[2], alpha=0.15, zorder=0, label=f"equivalence band ±{margin:g}"
+        )
     for k, (y, c) in enumerate(zip(ys, comparisons)):
         crosses = c.low <= zero <= c.high
-        drawn.append(ax.errorbar([c.mean], [y], xerr=[[c.mean - c.low], [c.high - c.mean]], fmt="o",
-                                 color="0.45" if crosses else COLORS[0], capsize=4, markersize=6,
-                                 markerfacecolor="white" if crosses else COLORS[0], zorder=3,
-                                 label=f"mean and {getattr(c, 'confidence', 0.95):.0%} CI" if k == 0 else None))
+        drawn.append(
+            ax.errorbar(
+                [c.mean],
+                [y],
+                xerr=[[c.mean - c.low], [c.high - c.mean]],
+                fmt="o",
+                color="0.45" if crosses else COLORS[0],
+                capsize=4,
+                markersize=6,
+                markerfacecolor="white" if crosses else COLORS[0],
+                zorder=3,
+                label=f"mean and {getattr(c, 'confidence', 0.95):.0%} CI" if k == 0 else None,
+            )
+        )
         if paper is not None and paper[k] is not None:
-            ax.plot([paper[k]], [y], "x", color=COLORS[1], markersize=8, zorder=4,
-                    label="the paper's difference" if not any(p is not None for p in paper[:k]) else None)
+            ax.plot(
+                [paper[k]],
+                [y],
+                "x",
+                color=COLORS[1],
+                markersize=8,
+                zorder=4,
+                label="the paper's difference" if not any(p is not None for p in paper[:k]) else None,
+            )
         if verdicts:
             text = str(c.verdict) if corrected is None or corrected[k] == c.verdict else f"{c.verdict} → {corrected[k]}"
             ax.annotate(text, xy=(1.02, y), xycoords=("axes fraction", "data"), va="center", ha="left", fontsize=8)
@@ -211,10 +309,19 @@ def paired_differences(ax, comparisons: Iterable[Any], *, xlabel: str = "paired 
     return drawn
 
 
-def bars_with_intervals(ax, labels: Sequence[str], means: Sequence[float], lows: Sequence[float] | None = None,
-                        highs: Sequence[float] | None = None, *, ylabel: str,
-                        interval: str = "95% CI", colors: Sequence[str] | None = None,
-                        values: bool = True, fmt: str = "{:.1f}"):
+def bars_with_intervals(
+    ax,
+    labels: Sequence[str],
+    means: Sequence[float],
+    lows: Sequence[float] | None = None,
+    highs: Sequence[float] | None = None,
+    *,
+    ylabel: str,
+    interval: str = "95% CI",
+    colors: Sequence[str] | None = None,
+    values: bool = True,
+    fmt: str = "{:.1f}",
+):
     """Bars with error bars from ``lows`` to ``highs``, the interval named in the legend.
 
     ``interval`` says what the whiskers are ("95% CI over 3 seeds", "min–max
@@ -228,17 +335,31 @@ def bars_with_intervals(ax, labels: Sequence[str], means: Sequence[float], lows:
     colors = list(colors) if colors is not None else [COLORS[i % len(COLORS)] for i in range(len(labels))]
     bars = ax.bar(x, means, color=colors, alpha=0.85, edgecolor="black", linewidth=0.6, zorder=2)
     for bar, hatch in zip(bars, ["", "//", "..", "xx", "\\\\", "++", "oo", "--"] * 4):
-        bar.set_hatch(hatch)          # distinct in greyscale too
+        bar.set_hatch(hatch)  # distinct in greyscale too
     if lows is not None and highs is not None:
         lows, highs = np.asarray(lows, dtype=float), np.asarray(highs, dtype=float)
         ax.errorbar(x, means, yerr=[means - lows, highs - means], fmt="none", ecolor="black", capsize=4, zorder=3)
-        legend_outside(ax, handles=[Line2D([], [], color="black", marker="|", markersize=10, linestyle="none",
-                                           label=f"whiskers: {interval}")], where="below")
+        legend_outside(
+            ax,
+            handles=[
+                Line2D(
+                    [], [], color="black", marker="|", markersize=10, linestyle="none", label=f"whiskers: {interval}"
+                )
+            ],
+            where="below",
+        )
     if values:
         tops = highs if highs is not None else means
         for xi, top, mean in zip(x, tops, means):
-            ax.annotate(fmt.format(mean), (xi, top), xytext=(0, 3), textcoords="offset points",
-                        ha="center", va="bottom", fontsize=8)
+            ax.annotate(
+                fmt.format(mean),
+                (xi, top),
+                xytext=(0, 3),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
     ax.set_xticks(x, labels)
     ax.set_ylabel(ylabel)
     ax.grid(True, axis="y", alpha=0.3)
@@ -264,15 +385,26 @@ def comparison_figure(results: Mapping[str, list]):
     rounds = np.asarray(histories[0].rounds)
     later = rounds >= 1
     acc = {name: 100 * np.array([h.series("test_acc") for h in hs], dtype=float) for name, hs in results.items()}
-    cd = {name: np.array([h.series("consensus_distance") for h in hs], dtype=float)[:, later]
-          for name, hs in results.items()}
-    positive = all(np.all(v > 0) for v in cd.values())      # a server-based run has no disagreement to log
+    cd = {
+        name: np.array([h.series("consensus_distance") for h in hs], dtype=float)[:, later]
+        for name, hs in results.items()
+    }
+    positive = all(np.all(v > 0) for v in cd.values())  # a server-based run has no disagreement to log
     curves(ax_acc, rounds, acc, ylabel="test accuracy of the average model (%)", legend=False)
-    curves(ax_cd, rounds[later], cd, ylabel="consensus distance (rounds ≥ 1" + (", log scale)" if positive else ")"),
-           log=positive, legend="right")
+    curves(
+        ax_cd,
+        rounds[later],
+        cd,
+        ylabel="consensus distance (rounds ≥ 1" + (", log scale)" if positive else ")"),
+        log=positive,
+        legend="right",
+    )
     cfg = histories[0].config
-    fig.suptitle(f"{cfg['dataset']}, m = {cfg['num_clients']}, {cfg['topology'] or 'server'}, "
-                 f"{cfg['partition']} α = {cfg['alpha']}, {cfg['model']}", fontsize=10)
+    fig.suptitle(
+        f"{cfg['dataset']}, m = {cfg['num_clients']}, {cfg['topology'] or 'server'}, "
+        f"{cfg['partition']} α = {cfg['alpha']}, {cfg['model']}",
+        fontsize=10,
+    )
     return fig
 
 
@@ -284,6 +416,7 @@ def plot_comparison(results: Mapping[str, list], path: str | Path) -> Path:
 
 
 # --- chapters 00–03 ---
+
 
 def label_mix(histograms: Mapping[str, Any], *, ncols: int = 3, title: str | None = None):
     """Chapter 01: the label mix of every client, one stacked-bar panel per split.
@@ -308,7 +441,7 @@ def label_mix(histograms: Mapping[str, Any], *, ncols: int = 3, title: str | Non
             ax.bar(np.arange(len(h)), share[:, k], bottom=bottom, color=colors[k], width=0.85, label=f"class {k}")
             bottom += share[:, k]
         ax.set(title=name, xlabel="client", xticks=range(0, len(h), 5))
-    for ax in axes.flat[len(names):]:
+    for ax in axes.flat[len(names) :]:
         ax.axis("off")
     for ax in axes[:, 0]:
         ax.set_ylabel("share of the client's samples")
@@ -319,8 +452,9 @@ def label_mix(histograms: Mapping[str, Any], *, ncols: int = 3, title: str | Non
     return fig
 
 
-def per_seed_points(ax, labels: Sequence[str], values: Any, *, seeds: Sequence[int], ylabel: str,
-                    xlabel: str | None = None) -> None:
+def per_seed_points(
+    ax, labels: Sequence[str], values: Any, *, seeds: Sequence[int], ylabel: str, xlabel: str | None = None
+) -> None:
     """Chapter 01: one point per seed and a black bar at their mean, one column per setting.
 
     ``values`` has shape ``(settings, seeds)``. Points of different seeds are
@@ -331,10 +465,25 @@ def per_seed_points(ax, labels: Sequence[str], values: Any, *, seeds: Sequence[i
     x = np.arange(len(labels))
     for j, seed in enumerate(seeds):
         shift = (j - (len(seeds) - 1) / 2) * 0.08
-        ax.plot(x + shift, values[:, j], linestyle="none", marker=MARKERS[j % len(MARKERS)],
-                color=COLORS[j % len(COLORS)], alpha=0.8, label=f"seed {seed}")
-    ax.plot(x, values.mean(1), linestyle="none", marker="_", markersize=22, markeredgewidth=2, color="black",
-            label=f"mean of {len(seeds)} seeds")
+        ax.plot(
+            x + shift,
+            values[:, j],
+            linestyle="none",
+            marker=MARKERS[j % len(MARKERS)],
+            color=COLORS[j % len(COLORS)],
+            alpha=0.8,
+            label=f"seed {seed}",
+        )
+    ax.plot(
+        x,
+        values.mean(1),
+        linestyle="none",
+        marker="_",
+        markersize=22,
+        markeredgewidth=2,
+        color="black",
+        label=f"mean of {len(seeds)} seeds",
+    )
     _label_categories(ax, x, labels, ylabel, xlabel)
 
 
@@ -353,8 +502,9 @@ def gossip_decay(ax, distances: Mapping[str, Any], lams: Mapping[str, float], *,
         t = np.arange(len(dist))
         color = COLORS[i % len(COLORS)]
         (line,) = ax.semilogy(t, np.maximum(dist, floor / 10), color=color, label=f"{name} (λ = {lams[name]:.3f})")
-        ax.semilogy(t, np.maximum(dist[0] * lams[name] ** (2 * t), floor / 10), color=color, linestyle="--",
-                    linewidth=0.9)
+        ax.semilogy(
+            t, np.maximum(dist[0] * lams[name] ** (2 * t), floor / 10), color=color, linestyle="--", linewidth=0.9
+        )
         handles.append(line)
     handles.append(Line2D([], [], color="0.4", linestyle="--", linewidth=0.9, label="dashed: bound d₀ λ^(2t)"))
     ax.set(xlabel="gossip step t", ylabel="consensus distance (squared norm)", ylim=(floor, None))
@@ -362,8 +512,15 @@ def gossip_decay(ax, distances: Mapping[str, Any], lams: Mapping[str, float], *,
     legend_outside(ax, handles=handles)
 
 
-def grouped_bars(ax, groups: Sequence[str], values_by_series: Mapping[str, Sequence[float]], *, ylabel: str,
-                 xlabel: str | None = None, fmt: str = "{:.2f}") -> None:
+def grouped_bars(
+    ax,
+    groups: Sequence[str],
+    values_by_series: Mapping[str, Sequence[float]],
+    *,
+    ylabel: str,
+    xlabel: str | None = None,
+    fmt: str = "{:.2f}",
+) -> None:
     """Chapter 03: bars grouped by ``groups`` (x), one colour and hatch per series, each labelled with its value.
 
     ``values_by_series`` maps a series (the legend) to one value per group. The
@@ -373,19 +530,39 @@ def grouped_bars(ax, groups: Sequence[str], values_by_series: Mapping[str, Seque
     width = 0.8 / len(series)
     x = np.arange(len(groups))
     for k, name in enumerate(series):
-        bars = ax.bar(x + (k - (len(series) - 1) / 2) * width, values_by_series[name], width=width * 0.95,
-                      color=COLORS[k % len(COLORS)], alpha=0.85, edgecolor="black", linewidth=0.6,
-                      hatch=["", "//", "..", "xx"][k % 4], label=name, zorder=2)
+        bars = ax.bar(
+            x + (k - (len(series) - 1) / 2) * width,
+            values_by_series[name],
+            width=width * 0.95,
+            color=COLORS[k % len(COLORS)],
+            alpha=0.85,
+            edgecolor="black",
+            linewidth=0.6,
+            hatch=["", "//", "..", "xx"][k % 4],
+            label=name,
+            zorder=2,
+        )
         for bar, value in zip(bars, values_by_series[name]):
-            ax.annotate(fmt.format(value), (bar.get_x() + bar.get_width() / 2, bar.get_height()), xytext=(0, 2),
-                        textcoords="offset points", ha="center", va="bottom", fontsize=8)
+            ax.annotate(
+                fmt.format(value),
+                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                xytext=(0, 2),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
     _label_categories(ax, x, groups, ylabel, xlabel)
 
 
 # --- chapters 11, 12, 90 ---
 #: Chapter 11: the colour and hatch of each paired verdict (green reproduced, vermillion reversed, grey open).
-VERDICT_STYLE = {"REPRODUCED": ("#009E73", ""), "REVERSED": ("#D55E00", "//"), "EQUIVALENT": ("#56B4E9", "\\\\"),
-                 "UNRESOLVED": ("0.85", "..")}
+VERDICT_STYLE = {
+    "REPRODUCED": ("#009E73", ""),
+    "REVERSED": ("#D55E00", "//"),
+    "EQUIVALENT": ("#56B4E9", "\\\\"),
+    "UNRESOLVED": ("0.85", ".."),
+}
 TABLES_URL = "https://raw.githubusercontent.com/dfl-book/dfl-book/main/book/_tables/"
 
 
@@ -404,6 +581,7 @@ def committed_table(name: str, tag: str = "", folder: str | Path | None = None, 
     where = next((p for p in candidates if (p / file).exists()), candidates[0])
     if not (where / file).exists():
         import urllib.request
+
         where.mkdir(parents=True, exist_ok=True)
         urllib.request.urlretrieve(TABLES_URL + file, where / file)
     return read_result(where / file)
@@ -441,8 +619,9 @@ def verdict_bars(ax, counts: Mapping[str, Mapping[str, int]], *, xlabel: str, sh
         widths = np.array([counts[r].get(verdict, 0) for r in labels], dtype=float)
         if share:
             widths = widths / np.maximum(1, [sum(counts[r].values()) for r in labels])
-        drawn.append(ax.barh(ys, widths, left=left, color=color, hatch=hatch, edgecolor="0.3",
-                             linewidth=0.5, label=verdict))
+        drawn.append(
+            ax.barh(ys, widths, left=left, color=color, hatch=hatch, edgecolor="0.3", linewidth=0.5, label=verdict)
+        )
         left += widths
     ax.set_yticks(ys, labels)
     ax.set_xlabel(xlabel)
@@ -475,10 +654,15 @@ def claims_summary(by_table: Mapping[str, Iterable[Any]]) -> str:
                 groups["some"].append(f"{claim} ({table}, {k['REPRODUCED']} of {n})")
             else:
                 groups["open"].append(f"{claim} ({table}, detectable up to {max(c.detectable for c in mine):.1f})")
-    titles = {"all": "Reproduced in every column", "some": "Reproduced in some columns, reversed in none",
-              "reversed": "Reversed in at least one column", "open": "Resolved in no column"}
-    return "\n".join(f"- **{titles[g]}**: " + ("; ".join(items) if items else "none") + "."
-                     for g, items in groups.items())
+    titles = {
+        "all": "Reproduced in every column",
+        "some": "Reproduced in some columns, reversed in none",
+        "reversed": "Reversed in at least one column",
+        "open": "Resolved in no column",
+    }
+    return "\n".join(
+        f"- **{titles[g]}**: " + ("; ".join(items) if items else "none") + "." for g, items in groups.items()
+    )
 
 
 # --- chapters 09, 10, 91 ---
@@ -494,22 +678,36 @@ def phi_against_q(ax, rows, qs: Sequence[int], m: int, q_mark: int, near_one: fl
 
     lines = []
     for i, row in enumerate(sorted(rows, key=lambda r: -r.lam)):
-        (line,) = ax.loglog(qs, phi(row.lam, m, np.asarray(qs)), label=f"{row.name} (λ = {row.lam:.4f})",
-                            **(style(i) | {"marker": None}))
+        (line,) = ax.loglog(
+            qs,
+            phi(row.lam, m, np.asarray(qs)),
+            label=f"{row.name} (λ = {row.lam:.4f})",
+            **(style(i) | {"marker": None}),
+        )
         lines.append(line)
     ax.axhline(near_one, color="k", ls=":", lw=0.8, label=f"Φ = {near_one}")
     ax.axvline(q_mark, color="k", ls="--", lw=0.8, label=f"Q = {q_mark}")
     ax.set(xlabel="gossip steps per round Q", ylabel="Φ(λ, m, Q) (dimensionless)", title=f"Φ against Q, m = {m}")
-    legend_outside(ax)                       # nine topologies: the legend names each line
+    legend_outside(ax)  # nine topologies: the legend names each line
     return lines
 
 
 # --- chapters 04, 05, 06 ---
 
 
-def showcase_curves(ax, result, arms: Sequence[str], metric: str = "test_acc", *, scale: float = 100.0,
-                    ylabel: str = "test accuracy of the average model (%)", band: str = "std",
-                    log: bool = False, legend: bool | str = "right", labels: Mapping[str, str] | None = None) -> list:
+def showcase_curves(
+    ax,
+    result,
+    arms: Sequence[str],
+    metric: str = "test_acc",
+    *,
+    scale: float = 100.0,
+    ylabel: str = "test accuracy of the average model (%)",
+    band: str = "std",
+    log: bool = False,
+    legend: bool | str = "right",
+    labels: Mapping[str, str] | None = None,
+) -> list:
     """The curves of a showcase result (``dfl_book.showcase.load``): ``metric`` × ``scale`` at each evaluation,
     one mean line per arm with a band over the result's seeds (:func:`curves`). ``labels`` renames arms in the
     legend. Returns the mean lines."""
@@ -519,13 +717,16 @@ def showcase_curves(ax, result, arms: Sequence[str], metric: str = "test_acc", *
 
 
 #: The x axes of :func:`showcase_against_cost`: the key of :func:`cumulative_costs` and its axis label.
-COST_AXES = {"round": "communication round",
-             "messages": "messages sent, all clients together (models)",
-             "gradient_steps": "local gradient steps per client"}
+COST_AXES = {
+    "round": "communication round",
+    "messages": "messages sent, all clients together (models)",
+    "gradient_steps": "local gradient steps per client",
+}
 
 
-def cumulative_costs(rounds: Sequence[int], *, topology: str, num_clients: int, local_steps: int,
-                     gossip_steps: int = 1) -> dict[str, np.ndarray]:
+def cumulative_costs(
+    rounds: Sequence[int], *, topology: str, num_clients: int, local_steps: int, gossip_steps: int = 1
+) -> dict[str, np.ndarray]:
     """What a decentralized run has spent after each of ``rounds`` (rounds completed), as arrays like ``rounds``.
 
     - ``"round"``: the rounds themselves;
@@ -547,11 +748,16 @@ def cumulative_costs(rounds: Sequence[int], *, topology: str, num_clients: int, 
             raise ValueError(f"{name} must be an int >= 1, got {value!r}")
     graph = make_topology(topology, int(num_clients))
     if graph.time_varying:
-        raise ValueError(f"topology {topology!r} draws a new graph every gossip step, so its messages per round "
-                         "vary: read the engine's recorded 'transmissions' instead")
+        raise ValueError(
+            f"topology {topology!r} draws a new graph every gossip step, so its messages per round "
+            "vary: read the engine's recorded 'transmissions' instead"
+        )
     per_round = graph.matrix(0).num_messages * int(gossip_steps)
-    return {"round": rounds.astype(int), "messages": per_round * rounds.astype(int),
-            "gradient_steps": int(local_steps) * rounds.astype(int)}
+    return {
+        "round": rounds.astype(int),
+        "messages": per_round * rounds.astype(int),
+        "gradient_steps": int(local_steps) * rounds.astype(int),
+    }
 
 
 def showcase_costs(result, arm: str) -> dict[str, np.ndarray]:
@@ -562,23 +768,43 @@ def showcase_costs(result, arm: str) -> dict[str, np.ndarray]:
     """
     rounds = result.curve(arm)[0]
     cfg = result.runs[arm, result.seeds[0]]["config"]
-    costs = cumulative_costs(rounds, topology=cfg.get("topology"), num_clients=cfg["num_clients"],
-                             local_steps=cfg["local_steps"], gossip_steps=cfg["gossip_steps"])
+    costs = cumulative_costs(
+        rounds,
+        topology=cfg.get("topology"),
+        num_clients=cfg["num_clients"],
+        local_steps=cfg["local_steps"],
+        gossip_steps=cfg["gossip_steps"],
+    )
     expected = dict(zip(costs["round"].tolist(), costs["messages"].tolist()))
     for seed in result.seeds:
         for record in result.history(arm, seed):
-            if "transmissions" in record and record["round"] in expected \
-                    and record["transmissions"] != expected[record["round"]]:
-                raise ValueError(f"{arm!r}, seed {seed}, round {record['round']}: the engine recorded "
-                                 f"{record['transmissions']} messages, the topology's count gives "
-                                 f"{expected[record['round']]}")
+            if (
+                "transmissions" in record
+                and record["round"] in expected
+                and record["transmissions"] != expected[record["round"]]
+            ):
+                raise ValueError(
+                    f"{arm!r}, seed {seed}, round {record['round']}: the engine recorded "
+                    f"{record['transmissions']} messages, the topology's count gives "
+                    f"{expected[record['round']]}"
+                )
     return costs
 
 
-def showcase_against_cost(ax, result, arms: Sequence[str], cost: str = "messages", metric: str = "test_acc", *,
-                          scale: float = 100.0, ylabel: str = "test accuracy of the average model (%)",
-                          band: str = "std", log_x: bool = False, legend: bool | str = "below",
-                          labels: Mapping[str, str] | None = None) -> list:
+def showcase_against_cost(
+    ax,
+    result,
+    arms: Sequence[str],
+    cost: str = "messages",
+    metric: str = "test_acc",
+    *,
+    scale: float = 100.0,
+    ylabel: str = "test accuracy of the average model (%)",
+    band: str = "std",
+    log_x: bool = False,
+    legend: bool | str = "below",
+    labels: Mapping[str, str] | None = None,
+) -> list:
     """:func:`showcase_curves` with another x axis: ``cost`` is ``"messages"`` (all clients' messages so far),
     ``"gradient_steps"`` (one client's local steps so far) or ``"round"`` (:data:`COST_AXES`, computed by
     :func:`showcase_costs`). Each arm gets its own x values (:func:`curves_own_x`). Returns the mean lines."""
@@ -587,15 +813,29 @@ def showcase_against_cost(ax, result, arms: Sequence[str], cost: str = "messages
     labels = labels or {}
     xs = {labels.get(arm, arm): showcase_costs(result, arm)[cost] for arm in arms}
     runs = {labels.get(arm, arm): scale * np.asarray(result.curve(arm, metric)[1], dtype=float) for arm in arms}
-    if log_x:   # round 0 (nothing spent yet) has no place on a log axis
+    if log_x:  # round 0 (nothing spent yet) has no place on a log axis
         runs = {name: values[:, xs[name] > 0] for name, values in runs.items()}
         xs = {name: x[x > 0] for name, x in xs.items()}
-    return curves_own_x(ax, xs, runs, xlabel=COST_AXES[cost] + (" (log scale)" if log_x else ""), ylabel=ylabel,
-                        log_x=log_x, band=band, legend=legend)
+    return curves_own_x(
+        ax,
+        xs,
+        runs,
+        xlabel=COST_AXES[cost] + (" (log scale)" if log_x else ""),
+        ylabel=ylabel,
+        log_x=log_x,
+        band=band,
+        legend=legend,
+    )
 
 
-def consensus_curves(ax, rounds: Sequence[float], runs_by_name: Mapping[str, Any], *, exact: float = 1e-9,
-                     ylabel: str = "consensus distance (1/m) Σ‖x_i − x̄‖²") -> list:
+def consensus_curves(
+    ax,
+    rounds: Sequence[float],
+    runs_by_name: Mapping[str, Any],
+    *,
+    exact: float = 1e-9,
+    ylabel: str = "consensus distance (1/m) Σ‖x_i − x̄‖²",
+) -> list:
     """Consensus distance per round on a log axis: mean over seeds with a min–max band.
 
     A method whose runs all stay below ``exact`` (the complete graph: the clients agree after every round)
@@ -618,8 +858,9 @@ def consensus_curves(ax, rounds: Sequence[float], runs_by_name: Mapping[str, Any
     return lines
 
 
-def per_seed_lines(ax, xs: Sequence[float], values_by_name: Mapping[str, Any], *, xlabel: str, ylabel: str,
-                   log_x: bool = False) -> list:
+def per_seed_lines(
+    ax, xs: Sequence[float], values_by_name: Mapping[str, Any], *, xlabel: str, ylabel: str, log_x: bool = False
+) -> list:
     """Mean over seeds against ``xs`` (a line per name) with every seed as a dot.
 
     ``values_by_name`` maps a name to an array of shape ``(len(xs), seeds)``. Returns the mean lines.
@@ -628,8 +869,14 @@ def per_seed_lines(ax, xs: Sequence[float], values_by_name: Mapping[str, Any], *
     for i, (name, values) in enumerate(values_by_name.items()):
         values = np.asarray(values, dtype=float)
         (line,) = ax.plot(xs, values.mean(1), label=f"{name} (mean)", **style(i))
-        ax.plot(np.repeat(np.asarray(xs, dtype=float), values.shape[1]), values.ravel(), ".",
-                color=line.get_color(), alpha=0.5, label=f"{name}: each of {values.shape[1]} seeds")
+        ax.plot(
+            np.repeat(np.asarray(xs, dtype=float), values.shape[1]),
+            values.ravel(),
+            ".",
+            color=line.get_color(),
+            alpha=0.5,
+            label=f"{name}: each of {values.shape[1]} seeds",
+        )
         lines.append(line)
     if log_x:
         ax.set_xscale("log")
@@ -649,19 +896,29 @@ def measured_against_bounds(axes, reports: Mapping[str, dict]) -> None:
         color = COLORS[i % len(COLORS)]
         rounds = np.arange(1, len(r["grad_norm_sq"]) + 1)
         left.semilogy(rounds, r["grad_norm_sq"], color=color, label=label)
-        left.axhline(r["predictions"]["min_grad_norm_sq_bound"], color=color, ls="--", lw=0.8,
-                     label=f"{label}: Theorem 4.5")
+        left.axhline(
+            r["predictions"]["min_grad_norm_sq_bound"], color=color, ls="--", lw=0.8, label=f"{label}: Theorem 4.5"
+        )
         right.semilogy(rounds[1:], r["consensus"][1:], color=color, label=label)
-        right.axhline(r["predictions"]["consensus_distance_bound"], color=color, ls="--", lw=0.8,
-                      label=f"{label}: Lemma D.6")
+        right.axhline(
+            r["predictions"]["consensus_distance_bound"], color=color, ls="--", lw=0.8, label=f"{label}: Lemma D.6"
+        )
     left.set(xlabel="round t", ylabel="‖∇f(x̄ᵗ)‖² (squared loss units)", title="gradient norm of the average model")
     right.set(xlabel="round t", ylabel="consensus distance (squared parameter units)", title="disagreement")
     legend_outside(left, where="below", ncol=2)  # each panel its own legend: Theorem 4.5 left, Lemma D.6 right
     legend_outside(right)
 
 
-def paired_maps(ax, xs: Sequence[float], verdicts_by_series: Mapping[str, Sequence[Any]], *, xlabel: str,
-                ylabel: str, log_x: bool = True, spread: float = 0.06) -> list:
+def paired_maps(
+    ax,
+    xs: Sequence[float],
+    verdicts_by_series: Mapping[str, Sequence[Any]],
+    *,
+    xlabel: str,
+    ylabel: str,
+    log_x: bool = True,
+    spread: float = 0.06,
+) -> list:
     """Chapter 09: :func:`paired_map` for several series on one axes, one per variant.
 
     ``verdicts_by_series`` maps a label to comparisons, one per x in ``xs`` (a series may be shorter: it is
@@ -673,11 +930,29 @@ def paired_maps(ax, xs: Sequence[float], verdicts_by_series: Mapping[str, Sequen
     n, lines = len(verdicts_by_series), []
     for i, (label, comps) in enumerate(verdicts_by_series.items()):
         shift = (i - (n - 1) / 2) * spread
-        lines.append(paired_map(ax, xs[:len(comps)], comps, xlabel=xlabel, ylabel=ylabel, label=label, index=i,
-                                offset=10**shift - 1 if log_x else shift, log_x=log_x))
-    ax.set_xticks(list(xs), [f"{x:g}" for x in xs])        # a shorter series set only its own ticks
-    whiskers = Line2D([], [], color="black", marker="|", markersize=10, linestyle="none",
-                      label="whiskers: 95% CI over seeds; hollow: the interval contains 0")
+        lines.append(
+            paired_map(
+                ax,
+                xs[: len(comps)],
+                comps,
+                xlabel=xlabel,
+                ylabel=ylabel,
+                label=label,
+                index=i,
+                offset=10**shift - 1 if log_x else shift,
+                log_x=log_x,
+            )
+        )
+    ax.set_xticks(list(xs), [f"{x:g}" for x in xs])  # a shorter series set only its own ticks
+    whiskers = Line2D(
+        [],
+        [],
+        color="black",
+        marker="|",
+        markersize=10,
+        linestyle="none",
+        label="whiskers: 95% CI over seeds; hollow: the interval contains 0",
+    )
     legend_outside(ax, handles=lines + [whiskers])
     return lines
 
@@ -698,12 +973,20 @@ def claims_overview(ax, claims: Iterable[Any]) -> dict:
         found = re.search(r"seeds/(\d{3})", c.location)
         paper = f"{names.get(found.group(1), 'seed')} ({found.group(1)})" if found else "other"
         counts.setdefault(paper, dict.fromkeys(verdicts, 0))[c.verdict] += 1
-    papers = sorted(counts, key=lambda p: p[-4:])          # by seed number
+    papers = sorted(counts, key=lambda p: p[-4:])  # by seed number
     left = np.zeros(len(papers))
     for i, v in enumerate(verdicts):
         widths = np.array([counts[p][v] for p in papers], dtype=float)
-        ax.barh(papers, widths, left=left, color=COLORS[i], hatch=["", "//", ".."][i], edgecolor="black",
-                linewidth=0.5, label=v)
+        ax.barh(
+            papers,
+            widths,
+            left=left,
+            color=COLORS[i],
+            hatch=["", "//", ".."][i],
+            edgecolor="black",
+            linewidth=0.5,
+            label=v,
+        )
         left += widths
     ax.invert_yaxis()
     ax.set(xlabel="number of claims", ylabel="seed paper")
@@ -714,9 +997,20 @@ def claims_overview(ax, claims: Iterable[Any]) -> dict:
 
 # --- chapters 07, 08 ---
 
-def paired_map(ax, xs: Sequence[float], comparisons: Sequence[Any], *, xlabel: str, ylabel: str,
-               label: str | None = None, index: int = 0, offset: float = 0.0, log_x: bool = False,
-               xticklabels: Sequence[str] | None = None):
+
+def paired_map(
+    ax,
+    xs: Sequence[float],
+    comparisons: Sequence[Any],
+    *,
+    xlabel: str,
+    ylabel: str,
+    label: str | None = None,
+    index: int = 0,
+    offset: float = 0.0,
+    log_x: bool = False,
+    xticklabels: Sequence[str] | None = None,
+):
     """A paired difference against a setting (ρ, Q, m): the mean and its 95% interval at each ``xs``.
 
     ``comparisons`` holds one object per x with ``mean``, ``low``, ``high`` and
@@ -736,13 +1030,20 @@ def paired_map(ax, xs: Sequence[float], comparisons: Sequence[Any], *, xlabel: s
     (line,) = ax.plot(x, mean, color=color, linestyle=st.get("linestyle", "-"), linewidth=1, label=label)
     for xi, m, lo, hi in zip(x, mean, low, high):
         hollow = lo <= 0 <= hi
-        ax.errorbar([xi], [m], yerr=[[m - lo], [hi - m]], fmt=st.get("marker", "o"), color=color, capsize=4,
-                    markerfacecolor="white" if hollow else color, zorder=3)
+        ax.errorbar(
+            [xi],
+            [m],
+            yerr=[[m - lo], [hi - m]],
+            fmt=st.get("marker", "o"),
+            color=color,
+            capsize=4,
+            markerfacecolor="white" if hollow else color,
+            zorder=3,
+        )
     ax.axhline(0, color="0.3", linewidth=1, linestyle="--", zorder=1)
     if log_x:
         ax.set_xscale("log")
-    ax.set_xticks(np.asarray(xs, dtype=float), list(xticklabels) if xticklabels is not None else
-                  [f"{v:g}" for v in xs])
+    ax.set_xticks(np.asarray(xs, dtype=float), list(xticklabels) if xticklabels is not None else [f"{v:g}" for v in xs])
     ax.minorticks_off()
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -750,8 +1051,7 @@ def paired_map(ax, xs: Sequence[float], comparisons: Sequence[Any], *, xlabel: s
     return line
 
 
-def regime_map(ax, cells: Sequence[Any], *, treated: str = "SAM", limit: float | None = None,
-               detail: bool = True):
+def regime_map(ax, cells: Sequence[Any], *, treated: str = "SAM", limit: float | None = None, detail: bool = True):
     """Chapters 07 and 08: a regime map, local epochs E (rows) × ρ (columns), one square per cell.
 
     ``cells`` are :class:`dfl_book.showcase.regime.Cell` records (``local_epochs``, ``rho``, ``comparison``,
@@ -774,7 +1074,7 @@ def regime_map(ax, cells: Sequence[Any], *, treated: str = "SAM", limit: float |
     by = {(c.local_epochs, c.rho): c for c in cells}
     limit = limit or max(abs(c.comparison.mean) for c in cells) or 1.0
     norm = mpl.colors.TwoSlopeNorm(vmin=-limit, vcenter=0.0, vmax=limit)
-    cmap = mpl.colormaps["PuOr"]                      # orange below 0 (costs), purple-blue above (pays)
+    cmap = mpl.colormaps["PuOr"]  # orange below 0 (costs), purple-blue above (pays)
     pays, costs = {}, {}
     for (e, rho), c in by.items():
         i, j = epochs.index(e), rhos.index(rho)
@@ -784,26 +1084,50 @@ def regime_map(ax, cells: Sequence[Any], *, treated: str = "SAM", limit: float |
         resolved = v.verdict in ("REPRODUCED", "REVERSED")
         # a hollow square's edge is at least a mid-strength shade of its side, so that it stays visible
         edge = cmap(0.5 + math.copysign(max(0.25, abs(shade - 0.5)), shade - 0.5))
-        ax.add_patch(Rectangle((j - 0.45, i - 0.45), 0.9, 0.9, facecolor=colour if resolved else "white",
-                               edgecolor="0.4" if resolved else edge, linewidth=0.5 if resolved else 3,
-                               hatch=None if resolved else ("\\\\" if v.verdict == "EQUIVALENT" else None)))
+        ax.add_patch(
+            Rectangle(
+                (j - 0.45, i - 0.45),
+                0.9,
+                0.9,
+                facecolor=colour if resolved else "white",
+                edgecolor="0.4" if resolved else edge,
+                linewidth=0.5 if resolved else 3,
+                hatch=None if resolved else ("\\\\" if v.verdict == "EQUIVALENT" else None),
+            )
+        )
         pays[(i, j)] = v.verdict == "REPRODUCED"
         costs[(i, j)] = v.verdict == "REVERSED"
         if detail:
             dark = resolved and abs(norm(v.mean) - 0.5) > 0.3
-            ax.text(j, i + 0.08, f"{v.mean:+.2f}".replace("-", "−"), ha="center", va="center", fontsize=11,
-                    weight="bold", color="white" if dark else "black")
-            ax.text(j, i - 0.2, f"[{v.low:+.2f}, {v.high:+.2f}]".replace("-", "−"), ha="center", va="center",
-                    fontsize=8, color="white" if dark else "black")
+            ax.text(
+                j,
+                i + 0.08,
+                f"{v.mean:+.2f}".replace("-", "−"),
+                ha="center",
+                va="center",
+                fontsize=11,
+                weight="bold",
+                color="white" if dark else "black",
+            )
+            ax.text(
+                j,
+                i - 0.2,
+                f"[{v.low:+.2f}, {v.high:+.2f}]".replace("-", "−"),
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="white" if dark else "black",
+            )
     # the boundaries: edges between paying cells and the others (solid), costing cells and the others (dashed)
     for region, dashes in ((pays, "-"), (costs, "--")):
         for (i, j), inside in region.items():
             for di, dj in ((1, 0), (0, 1)):
                 other = region.get((i + di, j + dj))
                 if other is not None and other != inside:
-                    xs, ys = ([j - 0.5, j + 0.5], [i + 0.5, i + 0.5]) if di else ([j + 0.5, j + 0.5], [i - 0.5, i + 0.5])
-                    ax.plot(xs, ys, color="black", linewidth=3.5 if dashes == "-" else 2.5, linestyle=dashes,
-                            zorder=4)
+                    xs, ys = (
+                        ([j - 0.5, j + 0.5], [i + 0.5, i + 0.5]) if di else ([j + 0.5, j + 0.5], [i - 0.5, i + 0.5])
+                    )
+                    ax.plot(xs, ys, color="black", linewidth=3.5 if dashes == "-" else 2.5, linestyle=dashes, zorder=4)
     ax.set_xlim(-0.5, len(rhos) - 0.5)
     ax.set_ylim(-0.5, len(epochs) - 0.5)
     ax.set_xticks(range(len(rhos)), [f"{r:g}" for r in rhos])
@@ -812,20 +1136,26 @@ def regime_map(ax, cells: Sequence[Any], *, treated: str = "SAM", limit: float |
         c = by[(e, rhos[0])]
         label = f"E = {e:g} (K = {c.local_steps})"
         if detail:
-            label += (f"\nbaseline train {c.baseline_train_acc:.1f}%,\n"
-                      f"gap {c.baseline_gap:.1f}, ".replace("-", "−")
-                      + ("flat" if c.flat else "still rising"))
+            label += f"\nbaseline train {c.baseline_train_acc:.1f}%,\ngap {c.baseline_gap:.1f}, ".replace("-", "−") + (
+                "flat" if c.flat else "still rising"
+            )
         rows.append(label)
     ax.set_yticks(range(len(epochs)), rows)
     ax.set_xlabel(f"ρ, {treated}'s perturbation radius")
     ax.set_ylabel("local work a round")
-    handles = [Patch(facecolor=cmap(0.85), edgecolor="0.4", label="filled: the 95% CI excludes 0"),
-               Patch(facecolor="white", edgecolor=cmap(0.75), linewidth=2, label="hollow: unresolved"),
-               Patch(facecolor="white", edgecolor=cmap(0.75), linewidth=2, hatch="\\\\",
-                     label="hatched: equivalent within the margin"),
-               Line2D([], [], color="black", linewidth=3, label=f"boundary: {treated} pays | does not"),
-               Line2D([], [], color="black", linewidth=2.5, linestyle="--",
-                      label=f"boundary: {treated} costs | does not")]
+    handles = [
+        Patch(facecolor=cmap(0.85), edgecolor="0.4", label="filled: the 95% CI excludes 0"),
+        Patch(facecolor="white", edgecolor=cmap(0.75), linewidth=2, label="hollow: unresolved"),
+        Patch(
+            facecolor="white",
+            edgecolor=cmap(0.75),
+            linewidth=2,
+            hatch="\\\\",
+            label="hatched: equivalent within the margin",
+        ),
+        Line2D([], [], color="black", linewidth=3, label=f"boundary: {treated} pays | does not"),
+        Line2D([], [], color="black", linewidth=2.5, linestyle="--", label=f"boundary: {treated} costs | does not"),
+    ]
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8, frameon=False)
     return mpl.cm.ScalarMappable(norm=norm, cmap=cmap)
 
@@ -857,18 +1187,34 @@ def sam_toys(grid, loss, loss_sam, rho: float, starts, paths: Mapping[str, Any],
         ax.plot(sign * branch, sign / branch, "k:", linewidth=1)
     for i, (name, path) in enumerate(paths.items()):
         for j in range(path.shape[1]):
-            ax.plot(*path[:, j].T, color=COLORS[i], linewidth=4 - 2.8 * i, alpha=0.6 + 0.4 * i,
-                    label=name if j == 0 else None)
+            ax.plot(
+                *path[:, j].T,
+                color=COLORS[i],
+                linewidth=4 - 2.8 * i,
+                alpha=0.6 + 0.4 * i,
+                label=name if j == 0 else None,
+            )
             ax.plot(*path[-1, j], "o", color=COLORS[i], markersize=4)
     ax.plot(*np.asarray(starts).T, "kx", label="starts")
-    ax.set(xlim=(-2.7, 2.7), ylim=(-2.7, 2.7), xlabel="u", ylabel="v", aspect="equal",
-           title="Valley of minima uv = 1 (dotted)")
+    ax.set(
+        xlim=(-2.7, 2.7),
+        ylim=(-2.7, 2.7),
+        xlabel="u",
+        ylabel="v",
+        aspect="equal",
+        title="Valley of minima uv = 1 (dotted)",
+    )
     ax.legend(fontsize=8)
     ax = axes[2]
     for i, (name, path) in enumerate(paths.items()):
         for j in range(path.shape[1]):
-            ax.plot(np.arange(1, len(path) + 1), top_eig(path[:, j]), color=COLORS[i], linewidth=1,
-                    label=name if j == 0 else None)
+            ax.plot(
+                np.arange(1, len(path) + 1),
+                top_eig(path[:, j]),
+                color=COLORS[i],
+                linewidth=1,
+                label=name if j == 0 else None,
+            )
     ax.axhline(2, color="k", linestyle=":", linewidth=1, label="flattest minimum (2)")
     ax.set(xscale="log", xlabel="step + 1 (log scale)", ylabel="λ_max of the Hessian", title="Sharpness along the way")
     ax.legend(fontsize=8)
@@ -912,15 +1258,21 @@ def consensus_against_theory(ax, qs: Sequence[int], measured, predictions: Mappi
     ax.plot(np.repeat(qs, measured.shape[1]), measured.ravel(), "k.", alpha=0.35, label="measured, one seed")
     for i, (name, values) in enumerate(predictions.items()):
         ax.plot(qs, values, linestyle="--", marker="s^v"[i % 3], color=COLORS[i + 1], label=name)
-    ax.set(xlabel="gossip steps per round Q", ylabel="consensus distance / its value at Q = 1", yscale="log",
-           xticks=qs)
+    ax.set(xlabel="gossip steps per round Q", ylabel="consensus distance / its value at Q = 1", yscale="log", xticks=qs)
     ax.grid(True, alpha=0.3)
     legend_outside(ax)
     return ax
 
 
-def scatter_by_arm(ax, points_by_arm: Mapping[str, tuple], *, xlabel: str, ylabel: str,
-                   legend: bool = True, chance: float | None = None) -> list:
+def scatter_by_arm(
+    ax,
+    points_by_arm: Mapping[str, tuple],
+    *,
+    xlabel: str,
+    ylabel: str,
+    legend: bool = True,
+    chance: float | None = None,
+) -> list:
     """One point per run, one colour and marker per arm: ``{arm: (xs, ys)}`` with one x and y per seed.
     ``chance``: a y value to draw as a labelled dotted line (0.5 for an attack's AUC), kept inside the axis so
     that a reader sees how far the points are from it. Returns the scatter collections."""
@@ -929,8 +1281,17 @@ def scatter_by_arm(ax, points_by_arm: Mapping[str, tuple], *, xlabel: str, ylabe
         ax.axhline(chance, color="k", lw=0.9, ls=":", zorder=2, label=f"chance ({chance:g})")
     for i, (arm, (xs, ys)) in enumerate(points_by_arm.items()):
         st = style(i)
-        drawn.append(ax.scatter(xs, ys, color=st["color"], marker=st.get("marker", "o"), s=40, zorder=3,
-                                label=f"{arm} ({len(xs)} seeds)"))
+        drawn.append(
+            ax.scatter(
+                xs,
+                ys,
+                color=st["color"],
+                marker=st.get("marker", "o"),
+                s=40,
+                zorder=3,
+                label=f"{arm} ({len(xs)} seeds)",
+            )
+        )
     ax.set(xlabel=xlabel, ylabel=ylabel)
     ax.grid(True, alpha=0.3)
     if legend:
@@ -938,8 +1299,17 @@ def scatter_by_arm(ax, points_by_arm: Mapping[str, tuple], *, xlabel: str, ylabe
     return drawn
 
 
-def curves_own_x(ax, xs_by_name: Mapping[str, Any], runs_by_name: Mapping[str, Any], *, xlabel: str, ylabel: str,
-                 log_x: bool = False, band: str = "std", legend: bool | str = "right") -> list:
+def curves_own_x(
+    ax,
+    xs_by_name: Mapping[str, Any],
+    runs_by_name: Mapping[str, Any],
+    *,
+    xlabel: str,
+    ylabel: str,
+    log_x: bool = False,
+    band: str = "std",
+    legend: bool | str = "right",
+) -> list:
     """Like :func:`curves`, but each method has its own x values (e.g. the bits it has sent after each round).
 
     ``xs_by_name[name]`` has shape ``(points,)``, ``runs_by_name[name]`` shape ``(seeds, points)``. Returns the

@@ -30,6 +30,7 @@ Conventions used in the values below:
 * Presets are at the papers' full scale (CIFAR, 100 clients, 1000+ rounds): they
   are meant for a GPU. The book derives its fast profiles from them.
 """
+
 from __future__ import annotations
 
 import math
@@ -56,36 +57,43 @@ def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
 class Preset:
     """The configs of one table of one paper; see the module docstring."""
 
-    name: str                      # e.g. "dfedsam-table1-cifar10"
-    source: str                    # citation: paper, table/section (and the seed file)
-    description: str               # one line, for the CLI --help
-    base: Mapping[str, object]     # Config fields shared by the whole table
-    algorithms: tuple[str, ...]    # the table's rows that dfl_core implements (ALGORITHMS keys), in table order
-    per_algorithm: Mapping[str, Mapping[str, object]]   # per-row overrides
-    settings: Mapping[str, Mapping[str, object]]        # the table's columns
-    not_implemented: tuple[str, ...] = ()               # table rows the engine does not have (yet)
-    notes: tuple[str, ...] = field(default=())          # every value not stated in the paper: where it comes from
+    name: str  # e.g. "dfedsam-table1-cifar10"
+    source: str  # citation: paper, table/section (and the seed file)
+    description: str  # one line, for the CLI --help
+    base: Mapping[str, object]  # Config fields shared by the whole table
+    algorithms: tuple[str, ...]  # the table's rows that dfl_core implements (ALGORITHMS keys), in table order
+    per_algorithm: Mapping[str, Mapping[str, object]]  # per-row overrides
+    settings: Mapping[str, Mapping[str, object]]  # the table's columns
+    not_implemented: tuple[str, ...] = ()  # table rows the engine does not have (yet)
+    notes: tuple[str, ...] = field(default=())  # every value not stated in the paper: where it comes from
 
     def __post_init__(self) -> None:
         names = {*RUN_FIELDS, *ALGORITHM_FIELDS}
         unknown_algos = [a for a in self.algorithms if a not in ALGORITHMS]
         if unknown_algos:
-            raise ValueError(f"preset {self.name!r}: unknown algorithm(s) {unknown_algos}; "
-                             f"allowed: {', '.join(ALGORITHMS)}")
+            raise ValueError(
+                f"preset {self.name!r}: unknown algorithm(s) {unknown_algos}; allowed: {', '.join(ALGORITHMS)}"
+            )
         stray = sorted(set(self.per_algorithm) - set(self.algorithms))
         if stray:
-            raise ValueError(f"preset {self.name!r}: per_algorithm names {stray}, which are not among its "
-                             f"algorithms {list(self.algorithms)}")
-        parts = [("base", self.base)] + [(f"settings[{s!r}]", v) for s, v in self.settings.items()] \
+            raise ValueError(
+                f"preset {self.name!r}: per_algorithm names {stray}, which are not among its "
+                f"algorithms {list(self.algorithms)}"
+            )
+        parts = (
+            [("base", self.base)]
+            + [(f"settings[{s!r}]", v) for s, v in self.settings.items()]
             + [(f"per_algorithm[{a!r}]", v) for a, v in self.per_algorithm.items()]
+        )
         for where, values in parts:
             bad = sorted(set(values) - names) + (["algorithm"] if "algorithm" in values else [])
             if bad:
-                raise ValueError(f"preset {self.name!r}: {where} sets {bad}, which are not settable config "
-                                 f"fields here (the algorithm is chosen by Preset.config)")
+                raise ValueError(
+                    f"preset {self.name!r}: {where} sets {bad}, which are not settable config "
+                    f"fields here (the algorithm is chosen by Preset.config)"
+                )
         object.__setattr__(self, "base", _frozen(self.base))
-        object.__setattr__(self, "per_algorithm",
-                           _frozen({a: _frozen(v) for a, v in self.per_algorithm.items()}))
+        object.__setattr__(self, "per_algorithm", _frozen({a: _frozen(v) for a, v in self.per_algorithm.items()}))
         object.__setattr__(self, "settings", _frozen({s: _frozen(v) for s, v in self.settings.items()}))
         object.__setattr__(self, "algorithms", tuple(self.algorithms))
         object.__setattr__(self, "not_implemented", tuple(self.not_implemented))
@@ -101,12 +109,17 @@ class Preset:
         """
         if algorithm not in self.algorithms:
             missing = [r for r in self.not_implemented if r.lower() == str(algorithm).lower()]
-            why = (f"{missing[0]} is a row of this table that dfl_core does not implement"
-                   if missing else f"unknown algorithm {algorithm!r} for this preset")
+            why = (
+                f"{missing[0]} is a row of this table that dfl_core does not implement"
+                if missing
+                else f"unknown algorithm {algorithm!r} for this preset"
+            )
             raise ValueError(f"preset {self.name!r}: {why}; allowed: {', '.join(self.algorithms)}")
         if setting is not None and setting not in self.settings:
-            raise ValueError(f"preset {self.name!r}: unknown setting {setting!r}; allowed: "
-                             f"{', '.join(self.settings)} (or None for the base config)")
+            raise ValueError(
+                f"preset {self.name!r}: unknown setting {setting!r}; allowed: "
+                f"{', '.join(self.settings)} (or None for the base config)"
+            )
         uses = ALGORITHMS[algorithm].defaults
         shared = {**self.base, **(self.settings[setting] if setting is not None else {})}
         shared = {k: v for k, v in shared.items() if k not in ALGORITHM_FIELDS or k in uses}
@@ -128,9 +141,9 @@ class Preset:
 
 _DFEDSAM_SEED = "Shi et al., ICML 2023 (DFedSAM), seed 003_09f3e964e3b8f925.txt"
 _CIFAR_TRAIN = 50_000
-_DFEDSAM_CLIENTS = 100                                   # App. B.3: "The total client number is set to 100"
-_DFEDSAM_BATCH = 128                                     # App. B.3: "The batch size is fixed to 128"
-_DFEDSAM_N = _CIFAR_TRAIN // _DFEDSAM_CLIENTS            # 500 samples per client (equal-size split, see notes)
+_DFEDSAM_CLIENTS = 100  # App. B.3: "The total client number is set to 100"
+_DFEDSAM_BATCH = 128  # App. B.3: "The batch size is fixed to 128"
+_DFEDSAM_N = _CIFAR_TRAIN // _DFEDSAM_CLIENTS  # 500 samples per client (equal-size split, see notes)
 # App. B.3: "the training epoch in D-PSGD is set to 1, that for all other methods is set to 5"
 # -> K = 5 * ceil(500 / 128) = 5 * 4 = 20 local steps.
 _DFEDSAM_K = epochs_to_steps(5, _DFEDSAM_N, _DFEDSAM_BATCH)
@@ -153,30 +166,30 @@ def _dfedsam_base(dataset: str, rounds: int) -> dict[str, object]:
     return {
         "dataset": dataset,
         "model": _DFEDSAM_BACKBONES[dataset],
-        "num_clients": _DFEDSAM_CLIENTS,                 # App. B.3
+        "num_clients": _DFEDSAM_CLIENTS,  # App. B.3
         "rounds": rounds,
-        "partition": "dirichlet",                        # §5.1: Dirichlet partition (see notes: "prior" split)
-        "alpha": 0.3,                                    # Table 1, first column (Dirichlet 0.3)
-        "dirichlet_method": "prior",                     # public code (DisPFL, equal 500/client); notes
-        "batch_size": _DFEDSAM_BATCH,                    # App. B.3: 128
-        "local_steps": _DFEDSAM_K,                       # App. B.3: 5 epochs -> 5*ceil(500/128) = 20 steps
-        "lr": 0.1,                                       # App. B.3 / §5.1: local learning rate 0.1
-        "lr_decay": 0.998,                               # App. B.3 / §5.1: decayed with 0.998 per round
-        "weight_decay": 5e-4,                            # App. B.3: 0.0005 "for all baselines except FedSAM"
+        "partition": "dirichlet",  # §5.1: Dirichlet partition (see notes: "prior" split)
+        "alpha": 0.3,  # Table 1, first column (Dirichlet 0.3)
+        "dirichlet_method": "prior",  # public code (DisPFL, equal 500/client); notes
+        "batch_size": _DFEDSAM_BATCH,  # App. B.3: 128
+        "local_steps": _DFEDSAM_K,  # App. B.3: 5 epochs -> 5*ceil(500/128) = 20 steps
+        "lr": 0.1,  # App. B.3 / §5.1: local learning rate 0.1
+        "lr_decay": 0.998,  # App. B.3 / §5.1: decayed with 0.998 per round
+        "weight_decay": 5e-4,  # App. B.3: 0.0005 "for all baselines except FedSAM"
         # Decentralized rows (App. B.4): time-varying topology, each client talks to at most 10 neighbours
         # sampled without replacement. "random-symmetric" is the reading the theory needs (Def. 4.1);
         # "random-as-coded" is the DisPFL-lineage code's (see notes).
         "topology": "random-symmetric",
-        "max_degree": 10,                                # App. B.3/B.4: "at most 10 neighbors"
-        "num_neighbors": 10,                             # the same bound for the "random-as-coded" alternative
+        "max_degree": 10,  # App. B.3/B.4: "at most 10 neighbors"
+        "num_neighbors": 10,  # the same bound for the "random-as-coded" alternative
         # App. B.4: "In DFedSAM-MGS, the gossip step is performed Q times, 10 x Q clients are sampled" --
         # a new graph for every gossip step.
         "fresh_matrix_per_gossip_step": True,
-        "gossip_steps": 1,                               # Algorithm 1 with Q = 1 (MGS rows override: Q = 4)
+        "gossip_steps": 1,  # Algorithm 1 with Q = 1 (MGS rows override: Q = 4)
         # Centralized rows (FedAvg, FedSAM):
-        "client_fraction": 0.1,                          # App. B.3: "the sample ratio of client is set to 0.1"
-        "server_lr": 1.0,                                # App. B.3: "global learning rate is set to 1.0"
-        "eval_every": 10,                                # our choice: 100 evaluations over 1000 rounds
+        "client_fraction": 0.1,  # App. B.3: "the sample ratio of client is set to 0.1"
+        "server_lr": 1.0,  # App. B.3: "global learning rate is set to 1.0"
+        "eval_every": 10,  # our choice: 100 evaluations over 1000 rounds
     }
 
 
@@ -229,10 +242,10 @@ def _dfedsam_table1(dataset: str) -> Preset:
         name=f"dfedsam-table1-{dataset}",
         source=f"{_DFEDSAM_SEED}: Table 1, §5.1, App. B.1-B.4",
         description=f"DFedSAM Table 1 ({label}): CFL and DFL baselines, Dirichlet 0.3 / 0.6 / IID, 1000 rounds",
-        base=_dfedsam_base(dataset, rounds=1000),        # §5.1 / App. B.3: 1000 rounds
+        base=_dfedsam_base(dataset, rounds=1000),  # §5.1 / App. B.3: 1000 rounds
         algorithms=_DFEDSAM_T1_ROWS,
         per_algorithm=_dfedsam_per_algorithm(_DFEDSAM_T1_ROWS),
-        settings={                                       # Table 1 columns (§5.1: alpha = 0.3 and 0.6, and IID)
+        settings={  # Table 1 columns (§5.1: alpha = 0.3 and 0.6, and IID)
             "dir0.3": {"partition": "dirichlet", "alpha": 0.3},
             "dir0.6": {"partition": "dirichlet", "alpha": 0.6},
             "iid": {"partition": "iid"},
@@ -247,7 +260,7 @@ _DFEDSAM_TABLE2 = Preset(
     source=f"{_DFEDSAM_SEED}: Table 2, §5.3, App. A (Figure 7), App. B.3",
     description="DFedSAM Table 2 (CIFAR-10, VGG-11-GN): DFL methods on ring / grid / exponential / full, 1000 rounds",
     base={
-        **_dfedsam_base("cifar10", rounds=1000),         # §5.1: 1000 rounds also for the topology study
+        **_dfedsam_base("cifar10", rounds=1000),  # §5.1: 1000 rounds also for the topology study
         # §5.3: communication type "Complete": every client gossips with its neighbours every round on a
         # static graph (the columns); the base is the first column.
         "topology": "ring",
@@ -257,14 +270,16 @@ _DFEDSAM_TABLE2 = Preset(
     },
     algorithms=_DFEDSAM_T2_ROWS,
     per_algorithm=_dfedsam_per_algorithm(_DFEDSAM_T2_ROWS),
-    settings={                                           # Table 2 columns: Ring, Grid, Exp, Full
+    settings={  # Table 2 columns: Ring, Grid, Exp, Full
         "ring": {"topology": "ring"},
-        "grid": {"topology": "grid"},                    # 100 clients -> 10 x 10 grid
-        "exponential": {"topology": "exponential"},      # see notes: directed (Ying et al.) vs exponential-mh
+        "grid": {"topology": "grid"},  # 100 clients -> 10 x 10 grid
+        "exponential": {"topology": "exponential"},  # see notes: directed (Ying et al.) vs exponential-mh
         "full": {"topology": "complete"},
     },
     not_implemented=(),
-    notes=_DFEDSAM_COMMON_NOTES[:2] + _DFEDSAM_COMMON_NOTES[4:6] + (
+    notes=_DFEDSAM_COMMON_NOTES[:2]
+    + _DFEDSAM_COMMON_NOTES[4:6]
+    + (
         "Data split of Table 2: not stated anywhere in the paper (§5.3, Figure 5(b), App. A/B). We use "
         "Dirichlet 0.3 (Table 1's first column, and the DisPFL code's default split); the only other CIFAR-10 "
         "split named in §5 is Dirichlet 0.6 (the Hessian study of §5.2). Override with partition/alpha.",
@@ -281,14 +296,17 @@ _DFEDSAM_TABLE2 = Preset(
 
 def _dfedsam_table3(dataset: str) -> Preset:
     label = {"cifar10": "CIFAR-10, VGG-11-GN", "cifar100": "CIFAR-100, ResNet-18-GN"}[dataset]
-    shared = {k: v for k, v in _dfedsam_base(dataset, rounds=500).items()   # App. C: 500 rounds
-              if k not in ("alpha", "dirichlet_method")}                    # no Dirichlet split here
+    shared = {
+        k: v
+        for k, v in _dfedsam_base(dataset, rounds=500).items()  # App. C: 500 rounds
+        if k not in ("alpha", "dirichlet_method")
+    }  # no Dirichlet split here
     return Preset(
         name=f"dfedsam-table3-{dataset}",
         source=f"{_DFEDSAM_SEED}: Table 3, App. C (with App. B.3-B.4)",
         description=f"DFedSAM Table 3 ({label}): pathological split, 2 classes per client, 500 rounds",
         base={
-            **shared,                                    # App. C: "after 500 communication rounds"
+            **shared,  # App. C: "after 500 communication rounds"
             # App. C: "sorted data is divided into 200 partitions with 100 clients and each client is randomly
             # assigned 2 partitions from 2 classes" -> 200 shards of 250 images, 2 per client (500 per client,
             # so K = 20 as in Table 1).
@@ -297,14 +315,16 @@ def _dfedsam_table3(dataset: str) -> Preset:
         },
         algorithms=_DFEDSAM_T3_ROWS,
         per_algorithm=_dfedsam_per_algorithm(_DFEDSAM_T3_ROWS),
-        settings={"pathological": {"partition": "shards", "shards_per_client": 2}},   # Table 3's one column
+        settings={"pathological": {"partition": "shards", "shards_per_client": 2}},  # Table 3's one column
         not_implemented=(),
         notes=(
             "App. C restates only the split, the backbones and the 500 rounds; every other value (lr 0.1, decay "
             "0.998, batch 128, 5 epochs, 100 clients, rho 0.01, Q = 4, weight decay, the time-varying topology "
             "with at most 10 neighbours, client_fraction 0.1) is taken from App. B.3-B.4, assuming the "
             "pathological runs used the same setup as Table 1.",
-        ) + _DFEDSAM_COMMON_NOTES[:4] + _DFEDSAM_COMMON_NOTES[5:],
+        )
+        + _DFEDSAM_COMMON_NOTES[:4]
+        + _DFEDSAM_COMMON_NOTES[5:],
     )
 
 
@@ -314,14 +334,25 @@ def _dfedsam_table3(dataset: str) -> Preset:
 # --------------------------------------------------------------------------- #
 
 _FEDGF_SEED = "Lee & Yoon, ICML 2024 (FedGF), slides, seed 001_a58dc42178e77a69.txt"
-_FEDGF_ALPHAS = ("0", "0.005", "10")                     # Table 1 column groups: Dir(0), Dir(0.005), Dir(10)
-_FEDGF_PARTICIPATION = (5, 10, 20)                       # Table 1: "Number of participating clients per round"
-_FEDGF_N = 500                                           # public code README: "100 users have 500 images each"
-_FEDGF_BATCH = 64                                        # public code (tools/experiments/cifar.sh): batch 64
-_FEDGF_K = epochs_to_steps(1, _FEDGF_N, _FEDGF_BATCH)    # public code: 1 epoch -> 1*ceil(500/64) = 8 steps
+_FEDGF_ALPHAS = ("0", "0.005", "10")  # Table 1 column groups: Dir(0), Dir(0.005), Dir(10)
+_FEDGF_PARTICIPATION = (5, 10, 20)  # Table 1: "Number of participating clients per round"
+_FEDGF_N = 500  # public code README: "100 users have 500 images each"
+_FEDGF_BATCH = 64  # public code (tools/experiments/cifar.sh): batch 64
+_FEDGF_K = epochs_to_steps(1, _FEDGF_N, _FEDGF_BATCH)  # public code: 1 epoch -> 1*ceil(500/64) = 8 steps
 
-_FEDGF_ROWS = ("fedavg", "fedavgm", "fedprox", "scaffold", "feddyn", "fedsam", "fedasam", "mofedsam",
-               "fedgamma", "fedsmoo", "fedgf")                 # Table 1 order
+_FEDGF_ROWS = (
+    "fedavg",
+    "fedavgm",
+    "fedprox",
+    "scaffold",
+    "feddyn",
+    "fedsam",
+    "fedasam",
+    "mofedsam",
+    "fedgamma",
+    "fedsmoo",
+    "fedgf",
+)  # Table 1 order
 _FEDGF_MISSING: tuple[str, ...] = ()
 
 
@@ -330,26 +361,26 @@ def _fedgf_table1(dataset: str) -> Preset:
     return Preset(
         name=f"fedgf-table1-{dataset}",
         source=f"{_FEDGF_SEED}: Table 1 (benchmark results), eqs. (8)-(16); training values from the public "
-               f"code hwan-sig/Official-FedGF (tools/experiments/cifar.sh)",
+        f"code hwan-sig/Official-FedGF (tools/experiments/cifar.sh)",
         description=f"FedGF Table 1 ({'CIFAR-10' if c10 else 'CIFAR-100'}, CNN): Dir alpha 0 / 0.005 / 10 x "
-                    f"5 / 10 / 20 clients per round (T_D must be given)",
+        f"5 / 10 / 20 clients per round (T_D must be given)",
         base={
             "dataset": dataset,
-            "model": "cnn-cifar",                        # public code: FedSAMcnn for cifar10 and cifar100 (notes)
-            "num_clients": 100,                          # public code: --total_client 100 (100 x 500 images)
-            "rounds": 10_000 if c10 else 20_000,         # public code: 10k rounds CIFAR-10, 20k CIFAR-100
-            "partition": "dirichlet",                    # Table 1: Dirichlet parameter alpha
-            "alpha": 0.0,                                # Table 1, first column group: Dir(alpha = 0, non-IID)
-            "dirichlet_method": "prior",                 # public code: 500 images per client, class mix ~ Dir
-            "clients_per_round": 10,                     # Table 1: 5 / 10 / 20 (base: the middle one)
-            "batch_size": _FEDGF_BATCH,                  # public code: 64
-            "local_steps": _FEDGF_K,                     # public code: 1 epoch -> 1*ceil(500/64) = 8 steps
-            "lr": 0.01,                                  # public code: lr 0.01
-            "lr_decay": 1.0,                             # public code: constant lr (no schedule in tools/main.py)
-            "weight_decay": 4e-4,                        # public code: wd 0.0004
-            "server_lr": 1.0,                            # public code: eta_g default 1 (plain averaging)
-            "fedgf_window": 30,                          # public code: W = 30 (slides eq. (16): window W)
-            "eval_every": 100,                           # our choice (see notes)
+            "model": "cnn-cifar",  # public code: FedSAMcnn for cifar10 and cifar100 (notes)
+            "num_clients": 100,  # public code: --total_client 100 (100 x 500 images)
+            "rounds": 10_000 if c10 else 20_000,  # public code: 10k rounds CIFAR-10, 20k CIFAR-100
+            "partition": "dirichlet",  # Table 1: Dirichlet parameter alpha
+            "alpha": 0.0,  # Table 1, first column group: Dir(alpha = 0, non-IID)
+            "dirichlet_method": "prior",  # public code: 500 images per client, class mix ~ Dir
+            "clients_per_round": 10,  # Table 1: 5 / 10 / 20 (base: the middle one)
+            "batch_size": _FEDGF_BATCH,  # public code: 64
+            "local_steps": _FEDGF_K,  # public code: 1 epoch -> 1*ceil(500/64) = 8 steps
+            "lr": 0.01,  # public code: lr 0.01
+            "lr_decay": 1.0,  # public code: constant lr (no schedule in tools/main.py)
+            "weight_decay": 4e-4,  # public code: wd 0.0004
+            "server_lr": 1.0,  # public code: eta_g default 1 (plain averaging)
+            "fedgf_window": 30,  # public code: W = 30 (slides eq. (16): window W)
+            "eval_every": 100,  # our choice (see notes)
         },
         algorithms=_FEDGF_ROWS,
         per_algorithm={
@@ -368,7 +399,8 @@ def _fedgf_table1(dataset: str) -> Preset:
         },
         settings={
             f"alpha{a}-n{n}": {"partition": "dirichlet", "alpha": float(a), "clients_per_round": n}
-            for a in _FEDGF_ALPHAS for n in _FEDGF_PARTICIPATION
+            for a in _FEDGF_ALPHAS
+            for n in _FEDGF_PARTICIPATION
         },
         not_implemented=_FEDGF_MISSING,
         notes=(
@@ -409,44 +441,49 @@ def _fedgf_table1(dataset: str) -> Preset:
 # --------------------------------------------------------------------------- #
 
 _FEDSAM_SEED = "Qu et al., ICML 2022 (FedSAM/MoFedSAM), seed 002_fb4940f60580daff.txt"
-_FEDSAM_CLIENTS = 100                                    # §5.1: "100 clients in total"; App. E Table 3: 100/50
-_FEDSAM_BATCH = 50                                       # public code (FL-Simulator): batch 50 (paper's value lost)
-_FEDSAM_EPOCHS = 5                                       # public code (FL-Simulator): 5 epochs (paper's value lost)
+_FEDSAM_CLIENTS = 100  # §5.1: "100 clients in total"; App. E Table 3: 100/50
+_FEDSAM_BATCH = 50  # public code (FL-Simulator): batch 50 (paper's value lost)
+_FEDSAM_EPOCHS = 5  # public code (FL-Simulator): 5 epochs (paper's value lost)
 # EMNIST: App. E.1 "we use 20% of the dataset"; byclass (62 classes) has 697,932 train / 116,323 test images.
-_EMNIST_TRAIN, _EMNIST_TEST = round(0.2 * 697_932), round(0.2 * 116_323)      # 139,586 / 23,265
-_FEDSAM_ROWS = ("fedavg", "scaffold", "fedrobust", "fedcm", "mimelite", "fedsam", "mofedsam")   # Table 1 order
+_EMNIST_TRAIN, _EMNIST_TEST = round(0.2 * 697_932), round(0.2 * 116_323)  # 139,586 / 23,265
+_FEDSAM_ROWS = ("fedavg", "scaffold", "fedrobust", "fedcm", "mimelite", "fedsam", "mofedsam")  # Table 1 order
 _FEDSAM_MISSING: tuple[str, ...] = ()
 
 
 def _fedsam_preset(dataset: str) -> Preset:
     emnist = dataset == "emnist"
-    n = (_EMNIST_TRAIN if emnist else _CIFAR_TRAIN) // _FEDSAM_CLIENTS          # 1395 (EMNIST) / 500 (CIFAR)
-    k = epochs_to_steps(_FEDSAM_EPOCHS, n, _FEDSAM_BATCH)                        # 5*28 = 140 / 5*10 = 50
+    n = (_EMNIST_TRAIN if emnist else _CIFAR_TRAIN) // _FEDSAM_CLIENTS  # 1395 (EMNIST) / 500 (CIFAR)
+    k = epochs_to_steps(_FEDSAM_EPOCHS, n, _FEDSAM_BATCH)  # 5*28 = 140 / 5*10 = 50
     label = {"emnist": "EMNIST, CNN", "cifar10": "CIFAR-10, ResNet-18", "cifar100": "CIFAR-100, ResNet-18"}[dataset]
-    table = {"cifar10": "Table 1 and Table 2", "emnist": "Table 1 and App. F Table 4",
-             "cifar100": "Table 1 and App. F Table 5"}[dataset]
+    table = {
+        "cifar10": "Table 1 and Table 2",
+        "emnist": "Table 1 and App. F Table 4",
+        "cifar100": "Table 1 and App. F Table 5",
+    }[dataset]
     base: dict[str, object] = {
         "dataset": dataset,
         # App. E.1: EMNIST "the same CNN as in (Reddi et al., 2020)" -> cnn-mnist (see notes);
         # §5.1 / App. E.1: ResNet-18 on CIFAR-10 and CIFAR-100 -> resnet18-gn (see notes).
         "model": "cnn-mnist" if emnist else "resnet18-gn",
-        "num_clients": _FEDSAM_CLIENTS,                  # §5.1: 100 clients
-        "rounds": 1000,                                  # public code (FL-Simulator): 1000 rounds (see notes)
-        "partition": "dirichlet",                        # §5.1: label ratios ~ Dirichlet (Acar et al., 2021)
-        "alpha": 0.6,                                    # §5.1 / App. E.1: Dirichlet parameter 0.6 by default
-        "dirichlet_method": "prior",                     # §5.1 cites Acar et al. (FedDyn): equal-size split
-        "client_fraction": 0.2,                          # §5.1: each client sampled with probability 0.2 (notes)
-        "server_lr": 1.0,                                # public code (FL-Simulator): global lr 1.0 (paper's lost)
-        "batch_size": _FEDSAM_BATCH,                     # public code: 50
-        "local_steps": k,                                # public code: 5 epochs -> 5*ceil(n/50) steps
-        "lr": 0.1,                                       # public code: lr 0.1 (paper: grid-searched, value lost)
-        "lr_decay": 0.998,                               # public code: decay 0.998 per round
-        "weight_decay": 1e-3,                            # public code: weight decay 1e-3
-        "eval_every": 10,                                # our choice
+        "num_clients": _FEDSAM_CLIENTS,  # §5.1: 100 clients
+        "rounds": 1000,  # public code (FL-Simulator): 1000 rounds (see notes)
+        "partition": "dirichlet",  # §5.1: label ratios ~ Dirichlet (Acar et al., 2021)
+        "alpha": 0.6,  # §5.1 / App. E.1: Dirichlet parameter 0.6 by default
+        "dirichlet_method": "prior",  # §5.1 cites Acar et al. (FedDyn): equal-size split
+        "client_fraction": 0.2,  # §5.1: each client sampled with probability 0.2 (notes)
+        "server_lr": 1.0,  # public code (FL-Simulator): global lr 1.0 (paper's lost)
+        "batch_size": _FEDSAM_BATCH,  # public code: 50
+        "local_steps": k,  # public code: 5 epochs -> 5*ceil(n/50) steps
+        "lr": 0.1,  # public code: lr 0.1 (paper: grid-searched, value lost)
+        "lr_decay": 0.998,  # public code: decay 0.998 per round
+        "weight_decay": 1e-3,  # public code: weight decay 1e-3
+        "eval_every": 10,  # our choice
     }
     if emnist:
-        base.update(train_size=_EMNIST_TRAIN,            # App. E.1: 20% of EMNIST (see notes)
-                    test_size=_EMNIST_TEST)
+        base.update(
+            train_size=_EMNIST_TRAIN,  # App. E.1: 20% of EMNIST (see notes)
+            test_size=_EMNIST_TEST,
+        )
     return Preset(
         name=f"fedsam-{dataset}",
         source=f"{_FEDSAM_SEED}: {table}, §5.1, App. E; lost values from the public code FL-Simulator",
@@ -454,11 +491,11 @@ def _fedsam_preset(dataset: str) -> Preset:
         base=base,
         algorithms=_FEDSAM_ROWS,
         per_algorithm={
-            "fedsam": {"rho": 0.1},                      # public code (FL-Simulator): rho 0.1 (paper's lost)
+            "fedsam": {"rho": 0.1},  # public code (FL-Simulator): rho 0.1 (paper's lost)
             # §4.2: "The momentum parameter is small enough, i.e., 0.1"; rho 0.1 from the public code.
             "mofedsam": {"rho": 0.1, "mofedsam_alpha": 0.1, "mofedsam_variant": "paper"},
         },
-        settings={                                       # columns of Table 2 / App. F: IID, Dirichlet 0.6, 0.3
+        settings={  # columns of Table 2 / App. F: IID, Dirichlet 0.6, 0.3
             "iid": {"partition": "iid"},
             "dir0.6": {"partition": "dirichlet", "alpha": 0.6},
             "dir0.3": {"partition": "dirichlet", "alpha": 0.3},
@@ -470,8 +507,7 @@ def _fedsam_preset(dataset: str) -> Preset:
             "reference-code.md §4), not the paper: batch 50, 5 local epochs, lr 0.1 decayed 0.998 per round, "
             "weight decay 1e-3, rho 0.1, server lr 1.0, 1000 rounds (the paper's 'Round' columns reach 893, "
             "consistent with 1000).",
-            f"K in local steps: 5 epochs at batch 50 with n = {n} samples per client -> "
-            f"K = 5*ceil({n}/50) = {k}.",
+            f"K in local steps: 5 epochs at batch 50 with n = {n} samples per client -> K = 5*ceil({n}/50) = {k}.",
             "MoFedSAM alpha = 0.1 is stated in the paper (§4.2: 'The momentum parameter is small enough, i.e., "
             "0.1'); FL-Simulator's default agrees. mofedsam_variant 'paper' is eq. (6); the public codes' server "
             "steps are 'fl-simulator' and 'official-fedgf'.",
@@ -496,15 +532,15 @@ def _fedsam_preset(dataset: str) -> Preset:
 # --------------------------------------------------------------------------- #
 
 _DFEDAVGM_SEED = "Sun et al., TPAMI (Decentralized Federated Averaging), seed 004_7fd48255468d247d.txt"
-_DFEDAVGM_CLIENTS = 20                                   # §6.1: "partitioned into 20 clients each receiving 3000"
-_DFEDAVGM_N = 60_000 // _DFEDAVGM_CLIENTS                # 3000 per client (IID; non-IID: 2 shards of 1500)
-_DFEDAVGM_BATCH = 50                                     # §6.1: "local batch size ... to be 50"
-_DFEDAVGM_EPOCHS = (1, 2, 5)                             # see notes: the figures vary the local epochs
+_DFEDAVGM_CLIENTS = 20  # §6.1: "partitioned into 20 clients each receiving 3000"
+_DFEDAVGM_N = 60_000 // _DFEDAVGM_CLIENTS  # 3000 per client (IID; non-IID: 2 shards of 1500)
+_DFEDAVGM_BATCH = 50  # §6.1: "local batch size ... to be 50"
+_DFEDAVGM_EPOCHS = (1, 2, 5)  # see notes: the figures vary the local epochs
 
 
 def _dfedavgm_preset(model: str) -> Preset:
     mlp = model == "2nn"
-    per: dict[str, dict[str, object]] = {"dfedavgm": {"momentum": 0.9}}       # §6.1: momentum 0.9
+    per: dict[str, dict[str, object]] = {"dfedavgm": {"momentum": 0.9}}  # §6.1: momentum 0.9
     rows: tuple[str, ...] = ("dfedavgm",)
     if mlp:
         # §6.1 "Comparison between DFedAvgM, FedAvg, and DSGD" (2NN): "the same local batch size 50 for both
@@ -513,8 +549,7 @@ def _dfedavgm_preset(model: str) -> Preset:
         per["fedavg"] = {"lr": 0.1, "client_fraction": 1.0, "server_lr": 1.0}
         per["dpsgd"] = {"lr": 0.1, "local_steps": 1}
     settings = {}
-    for split, values in (("iid", {"partition": "iid"}),
-                          ("noniid", {"partition": "shards", "shards_per_client": 2})):
+    for split, values in (("iid", {"partition": "iid"}), ("noniid", {"partition": "shards", "shards_per_client": 2})):
         for e in _DFEDAVGM_EPOCHS:
             # K = E * ceil(3000 / 50) = 60 E local steps
             settings[f"{split}-e{e}"] = {**values, "local_steps": epochs_to_steps(e, _DFEDAVGM_N, _DFEDAVGM_BATCH)}
@@ -533,29 +568,31 @@ def _dfedavgm_preset(model: str) -> Preset:
         "lost; §6.3 names 16 bits (CIFAR-10), and 32 bits is the unquantized baseline. bits_per_param stays 32.",
     ]
     if mlp:
-        notes.append("FedAvg and DSGD rows (Fig. 6, 2NN): lr 0.1 and batch 50 as stated, all clients each round; "
-                     "their local epochs are not stated, so FedAvg takes the setting's K and DSGD is one-step "
-                     "(K = 1). The paper's footnote: DFedAvg(M) needs a smaller lr (0.01) than FedAvg and DSGD.")
+        notes.append(
+            "FedAvg and DSGD rows (Fig. 6, 2NN): lr 0.1 and batch 50 as stated, all clients each round; "
+            "their local epochs are not stated, so FedAvg takes the setting's K and DSGD is one-step "
+            "(K = 1). The paper's footnote: DFedAvg(M) needs a smaller lr (0.01) than FedAvg and DSGD."
+        )
     return Preset(
         name=f"dfedavgm-mnist-{'2nn' if mlp else 'cnn'}",
         source=f"{_DFEDAVGM_SEED}: §6 and §6.1 (Figs. {'4-6' if mlp else '2-3'})",
         description=f"DFedAvgM on MNIST ({'2NN' if mlp else 'CNN'}), 20 clients on a ring, IID / non-IID shards, "
-                    f"1 / 2 / 5 local epochs",
+        f"1 / 2 / 5 local epochs",
         base={
-            "dataset": "mnist",                          # §6.1: MNIST
-            "model": model,                              # §6.1: 2NN (199,210 params) / CNN (1,663,370 params)
-            "num_clients": _DFEDAVGM_CLIENTS,            # §6.1: 20 clients
-            "rounds": 100,                               # not stated: our guess (notes)
-            "partition": "iid",                          # §6.1: IID, 3000 examples per client
-            "shards_per_client": 2,                      # §6.1 non-IID: 40 shards of 1500, 2 per client
-            "topology": "ring",                          # §6: "a simple ring structured communication network"
+            "dataset": "mnist",  # §6.1: MNIST
+            "model": model,  # §6.1: 2NN (199,210 params) / CNN (1,663,370 params)
+            "num_clients": _DFEDAVGM_CLIENTS,  # §6.1: 20 clients
+            "rounds": 100,  # not stated: our guess (notes)
+            "partition": "iid",  # §6.1: IID, 3000 examples per client
+            "shards_per_client": 2,  # §6.1 non-IID: 40 shards of 1500, 2 per client
+            "topology": "ring",  # §6: "a simple ring structured communication network"
             "gossip_steps": 1,
-            "batch_size": _DFEDAVGM_BATCH,               # §6.1: 50
-            "local_steps": epochs_to_steps(1, _DFEDAVGM_N, _DFEDAVGM_BATCH),   # E = 1 -> 60 steps
-            "lr": 0.01,                                  # §6.1: learning rate 0.01
-            "lr_decay": 1.0,                             # not stated: constant lr
-            "weight_decay": 0.0,                         # not stated
-            "eval_every": 1,                             # our choice
+            "batch_size": _DFEDAVGM_BATCH,  # §6.1: 50
+            "local_steps": epochs_to_steps(1, _DFEDAVGM_N, _DFEDAVGM_BATCH),  # E = 1 -> 60 steps
+            "lr": 0.01,  # §6.1: learning rate 0.01
+            "lr_decay": 1.0,  # not stated: constant lr
+            "weight_decay": 0.0,  # not stated
+            "eval_every": 1,  # our choice
         },
         algorithms=rows,
         per_algorithm=per,
@@ -569,20 +606,23 @@ def _dfedavgm_preset(model: str) -> Preset:
 # The registry
 # --------------------------------------------------------------------------- #
 
-PRESETS: dict[str, Preset] = {p.name: p for p in [
-    _dfedsam_table1("cifar10"),
-    _dfedsam_table1("cifar100"),
-    _DFEDSAM_TABLE2,                                     # Table 2 is CIFAR-10 only
-    _dfedsam_table3("cifar10"),
-    _dfedsam_table3("cifar100"),
-    _fedgf_table1("cifar10"),
-    _fedgf_table1("cifar100"),
-    _fedsam_preset("cifar10"),
-    _fedsam_preset("cifar100"),
-    _fedsam_preset("emnist"),
-    _dfedavgm_preset("2nn"),
-    _dfedavgm_preset("cnn-mnist"),
-]}
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in [
+        _dfedsam_table1("cifar10"),
+        _dfedsam_table1("cifar100"),
+        _DFEDSAM_TABLE2,  # Table 2 is CIFAR-10 only
+        _dfedsam_table3("cifar10"),
+        _dfedsam_table3("cifar100"),
+        _fedgf_table1("cifar10"),
+        _fedgf_table1("cifar100"),
+        _fedsam_preset("cifar10"),
+        _fedsam_preset("cifar100"),
+        _fedsam_preset("emnist"),
+        _dfedavgm_preset("2nn"),
+        _dfedavgm_preset("cnn-mnist"),
+    ]
+}
 
 
 def get_preset(name: str) -> Preset:

@@ -13,6 +13,7 @@ precomputed (:mod:`dfl_book.showcase`), and its regime maps
 ``DFL_PROFILE=full`` uses the papers' settings (:mod:`dfl_book.presets`) and is
 meant for a GPU. All three run the same code: a chapter reads its sizes from the profile.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,7 +29,7 @@ import torch
 
 __all__ = ["Profile", "PROFILES", "get_profile", "setup_notebook", "checkpoint_dir"]
 
-_DATA = None        # one DataCache for every chapter run in this process
+_DATA = None  # one DataCache for every chapter run in this process
 
 
 def checkpoint_dir() -> Path:
@@ -41,22 +42,29 @@ class Profile:
     """Sizes a chapter's experiments take under one profile."""
 
     name: str
-    dataset: str                 # the main dataset of the training chapters
-    train_size: int | None       # stratified subset of the training set (None: all of it)
+    dataset: str  # the main dataset of the training chapters
+    train_size: int | None  # stratified subset of the training set (None: all of it)
     test_size: int | None
     model: str
-    num_clients: int             # m
-    rounds: int                  # T
-    seeds: tuple[int, ...]       # every training claim is checked over these seeds
+    num_clients: int  # m
+    rounds: int  # T
+    seeds: tuple[int, ...]  # every training claim is checked over these seeds
     eval_every: int
-    presets: dict[str, str] = field(default_factory=dict)   # chapter experiment -> paper preset (full only)
+    presets: dict[str, str] = field(default_factory=dict)  # chapter experiment -> paper preset (full only)
 
     def config(self, **changes):
         """A :class:`dfl_core.Config` with this profile's sizes, then ``changes``."""
         from dfl_core.config import Config
-        base = dict(dataset=self.dataset, train_size=self.train_size, test_size=self.test_size,
-                    model=self.model, num_clients=self.num_clients, rounds=self.rounds,
-                    eval_every=self.eval_every)
+
+        base = dict(
+            dataset=self.dataset,
+            train_size=self.train_size,
+            test_size=self.test_size,
+            model=self.model,
+            num_clients=self.num_clients,
+            rounds=self.rounds,
+            eval_every=self.eval_every,
+        )
         return Config().replace(**{**base, **changes})
 
     def data(self, cfg):
@@ -64,6 +72,7 @@ class Profile:
         global _DATA
         if _DATA is None:
             from dfl_core.engine import DataCache
+
             _DATA = DataCache()
         return _DATA(cfg)
 
@@ -76,6 +85,7 @@ class Profile:
         continues where it stopped, and finished runs are not recomputed.
         """
         from dfl_core.engine import run
+
         checkpoint = None
         if self.name == "full":
             key = json.dumps(cfg.to_dict(), sort_keys=True)
@@ -87,14 +97,40 @@ class Profile:
 _SHOWCASE_DATASET = os.environ.get("DFL_SHOWCASE_DATASET", "fashion-mnist")
 
 PROFILES: dict[str, Profile] = {
-    "fast": Profile("fast", dataset="fashion-mnist", train_size=6000, test_size=1000, model="2nn",
-                    num_clients=20, rounds=30, seeds=(0, 1, 2), eval_every=5),
-    "showcase": Profile("showcase", dataset=_SHOWCASE_DATASET, train_size=None, test_size=None,
-                        model="cnn-cifar" if _SHOWCASE_DATASET == "cifar10" else "2nn", num_clients=100, rounds=100,
-                        seeds=(0, 1, 2, 3, 4), eval_every=5),
-    "full": Profile("full", dataset="cifar10", train_size=None, test_size=None, model="vgg11-gn",
-                    num_clients=100, rounds=1000, seeds=(0, 1, 2), eval_every=10,
-                    presets={"table1": "dfedsam-table1-cifar10", "table2": "dfedsam-table2-cifar10"}),
+    "fast": Profile(
+        "fast",
+        dataset="fashion-mnist",
+        train_size=6000,
+        test_size=1000,
+        model="2nn",
+        num_clients=20,
+        rounds=30,
+        seeds=(0, 1, 2),
+        eval_every=5,
+    ),
+    "showcase": Profile(
+        "showcase",
+        dataset=_SHOWCASE_DATASET,
+        train_size=None,
+        test_size=None,
+        model="cnn-cifar" if _SHOWCASE_DATASET == "cifar10" else "2nn",
+        num_clients=100,
+        rounds=100,
+        seeds=(0, 1, 2, 3, 4),
+        eval_every=5,
+    ),
+    "full": Profile(
+        "full",
+        dataset="cifar10",
+        train_size=None,
+        test_size=None,
+        model="vgg11-gn",
+        num_clients=100,
+        rounds=1000,
+        seeds=(0, 1, 2),
+        eval_every=10,
+        presets={"table1": "dfedsam-table1-cifar10", "table2": "dfedsam-table2-cifar10"},
+    ),
 }
 
 
@@ -119,7 +155,7 @@ def setup_notebook(seed: int = 0, threads: int = 1) -> Profile:
     from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(threads)
-    threadpool_limits(threads)                  # numpy's BLAS (eigenvalues of W)
+    threadpool_limits(threads)  # numpy's BLAS (eigenvalues of W)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)

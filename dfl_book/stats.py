@@ -57,6 +57,7 @@ give identical runs), both methods give the interval [d̄, d̄], the verdict is
 the sign of d̄ (UNRESOLVED when d̄ = 0) and the detectable effect is 0: no
 spread, so any difference would have shown.
 """
+
 from __future__ import annotations
 
 import math
@@ -65,8 +66,22 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Sequence
 
-__all__ = ["PairedComparison", "compare_paired", "summarize", "markdown_table", "signed", "VERDICTS", "METHODS",
-           "BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "MIN_SEEDS", "p_value", "tost_p_value", "holm_adjust", "holm"]
+__all__ = [
+    "PairedComparison",
+    "compare_paired",
+    "summarize",
+    "markdown_table",
+    "signed",
+    "VERDICTS",
+    "METHODS",
+    "BOOTSTRAP_RESAMPLES",
+    "BOOTSTRAP_SEED",
+    "MIN_SEEDS",
+    "p_value",
+    "tost_p_value",
+    "holm_adjust",
+    "holm",
+]
 
 VERDICTS = ("REPRODUCED", "REVERSED", "EQUIVALENT", "UNRESOLVED")
 METHODS = ("t", "bootstrap")
@@ -84,20 +99,20 @@ class PairedComparison:
     n: int
     diffs: tuple[float, ...]
     mean: float
-    std: float                  # sample standard deviation of the differences
+    std: float  # sample standard deviation of the differences
     low: float
     high: float
-    detectable: float           # smallest true difference resolved with probability `power`
-    expect: str                 # "greater": the claim is a > b; "less": a < b
-    verdict: str                # one of VERDICTS
-    method: str                 # one of METHODS
+    detectable: float  # smallest true difference resolved with probability `power`
+    expect: str  # "greater": the claim is a > b; "less": a < b
+    verdict: str  # one of VERDICTS
+    method: str  # one of METHODS
     confidence: float = 0.95
     power: float = 0.8
     label: str | None = None
-    margin: float | None = None             # the equivalence margin δ (same unit as the values), if tested
-    within_margin: bool | None = None       # TOST: the 1 − 2α interval lies inside (−δ, δ); None without a margin
-    paper: str | None = None                # the paper's own difference for this comparison, with its source
-    regime: str | None = None               # where it was measured: local work, rounds, the baseline's fit
+    margin: float | None = None  # the equivalence margin δ (same unit as the values), if tested
+    within_margin: bool | None = None  # TOST: the 1 − 2α interval lies inside (−δ, δ); None without a margin
+    paper: str | None = None  # the paper's own difference for this comparison, with its source
+    regime: str | None = None  # where it was measured: local work, rounds, the baseline's fit
 
     def interval(self, digits: int = 2) -> str:
         """The mean and its interval: ``+1.23 [+0.40, +2.06]`` (typographic minus signs)."""
@@ -106,8 +121,11 @@ class PairedComparison:
     def verdict_note(self, digits: int = 2) -> str:
         """The verdict with what qualifies it: ``UNRESOLVED (could detect ≥ 0.87)``, ``REVERSED (but within ±0.5)``."""
         if self.verdict == "UNRESOLVED":
-            return self.verdict + (" (identical in every seed)" if self.std == 0 and self.mean == 0 else
-                                   f" (could detect ≥ {self.detectable:.{digits}f})")
+            return self.verdict + (
+                " (identical in every seed)"
+                if self.std == 0 and self.mean == 0
+                else f" (could detect ≥ {self.detectable:.{digits}f})"
+            )
         if self.verdict == "EQUIVALENT":
             return f"{self.verdict} (within ±{self.margin:g})"
         return self.verdict + (f" (but within ±{self.margin:g})" if self.within_margin else "")
@@ -123,12 +141,13 @@ class PairedComparison:
 
 def signed(x: float, digits: int) -> str:
     """``x`` with its sign and ``digits`` decimals, a typographic minus: ``signed(-1.234, 2) == "−1.23"``."""
-    return f"{x:+.{digits}f}".replace("-", "−")          # a typographic minus, as in the book's text
+    return f"{x:+.{digits}f}".replace("-", "−")  # a typographic minus, as in the book's text
 
 
 @lru_cache(maxsize=None)
 def _t_quantile(q: float, df: int) -> float:
     from scipy.stats import t
+
     return float(t.ppf(q, df))
 
 
@@ -150,9 +169,17 @@ def _check_probability(name: str, value: float) -> None:
         raise ValueError(f"{name} must be a number strictly between 0 and 1; got {value!r}")
 
 
-def compare_paired(a: Sequence[float], b: Sequence[float], *, expect: str = "greater", confidence: float = 0.95,
-                   power: float = 0.8, method: str = "t", label: str | None = None,
-                   margin: float | None = None) -> PairedComparison:
+def compare_paired(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    expect: str = "greater",
+    confidence: float = 0.95,
+    power: float = 0.8,
+    method: str = "t",
+    label: str | None = None,
+    margin: float | None = None,
+) -> PairedComparison:
     """Compare per-seed values ``a`` and ``b`` (same seeds, same order) by their paired differences a − b.
 
     ``expect`` is the claim's direction ("greater": a > b, "less": a < b); the
@@ -167,8 +194,9 @@ def compare_paired(a: Sequence[float], b: Sequence[float], *, expect: str = "gre
     _check_choice("method", method, METHODS)
     _check_probability("confidence", confidence)
     _check_probability("power", power)
-    if margin is not None and (isinstance(margin, bool) or not isinstance(margin, (int, float))
-                               or not math.isfinite(margin) or margin <= 0):
+    if margin is not None and (
+        isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin) or margin <= 0
+    ):
         raise ValueError(f"margin must be a finite number > 0 (the equivalence margin δ), or None; got {margin!r}")
     a, b = _floats("a", a), _floats("b", b)
     if len(a) != len(b):
@@ -181,26 +209,28 @@ def compare_paired(a: Sequence[float], b: Sequence[float], *, expect: str = "gre
             raise ValueError(f"a[{i}] − b[{i}] overflows to {d}; the values must be finite and of moderate size")
     n, mean, std = len(diffs), statistics.fmean(diffs), statistics.stdev(diffs)
     alpha = 1 - confidence
-    if std == 0:                                          # degenerate: see the module docstring
+    if std == 0:  # degenerate: see the module docstring
         low = high = tost_low = tost_high = mean
         detectable = 0.0
     elif method == "t":
         se = std / math.sqrt(n)
         half = _t_quantile(1 - alpha / 2, n - 1) * se
         low, high = mean - half, mean + half
-        tost_half = _t_quantile(1 - alpha, n - 1) * se         # the 1 − 2α interval of the two one-sided tests
+        tost_half = _t_quantile(1 - alpha, n - 1) * se  # the 1 − 2α interval of the two one-sided tests
         tost_low, tost_high = mean - tost_half, mean + tost_half
         detectable = (_t_quantile(1 - alpha / 2, n - 1) + _t_quantile(power, n - 1)) * se
     else:
         import numpy as np
+
         rng = np.random.default_rng(BOOTSTRAP_SEED)
         means = np.asarray(diffs)[rng.integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))].mean(axis=1)
-        low, high, tost_low, tost_high = (float(q) for q in np.quantile(means, [alpha / 2, 1 - alpha / 2,
-                                                                               alpha, 1 - alpha]))
+        low, high, tost_low, tost_high = (
+            float(q) for q in np.quantile(means, [alpha / 2, 1 - alpha / 2, alpha, 1 - alpha])
+        )
         z = statistics.NormalDist().inv_cdf
         detectable = (z(1 - alpha / 2) + z(power)) * float(means.std(ddof=1))
     within_margin = None if margin is None else (-margin < tost_low and tost_high < margin)
-    sign = 1 if expect == "greater" else -1               # the claimed side of 0
+    sign = 1 if expect == "greater" else -1  # the claimed side of 0
     if sign * low > 0 and sign * high > 0:
         verdict = "REPRODUCED"
     elif sign * low < 0 and sign * high < 0:
@@ -209,14 +239,29 @@ def compare_paired(a: Sequence[float], b: Sequence[float], *, expect: str = "gre
         verdict = "EQUIVALENT"
     else:
         verdict = "UNRESOLVED"
-    return PairedComparison(n=n, diffs=diffs, mean=mean, std=std, low=low, high=high, detectable=detectable,
-                            expect=expect, verdict=verdict, method=method, confidence=confidence, power=power,
-                            label=label, margin=margin, within_margin=within_margin)
+    return PairedComparison(
+        n=n,
+        diffs=diffs,
+        mean=mean,
+        std=std,
+        low=low,
+        high=high,
+        detectable=detectable,
+        expect=expect,
+        verdict=verdict,
+        method=method,
+        confidence=confidence,
+        power=power,
+        label=label,
+        margin=margin,
+        within_margin=within_margin,
+    )
 
 
 def _t_tail(x: float, df: int) -> float:
     """P(T > x) for Student's t with ``df`` degrees of freedom."""
     from scipy.stats import t
+
     return float(t.sf(x, df))
 
 
@@ -249,8 +294,8 @@ def tost_p_value(c: PairedComparison) -> float:
     if c.std == 0:
         return 0.0 if abs(c.mean) < c.margin else 1.0
     se = c.std / math.sqrt(c.n)
-    above_low = _t_tail((c.mean + c.margin) / se, c.n - 1)          # P-value of H0: difference ≤ −δ
-    below_high = _t_tail((c.margin - c.mean) / se, c.n - 1)          # P-value of H0: difference ≥ δ
+    above_low = _t_tail((c.mean + c.margin) / se, c.n - 1)  # P-value of H0: difference ≤ −δ
+    below_high = _t_tail((c.margin - c.mean) / se, c.n - 1)  # P-value of H0: difference ≥ δ
     return max(above_low, below_high)
 
 
@@ -308,24 +353,32 @@ def summarize(comparisons: Iterable[PairedComparison]) -> dict[str, int]:
     return counts
 
 
-def markdown_table(comparisons: Sequence[PairedComparison], digits: int = 2,
-                   corrected: Sequence[str] | None = None) -> str:
+def markdown_table(
+    comparisons: Sequence[PairedComparison], digits: int = 2, corrected: Sequence[str] | None = None
+) -> str:
     """claim | mean Δ | CI | detectable | verdict, one row per comparison (its label names the claim); then
     the family's corrected verdicts (``corrected``, e.g. :func:`holm`'s) when given, and the paper's Δ and
     the regime when any comparison carries them."""
     comparisons = list(comparisons)
     if corrected is not None and len(corrected) != len(comparisons):
-        raise ValueError(f"corrected has {len(corrected)} verdicts for {len(comparisons)} comparisons; "
-                         f"give one per comparison, in the same order")
+        raise ValueError(
+            f"corrected has {len(corrected)} verdicts for {len(comparisons)} comparisons; "
+            f"give one per comparison, in the same order"
+        )
     level = f"{comparisons[0].confidence * 100:g}%" if comparisons else "95%"
-    context = any(c.paper or c.regime for c in comparisons)     # the paper's Δ and the regime, when known
-    lines = [f"| claim | mean Δ | {level} CI | detectable | verdict |" + (" after Holm |" if corrected else "")
-             + (" paper's Δ | regime |" if context else ""),
-             "|---|---:|---|---:|---|" + ("---|" if corrected else "") + ("---:|---|" if context else "")]
+    context = any(c.paper or c.regime for c in comparisons)  # the paper's Δ and the regime, when known
+    lines = [
+        f"| claim | mean Δ | {level} CI | detectable | verdict |"
+        + (" after Holm |" if corrected else "")
+        + (" paper's Δ | regime |" if context else ""),
+        "|---|---:|---|---:|---|" + ("---|" if corrected else "") + ("---:|---|" if context else ""),
+    ]
     for k, c in enumerate(comparisons):
         verdict = c.verdict + (" (within the margin)" if c.within_margin and c.verdict != "EQUIVALENT" else "")
-        row = (f"| {c.label or ''} | {signed(c.mean, digits)} | [{signed(c.low, digits)}, "
-               f"{signed(c.high, digits)}] | {c.detectable:.{digits}f} | {verdict} |")
+        row = (
+            f"| {c.label or ''} | {signed(c.mean, digits)} | [{signed(c.low, digits)}, "
+            f"{signed(c.high, digits)}] | {c.detectable:.{digits}f} | {verdict} |"
+        )
         row += f" {corrected[k]} |" if corrected else ""
         lines.append(row + (f" {c.paper or '—'} | {c.regime or '—'} |" if context else ""))
     return "\n".join(lines)

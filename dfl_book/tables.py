@@ -31,6 +31,7 @@ detectable effect says how large a difference these seeds could have shown).
 :func:`write_table` adds both to the Markdown and writes them to
 ``NAME-PROFILE[-TAG]-verdicts.csv``.
 """
+
 from __future__ import annotations
 
 import csv
@@ -54,17 +55,39 @@ from dfl_core.config import Config, ConfigError
 from .presets import PRESETS, Preset, get_preset
 from .stats import MIN_SEEDS, VERDICTS, PairedComparison, compare_paired, markdown_table, signed, summarize
 
-__all__ = ["TABLE_PROFILES", "FAST", "FAST_ROUNDS", "fast_config", "SHOWCASE", "showcase_config", "TableResult", "run_table", "write_table", "read_table",
-           "paper_value", "DISPLAY_NAMES", "local_work", "epochs_per_round", "forward_flops", "full_scale_cost", "ASSUMED_GPU_TFLOPS",
-           "Claim", "CLAIMS", "orderings", "check_claims", "verdicts_markdown", "to_markdown",
-           "read_result", "cpu_name"]
+__all__ = [
+    "TABLE_PROFILES",
+    "FAST",
+    "FAST_ROUNDS",
+    "fast_config",
+    "SHOWCASE",
+    "showcase_config",
+    "TableResult",
+    "run_table",
+    "write_table",
+    "read_table",
+    "paper_value",
+    "DISPLAY_NAMES",
+    "local_work",
+    "epochs_per_round",
+    "forward_flops",
+    "full_scale_cost",
+    "ASSUMED_GPU_TFLOPS",
+    "Claim",
+    "CLAIMS",
+    "orderings",
+    "check_claims",
+    "verdicts_markdown",
+    "to_markdown",
+    "read_result",
+    "cpu_name",
+]
 
 TABLE_PROFILES = ("fast", "showcase", "full")
 
 #: The fast scale: the book's ``fast`` profile (:data:`dfl_book.profiles.PROFILES`) on the digits,
 #: whose 2NN is a quarter of the Fashion-MNIST one, so that every table runs in minutes on a CPU.
-FAST = dict(dataset="digits", train_size=None, test_size=None, model="2nn", num_clients=20, rounds=30,
-            batch_size=32)
+FAST = dict(dataset="digits", train_size=None, test_size=None, model="2nn", num_clients=20, rounds=30, batch_size=32)
 
 #: Tables whose fast copy needs more rounds than ``FAST["rounds"]``: FedGF's table trains one epoch per
 #: round at lr 0.01 for 10,000 rounds (public code), and after 30 such rounds on 1–4 of 20 clients every
@@ -73,11 +96,27 @@ FAST_ROUNDS = {"fedgf-table1-cifar10": 300, "fedgf-table1-cifar100": 300}
 
 #: How the papers' tables spell the algorithms.
 DISPLAY_NAMES = {
-    "fedavg": "FedAvg", "fedavgm": "FedAvgM", "fedprox": "FedProx", "scaffold": "SCAFFOLD", "feddyn": "FedDyn",
-    "fedcm": "FedCM", "mimelite": "MimeLite", "fedsam": "FedSAM", "fedasam": "FedASAM", "mofedsam": "MoFedSAM",
-    "fedsmoo": "FedSMOO", "fedgamma": "FedGAMMA", "fedgf": "FedGF", "fedrobust": "FedRobust",
-    "dpsgd": "D-PSGD", "dfedavg": "DFedAvg", "dfedavgm": "DFedAvgM", "dfedavgm-q": "Q-DFedAvgM",
-    "dfedsam": "DFedSAM", "dfedsam-mgs": "DFedSAM-MGS", "dispfl": "DisPFL",
+    "fedavg": "FedAvg",
+    "fedavgm": "FedAvgM",
+    "fedprox": "FedProx",
+    "scaffold": "SCAFFOLD",
+    "feddyn": "FedDyn",
+    "fedcm": "FedCM",
+    "mimelite": "MimeLite",
+    "fedsam": "FedSAM",
+    "fedasam": "FedASAM",
+    "mofedsam": "MoFedSAM",
+    "fedsmoo": "FedSMOO",
+    "fedgamma": "FedGAMMA",
+    "fedgf": "FedGF",
+    "fedrobust": "FedRobust",
+    "dpsgd": "D-PSGD",
+    "dfedavg": "DFedAvg",
+    "dfedavgm": "DFedAvgM",
+    "dfedavgm-q": "Q-DFedAvgM",
+    "dfedsam": "DFedSAM",
+    "dfedsam-mgs": "DFedSAM-MGS",
+    "dispfl": "DisPFL",
 }
 
 
@@ -96,21 +135,21 @@ def fast_config(preset: Preset, algorithm: str, setting: str, **changes) -> Conf
     """
     full = preset.config(algorithm, setting, **changes)
     m, rounds = FAST["num_clients"], FAST_ROUNDS.get(preset.name, FAST["rounds"])
-    fast_data = Config(dataset=FAST["dataset"], train_size=FAST["train_size"], num_clients=m,
-                       batch_size=FAST["batch_size"])
+    fast_data = Config(
+        dataset=FAST["dataset"], train_size=FAST["train_size"], num_clients=m, batch_size=FAST["batch_size"]
+    )
     small = dict(FAST, rounds=rounds, eval_every=rounds)
     if algorithm != "dpsgd":
         epochs = full.params.local_steps / _steps_per_epoch(full)
         small["local_steps"] = max(1, round(epochs * _steps_per_epoch(fast_data)))
-    if getattr(full.params, "clients_per_round", None) is not None:       # centralized, a count of clients
+    if getattr(full.params, "clients_per_round", None) is not None:  # centralized, a count of clients
         small["clients_per_round"] = max(1, round(full.params.clients_per_round * m / full.num_clients))
     return full.replace(**small)
 
 
 #: The showcase scale: the book's ``showcase`` profile (:data:`dfl_book.profiles.PROFILES`). Local steps per
 #: round: ``SHOWCASE_K`` for a table's most frequent local epochs, in proportion for its other columns.
-SHOWCASE = dict(dataset="fashion-mnist", train_size=None, test_size=None, model="2nn", num_clients=100,
-                batch_size=32)
+SHOWCASE = dict(dataset="fashion-mnist", train_size=None, test_size=None, model="2nn", num_clients=100, batch_size=32)
 SHOWCASE_K = 5
 #: Rounds at the showcase scale: centralized FL trains a tenth of the clients a round and needs more of them.
 SHOWCASE_ROUNDS = {"decentralized": 100, "centralized": 600}
@@ -129,11 +168,14 @@ def showcase_config(preset: Preset, algorithm: str, setting: str, **changes) -> 
     rounds = SHOWCASE_ROUNDS[ALGORITHMS[algorithm].kind]
     big = dict(SHOWCASE, rounds=rounds, eval_every=rounds // 20)
     if algorithm != "dpsgd":
-        usual = statistics.mode(round(_epochs(preset, a, s), 6) for a in preset.algorithms if a != "dpsgd"
-                                for s in preset.settings)
+        usual = statistics.mode(
+            round(_epochs(preset, a, s), 6) for a in preset.algorithms if a != "dpsgd" for s in preset.settings
+        )
         big["local_steps"] = max(1, round(SHOWCASE_K * _epochs(preset, algorithm, setting) / usual))
     if getattr(full.params, "clients_per_round", None) is not None:
-        big["clients_per_round"] = max(1, round(full.params.clients_per_round * SHOWCASE["num_clients"] / full.num_clients))
+        big["clients_per_round"] = max(
+            1, round(full.params.clients_per_round * SHOWCASE["num_clients"] / full.num_clients)
+        )
     return full.replace(**big)
 
 
@@ -144,7 +186,7 @@ class TableResult:
     name: str
     profile: str
     seeds: tuple[int, ...]
-    cells: dict[tuple[str, str], list[float]] = field(default_factory=dict)    # (algorithm, setting) -> accs
+    cells: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (algorithm, setting) -> accs
     meta: dict[str, str] = field(default_factory=dict)
 
     def mean_std(self, algorithm: str, setting: str) -> tuple[float, float]:
@@ -152,11 +194,12 @@ class TableResult:
         return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
-NEVER = 1e30        # a FedGF threshold no drift reaches: c stays 0
+NEVER = 1e30  # a FedGF threshold no drift reaches: c stays 0
 
 
-def _calibrate_fedgf(preset: Preset, make: Callable[[str, str], Config], seed: int, data,
-                     pilot_rounds: int | None = None) -> float:
+def _calibrate_fedgf(
+    preset: Preset, make: Callable[[str, str], Config], seed: int, data, pilot_rounds: int | None = None
+) -> float:
     """T_D for FedGF, which no source gives: as chapter 09 does, the midpoint of the mean client drift
     D^r (eq. (15)) of a pilot on the most and on the least heterogeneous setting. The pilot is FedGF
     with a threshold never reached (c stays 0, i.e. FedSAM), which records D^r every round; it runs the
@@ -175,10 +218,18 @@ def _calibrate_fedgf(preset: Preset, make: Callable[[str, str], Config], seed: i
     return (drifts[0] + drifts[1]) / 2
 
 
-def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 2),
-              algorithms: tuple[str, ...] | None = None, settings: tuple[str, ...] | None = None,
-              changes: dict | None = None, progress: bool = True, command: str | None = None,
-              checkpoints: str | Path | None = None, jobs: int = 1) -> TableResult:
+def run_table(
+    name: str,
+    profile: str = "fast",
+    seeds: tuple[int, ...] = (0, 1, 2),
+    algorithms: tuple[str, ...] | None = None,
+    settings: tuple[str, ...] | None = None,
+    changes: dict | None = None,
+    progress: bool = True,
+    command: str | None = None,
+    checkpoints: str | Path | None = None,
+    jobs: int = 1,
+) -> TableResult:
     """Run every cell of preset ``name`` for every seed under ``profile``.
 
     Every config is built and validated before anything runs. With
@@ -219,11 +270,12 @@ def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 
         cfg = scaled(preset, algorithm, setting, **own) if scaled else preset.config(algorithm, setting, **own)
         return cfg.replace(**{k: v for k, v in extra.items() if k != "fedgf_threshold"})
 
-    for algorithm in algorithms:                       # every config valid before any training
+    for algorithm in algorithms:  # every config valid before any training
         for setting in settings:
             make(algorithm, setting, NEVER)
     if checkpoints is None and profile in ("showcase", "full"):
         from .profiles import checkpoint_dir
+
         checkpoints = checkpoint_dir() / "tables" / name
     done = _Done(Path(checkpoints)) if checkpoints is not None else None
 
@@ -237,8 +289,7 @@ def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 
     cells = [(a, s) for s in settings for a in algorithms]
     start = time.perf_counter()
     threshold = float(result.meta.get("fedgf_threshold", NEVER))
-    runs = {(a, s, seed): make(a, s, threshold).replace(seed=seed)
-            for a, s in cells for seed in seeds}
+    runs = {(a, s, seed): make(a, s, threshold).replace(seed=seed) for a, s in cells for seed in seeds}
     accs = {k: done.get(_run_key(*k), c) if done else None for k, c in runs.items()}
     cpu = {k: done.cpu_time(_run_key(*k)) if done else None for k in runs}
     checkpoint = {k: done.folder / f"{_run_key(*k)}.pt" if done else None for k in runs}
@@ -248,7 +299,7 @@ def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 
         accs[k], cpu[k] = acc, seconds
         if done:
             done.put(_run_key(*k), runs[k], acc, seconds)
-            checkpoint[k].unlink(missing_ok=True)                  # done.json now holds this run
+            checkpoint[k].unlink(missing_ok=True)  # done.json now holds this run
         bar.update(1)
     bar.close()
     for a, s in cells:
@@ -256,7 +307,7 @@ def run_table(name: str, profile: str = "fast", seeds: tuple[int, ...] = (0, 1, 
     result.meta.update(_provenance(name, profile, seeds, time.perf_counter() - start, command))
     result.meta["cpu_time_s"] = f"{sum(t for t in cpu.values() if t is not None):.0f}"
     if untimed := sum(t is None for t in cpu.values()):
-        result.meta["untimed_runs"] = str(untimed)          # finished before CPU times were kept
+        result.meta["untimed_runs"] = str(untimed)  # finished before CPU times were kept
     return result
 
 
@@ -274,6 +325,7 @@ def _train_all(todo: list, jobs: int, cache):
     from concurrent.futures import as_completed
 
     from .workers import process_pool
+
     with process_pool(jobs) as pool:
         futures = {pool.submit(_train_in_worker, cfg, path): key for key, cfg, path in todo}
         for future in as_completed(futures):
@@ -288,6 +340,7 @@ def _train_in_worker(cfg: Config, path: Path | None) -> tuple[float, float]:
     import torch
 
     from dfl_core.engine import DataCache
+
     global _WORKER_CACHE
     torch.set_num_threads(1)
     _WORKER_CACHE = _WORKER_CACHE or DataCache()
@@ -298,6 +351,7 @@ def _train(cfg: Config, path: Path | None, data) -> tuple[float, float]:
     """Train one table run (resuming from ``path`` if given): its final accuracy in % and the CPU seconds
     it took (this process's, every thread's)."""
     from dfl_core.engine import run
+
     start = time.process_time()
     history = run(cfg, data=data, checkpoint=path, resume=path is not None)
     return 100 * final_accuracy(history.records), time.process_time() - start
@@ -332,19 +386,21 @@ class _Done:
 
     def put(self, key: str, cfg: Config, acc: float, cpu_time_s: float) -> None:
         self.runs[key] = {"config": self._config_key(cfg), "test_acc": acc, "cpu_time_s": cpu_time_s}
-        write_atomic(self.path, json.dumps(self.runs, indent=1).encode())   # never a half-written record
+        write_atomic(self.path, json.dumps(self.runs, indent=1).encode())  # never a half-written record
 
 
 def _provenance(name: str, profile: str, seeds, seconds: float, command: str | None) -> dict[str, str]:
     import torch
 
     from dfl_core import __version__
+
     return {
-        "command": command or f"python -m dfl_core table {name} --profile {profile} --seeds {','.join(map(str, seeds))}",
+        "command": command
+        or f"python -m dfl_core table {name} --profile {profile} --seeds {','.join(map(str, seeds))}",
         "seeds": " ".join(map(str, seeds)),
         "versions": f"dfl_core {__version__}, torch {torch.__version__}, python {platform.python_version()}",
         "machine": f"{cpu_name()}, {torch.get_num_threads()} torch thread(s), "
-                   + (torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"),
+        + (torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         "wall_time_s": f"{seconds:.0f}",
     }
@@ -362,6 +418,7 @@ def forward_flops(model: str, dataset: str) -> int:
 
     from dfl_core.data import dataset_shape
     from dfl_core.models import build_model
+
     shape, classes = dataset_shape(dataset)
     net = build_model(model, shape, classes)
     with FlopCounterMode(display=False) as counter, torch.no_grad():
@@ -394,8 +451,13 @@ def full_scale_cost(name: str, seeds: int = 3, tflops: float = ASSUMED_GPU_TFLOP
                 clients = cfg.num_clients
             passes = 2 if (getattr(cfg.params, "rho", 0) or algorithm in ("fedgf", "fedsmoo")) else 1
             total += cfg.rounds * clients * cfg.params.local_steps * cfg.batch_size * 3 * flops[key] * passes * seeds
-    return {"cells": len(preset.settings) * len(preset.algorithms), "seeds": seeds, "pflop": total / 1e15,
-            "gpu_hours": total / (tflops * 1e12) / 3600, "assumed_tflops": tflops}
+    return {
+        "cells": len(preset.settings) * len(preset.algorithms),
+        "seeds": seeds,
+        "pflop": total / 1e15,
+        "gpu_hours": total / (tflops * 1e12) / 3600,
+        "assumed_tflops": tflops,
+    }
 
 
 def cpu_name() -> str:
@@ -428,8 +490,9 @@ def paper_value(name: str, algorithm: str, setting: str) -> float | None:
             return float(load_table("dfedsam_table3").one(task=task, algorithm=label)["test_acc"])
         if family == "fedgf-table1":
             alpha, n = setting.removeprefix("alpha").split("-n")
-            value = load_table("fedgf_table1").one(task=task, algorithm=label, dirichlet_alpha=alpha,
-                                                   clients_per_round=n)["test_acc"]
+            value = load_table("fedgf_table1").one(
+                task=task, algorithm=label, dirichlet_alpha=alpha, clients_per_round=n
+            )["test_acc"]
             return float(value) if value else None
         if name == "fedsam-cifar10":
             return float(load_table("fedsam_table2").one(setting=split[setting], algorithm=label)["validation"])
@@ -461,7 +524,7 @@ CLAIMS: dict[str, list[Claim]] = {
         Claim("FedSAM beats FedAvg", "fedsam", "fedavg"),
     ],
     "dfedsam-table2-cifar10": [
-        Claim("DFedSAM-MGS beats DFedSAM", "dfedsam-mgs", "dfedsam"),     # most of all on the ring
+        Claim("DFedSAM-MGS beats DFedSAM", "dfedsam-mgs", "dfedsam"),  # most of all on the ring
     ],
     "dfedsam-table3-cifar10": [
         Claim("FedSAM beats DFedSAM-MGS", "fedsam", "dfedsam-mgs"),
@@ -497,7 +560,7 @@ CLAIMS: dict[str, list[Claim]] = {
 class _Pair:
     """One comparison to make: in column ``setting``, row ``better`` against row ``worse``."""
 
-    kind: str           # "ordering" (the paper's numbers order the rows) or "claim" (a named claim)
+    kind: str  # "ordering" (the paper's numbers order the rows) or "claim" (a named claim)
     setting: str
     better: str
     worse: str
@@ -515,7 +578,7 @@ def _ordering_pairs(result: TableResult) -> list[_Pair]:
         ranked = [(a, paper_value(result.name, a, s)) for a in algorithms if (a, s) in result.cells]
         ranked = [(a, p) for a, p in ranked if p is not None]
         for (a, pa), (b, pb) in itertools.combinations(ranked, 2):
-            if pa == pb:                                  # the paper does not order a tie
+            if pa == pb:  # the paper does not order a tie
                 continue
             (hi, p_hi), (lo, p_lo) = ((a, pa), (b, pb)) if pa > pb else ((b, pb), (a, pa))
             label = f"{s}: {DISPLAY_NAMES.get(hi, hi)} > {DISPLAY_NAMES.get(lo, lo)} (paper {p_hi:.2f} vs {p_lo:.2f})"
@@ -525,22 +588,32 @@ def _ordering_pairs(result: TableResult) -> list[_Pair]:
 
 def _claim_pairs(result: TableResult) -> list[_Pair]:
     _, settings = _rows_and_columns(result)
-    return [_Pair("claim", s, c.better, c.worse, f"{s}: {c.text}")
-            for c in CLAIMS.get(result.name, []) for s in (c.settings or settings)
-            if (c.better, s) in result.cells and (c.worse, s) in result.cells]
+    return [
+        _Pair("claim", s, c.better, c.worse, f"{s}: {c.text}")
+        for c in CLAIMS.get(result.name, [])
+        for s in (c.settings or settings)
+        if (c.better, s) in result.cells and (c.worse, s) in result.cells
+    ]
 
 
 def _compare(result: TableResult, pair: _Pair) -> PairedComparison:
     """The paired comparison of a pair of rows in one column, with the paper's own difference and the regime
     (each row's local work and horizon, both when they differ) beside it."""
-    c = compare_paired(result.cells[(pair.better, pair.setting)], result.cells[(pair.worse, pair.setting)],
-                       expect="greater", label=pair.label)
+    c = compare_paired(
+        result.cells[(pair.better, pair.setting)],
+        result.cells[(pair.worse, pair.setting)],
+        expect="greater",
+        label=pair.label,
+    )
     better, worse = (paper_value(result.name, a, pair.setting) for a in (pair.better, pair.worse))
     paper = None if better is None or worse is None else signed(better - worse, 2)
     regimes = [_cell_regime(result, a, pair.setting) for a in (pair.worse, pair.better)]
-    regime = regimes[0] if regimes[0] == regimes[1] else \
-        f"{DISPLAY_NAMES.get(pair.worse, pair.worse)}: {regimes[0]}; {DISPLAY_NAMES.get(pair.better, pair.better)}: " \
+    regime = (
+        regimes[0]
+        if regimes[0] == regimes[1]
+        else f"{DISPLAY_NAMES.get(pair.worse, pair.worse)}: {regimes[0]}; {DISPLAY_NAMES.get(pair.better, pair.better)}: "
         f"{regimes[1]}"
+    )
     return dataclasses.replace(c, paper=paper, regime=regime)
 
 
@@ -556,7 +629,7 @@ def local_work(cfg: Config) -> str:
     """A run's regime in one phrase: local epochs a round E = K/⌈n/B⌉, K, B, the rounds T and who trains a
     round."""
     text = f"E = {epochs_per_round(cfg):.2g} (K = {cfg.params.local_steps}, B = {cfg.batch_size}), T = {cfg.rounds}"
-    if hasattr(cfg.params, "client_fraction"):                  # centralized: clients sampled a round
+    if hasattr(cfg.params, "client_fraction"):  # centralized: clients sampled a round
         text += f", {cfg.clients_per_round_count()} of {cfg.num_clients} clients a round"
     return text
 
@@ -567,8 +640,9 @@ def _cell_regime(result: TableResult, algorithm: str, setting: str) -> str:
         preset = get_preset(result.name)
         extra = {"fedgf_threshold": NEVER} if algorithm == "fedgf" else {}
         make = {"fast": fast_config, "showcase": showcase_config}.get(result.profile)
-        return local_work(make(preset, algorithm, setting, **extra) if make else
-                          preset.config(algorithm, setting, **extra))
+        return local_work(
+            make(preset, algorithm, setting, **extra) if make else preset.config(algorithm, setting, **extra)
+        )
     except (ConfigError, KeyError, ValueError):
         return ""
 
@@ -585,21 +659,27 @@ def check_claims(result: TableResult) -> list[PairedComparison]:
 
 
 def _method_text(n: int) -> str:
-    return (f"per-seed paired difference better − worse (same seed: same initial model, data split and "
-            f"mini-batches) over n = {n} seeds; 95% Student t-interval, mean ± t(0.975, n−1)·s_d/√n. "
-            f"REPRODUCED: the interval is above 0 (the paper's direction); REVERSED: below 0; UNRESOLVED: it "
-            f"contains 0 (not resolved by these seeds, which is not \"no difference\"). Detectable: the smallest "
-            f"difference this design resolves with 80% power, (t(0.975, n−1) + t(0.8, n−1))·s_d/√n.")
+    return (
+        f"per-seed paired difference better − worse (same seed: same initial model, data split and "
+        f"mini-batches) over n = {n} seeds; 95% Student t-interval, mean ± t(0.975, n−1)·s_d/√n. "
+        f"REPRODUCED: the interval is above 0 (the paper's direction); REVERSED: below 0; UNRESOLVED: it "
+        f'contains 0 (not resolved by these seeds, which is not "no difference"). Detectable: the smallest '
+        f"difference this design resolves with 80% power, (t(0.975, n−1) + t(0.8, n−1))·s_d/√n."
+    )
 
 
 def _few_seeds(n: int) -> str:
     """Why a table with n < MIN_SEEDS seeds has no verdicts (n < 2) or weak ones; "" if n is enough."""
     if n < 2:
-        return (f"a paired comparison needs at least 2 seeds (the book's rule asks for {MIN_SEEDS}); "
-                f"this table has {n}, so it has no verdicts.")
+        return (
+            f"a paired comparison needs at least 2 seeds (the book's rule asks for {MIN_SEEDS}); "
+            f"this table has {n}, so it has no verdicts."
+        )
     if n < MIN_SEEDS:
-        return (f"{n} seeds; the book's rule asks for at least {MIN_SEEDS} before a verdict is taken as settled, "
-                f"so expect wide intervals and many UNRESOLVED.")
+        return (
+            f"{n} seeds; the book's rule asks for at least {MIN_SEEDS} before a verdict is taken as settled, "
+            f"so expect wide intervals and many UNRESOLVED."
+        )
     return ""
 
 
@@ -622,16 +702,23 @@ def verdicts_markdown(result: TableResult) -> str:
         for pair, c in ordered:
             by_setting.setdefault(pair.setting, []).append(c)
         by_setting["all"] = [c for _, c in ordered]
-        lines += ["The paper's orderings (every pair of rows whose paper numbers differ), per column:", "",
-                  "| setting | pairs | " + " | ".join(VERDICTS) + " |", "|---|---:|" + "---:|" * len(VERDICTS)]
+        lines += [
+            "The paper's orderings (every pair of rows whose paper numbers differ), per column:",
+            "",
+            "| setting | pairs | " + " | ".join(VERDICTS) + " |",
+            "|---|---:|" + "---:|" * len(VERDICTS),
+        ]
         for s, cs in by_setting.items():
             counts = summarize(cs)
             lines.append(f"| {s} | {len(cs)} | " + " | ".join(str(counts[v]) for v in VERDICTS) + " |")
     else:
         lines.append("No two rows here have different paper numbers in a column, so there are no orderings to check.")
     claims = check_claims(result)
-    lines += [""] + (["The paper's named claims (`CLAIMS` in `dfl_book/tables.py`), per column:", "",
-                      markdown_table(claims)] if claims else ["No named claims for these rows."])
+    lines += [""] + (
+        ["The paper's named claims (`CLAIMS` in `dfl_book/tables.py`), per column:", "", markdown_table(claims)]
+        if claims
+        else ["No named claims for these rows."]
+    )
     return "\n".join(lines)
 
 
@@ -647,9 +734,21 @@ def _write_verdicts(result: TableResult, path: Path) -> None:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         for p, c in _compared(result, _ordering_pairs(result) + _claim_pairs(result)):
-            writer.writerow(dict(kind=p.kind, label=p.label, setting=p.setting, better=p.better, worse=p.worse,
-                                 n=c.n, mean=f"{c.mean:.4f}", low=f"{c.low:.4f}", high=f"{c.high:.4f}",
-                                 detectable=f"{c.detectable:.4f}", verdict=c.verdict))
+            writer.writerow(
+                dict(
+                    kind=p.kind,
+                    label=p.label,
+                    setting=p.setting,
+                    better=p.better,
+                    worse=p.worse,
+                    n=c.n,
+                    mean=f"{c.mean:.4f}",
+                    low=f"{c.low:.4f}",
+                    high=f"{c.high:.4f}",
+                    detectable=f"{c.detectable:.4f}",
+                    verdict=c.verdict,
+                )
+            )
 
 
 def write_table(result: TableResult, folder: str | Path, tag: str | None = None) -> tuple[Path, Path]:
@@ -667,9 +766,17 @@ def write_table(result: TableResult, folder: str | Path, tag: str | None = None)
     for (algorithm, setting), accs in result.cells.items():
         mean, std = result.mean_std(algorithm, setting)
         paper = paper_value(result.name, algorithm, setting)
-        rows.append(dict(algorithm=algorithm, setting=setting, mean=f"{mean:.2f}", std=f"{std:.2f}",
-                         seeds=len(accs), values=" ".join(f"{a:.2f}" for a in accs),
-                         paper="" if paper is None else f"{paper:.2f}"))
+        rows.append(
+            dict(
+                algorithm=algorithm,
+                setting=setting,
+                mean=f"{mean:.2f}",
+                std=f"{std:.2f}",
+                seeds=len(accs),
+                values=" ".join(f"{a:.2f}" for a in accs),
+                paper="" if paper is None else f"{paper:.2f}",
+            )
+        )
     with open(stem.with_suffix(".csv"), "w", newline="") as f:
         f.write("\n".join(header) + "\n")
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -679,7 +786,7 @@ def write_table(result: TableResult, folder: str | Path, tag: str | None = None)
     if len(result.seeds) >= 2:
         _write_verdicts(result, verdicts)
     else:
-        verdicts.unlink(missing_ok=True)                  # one from an earlier run would not match this table
+        verdicts.unlink(missing_ok=True)  # one from an earlier run would not match this table
     stem.with_suffix(".md").write_text(to_markdown(result) + "\n\n" + verdicts_markdown(result) + "\n")
     return stem.with_suffix(".csv"), stem.with_suffix(".md")
 
@@ -688,9 +795,13 @@ def to_markdown(result: TableResult) -> str:
     """Rows = algorithms, columns = settings; each cell ``mean ± std (paper)``."""
     algorithms, settings = _rows_and_columns(result)
     lines = [f"<!-- {k}: {v} -->" for k, v in result.meta.items()]
-    lines += [f"Test accuracy (%) of the global model, mean ± std over seeds {', '.join(map(str, result.seeds))} "
-              f"({result.profile} profile); the paper's number in parentheses.", "",
-              "| algorithm | " + " | ".join(settings) + " |", "|---" * (len(settings) + 1) + "|"]
+    lines += [
+        f"Test accuracy (%) of the global model, mean ± std over seeds {', '.join(map(str, result.seeds))} "
+        f"({result.profile} profile); the paper's number in parentheses.",
+        "",
+        "| algorithm | " + " | ".join(settings) + " |",
+        "|---" * (len(settings) + 1) + "|",
+    ]
     for a in algorithms:
         cells = []
         for s in settings:
@@ -726,5 +837,5 @@ def read_result(path: str | Path) -> TableResult:
     return TableResult(name, profile, seeds, cells, meta)
 
 
-if __name__ == "__main__":       # pragma: no cover
+if __name__ == "__main__":  # pragma: no cover
     sys.exit("use: python -m dfl_core table NAME")

@@ -1,4 +1,5 @@
 """Worker processes for the commands that train several runs at once (``table --jobs``, ``showcase --jobs``)."""
+
 from __future__ import annotations
 
 import os
@@ -19,14 +20,16 @@ def process_pool(jobs: int):
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_end_with_parent, initargs=(os.getpid(),))
+    return ProcessPoolExecutor(
+        jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_end_with_parent, initargs=(os.getpid(),)
+    )
 
 
 def _end_with_parent(parent: int) -> None:
     if sys.platform.startswith("linux"):
         import ctypes
+
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != parent:                 # the parent died before the request above
+    if os.getppid() != parent:  # the parent died before the request above
         os._exit(1)

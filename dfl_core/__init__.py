@@ -9,6 +9,7 @@ The public API::
 See docs/results_file.md for the results schema and ``python -m dfl_core run --help``. The names below are imported on first
 use, so ``import dfl_core.topology`` (as ``theory`` does) does not load the whole engine.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -16,11 +17,20 @@ import importlib
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Config": ".config", "ConfigError": ".config",
-    "Simulation": ".engine", "run": ".engine", "DivergenceError": ".errors", "Hooks": ".engine", "RunState": ".engine", "DataCache": ".engine",
+    "Config": ".config",
+    "ConfigError": ".config",
+    "Simulation": ".engine",
+    "run": ".engine",
+    "DivergenceError": ".errors",
+    "Hooks": ".engine",
+    "RunState": ".engine",
+    "DataCache": ".engine",
     "CheckpointError": ".checkpoint",
-    "History": ".results", "read_results": ".results", "write_results": ".results",
-    "ALGORITHMS": ".algorithms", "Algorithm": ".algorithms",
+    "History": ".results",
+    "read_results": ".results",
+    "write_results": ".results",
+    "ALGORITHMS": ".algorithms",
+    "Algorithm": ".algorithms",
 }
 __all__ = [*_EXPORTS, "__version__"]
 

@@ -1,4 +1,5 @@
 """``python -m dfl_core``: see :mod:`dfl_core.cli`."""
+
 import sys
 
 from .cli import main

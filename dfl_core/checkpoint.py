@@ -19,6 +19,7 @@ The local rule's typed state is stored as plain tuples (:func:`dfl_core.local.ty
 Randomness needs no state (:mod:`dfl_core.rng`): a resumed run ends with bit-for-bit the same parameters
 and history as an uninterrupted one.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,8 +30,19 @@ from typing import Any, BinaryIO, Callable
 
 import torch
 
-__all__ = ["FORMAT", "CheckpointError", "RESUMABLE_CHANGES", "write_atomic", "save_atomic", "load",
-           "check_compatible", "pack", "unpack", "to_cpu", "to_device"]
+__all__ = [
+    "FORMAT",
+    "CheckpointError",
+    "RESUMABLE_CHANGES",
+    "write_atomic",
+    "save_atomic",
+    "load",
+    "check_compatible",
+    "pack",
+    "unpack",
+    "to_cpu",
+    "to_device",
+]
 
 FORMAT = "dfl-book/checkpoint/v3"
 #: Formats of earlier versions, which this one does not read (a run started with them starts again).
@@ -61,7 +73,7 @@ def write_atomic(path: str | os.PathLike, content: bytes | Callable[[BinaryIO], 
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
             break
-        except FileExistsError:                     # another writer drew the same name: draw again
+        except FileExistsError:  # another writer drew the same name: draw again
             continue
     try:
         with os.fdopen(fd, "wb") as f:
@@ -75,7 +87,7 @@ def write_atomic(path: str | os.PathLike, content: bytes | Callable[[BinaryIO], 
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    with contextlib.suppress(OSError):              # the rename made durable too (POSIX; where folders open)
+    with contextlib.suppress(OSError):  # the rename made durable too (POSIX; where folders open)
         fd = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -96,9 +108,11 @@ def load(path: str | os.PathLike) -> dict[str, Any]:
         raise CheckpointError(f"no checkpoint at {str(path)!r}")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:                                  # truncated, not a torch file, or foreign objects
-        raise CheckpointError(f"{str(path)!r} is not a readable checkpoint ({type(e).__name__}: "
-                              f"{str(e).splitlines()[0] if str(e) else ''})") from None
+    except Exception as e:  # truncated, not a torch file, or foreign objects
+        raise CheckpointError(
+            f"{str(path)!r} is not a readable checkpoint ({type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''})"
+        ) from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         found = state.get("format") if isinstance(state, dict) else type(state).__name__
         older = " (written by an older dfl_core; start the run again)" if found in EARLIER_FORMATS else ""
@@ -106,18 +120,21 @@ def load(path: str | os.PathLike) -> dict[str, Any]:
     return state
 
 
-def check_compatible(saved: dict[str, Any], wanted: dict[str, Any], rounds_done: int,
-                     path: str | os.PathLike = "") -> None:
+def check_compatible(
+    saved: dict[str, Any], wanted: dict[str, Any], rounds_done: int, path: str | os.PathLike = ""
+) -> None:
     """Refuse to resume a checkpoint into a different run (only :data:`RESUMABLE_CHANGES` may differ)."""
-    diff = sorted(k for k in set(saved) | set(wanted)
-                  if k not in RESUMABLE_CHANGES and saved.get(k) != wanted.get(k))
+    diff = sorted(k for k in set(saved) | set(wanted) if k not in RESUMABLE_CHANGES and saved.get(k) != wanted.get(k))
     if diff:
         pairs = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {wanted.get(k)!r}" for k in diff)
-        raise CheckpointError(f"checkpoint {str(path)!r} belongs to another run ({pairs}); only "
-                              f"{', '.join(RESUMABLE_CHANGES)} may change on resume")
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} belongs to another run ({pairs}); only "
+            f"{', '.join(RESUMABLE_CHANGES)} may change on resume"
+        )
     if wanted["rounds"] < rounds_done:
-        raise CheckpointError(f"checkpoint {str(path)!r} has {rounds_done} rounds done, more than "
-                              f"rounds={wanted['rounds']}")
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} has {rounds_done} rounds done, more than rounds={wanted['rounds']}"
+        )
 
 
 def to_device(obj, device):
@@ -128,7 +145,7 @@ def to_device(obj, device):
         return {k: to_device(v, device) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         parts = [to_device(v, device) for v in obj]
-        return type(obj)(*parts) if hasattr(obj, "_fields") else type(obj)(parts)   # a NamedTuple keeps its type
+        return type(obj)(*parts) if hasattr(obj, "_fields") else type(obj)(parts)  # a NamedTuple keeps its type
     return obj
 
 
@@ -148,19 +165,35 @@ def to_cpu(obj):
 
 def pack(config: dict[str, Any], run, elapsed_s: float) -> dict[str, Any]:
     """A run's state (a :class:`~dfl_core.engine.RunState`) as a checkpoint: plain containers, tensors on the CPU."""
-    return {"format": FORMAT, "config": config, "t": run.t,
-            "state": to_cpu(run.state._asdict()), "rule_state": to_cpu(run.rule_state),
-            "gossip_state": to_cpu(run.gossip_state),
-            "counters": {"transmissions": run.transmissions, "bits_sent": run.bits_sent,
-                         "bits_last_round": run.bits_last_round},
-            "round_record": dict(run.round_record), "history": list(run.history), "elapsed_s": elapsed_s}
+    return {
+        "format": FORMAT,
+        "config": config,
+        "t": run.t,
+        "state": to_cpu(run.state._asdict()),
+        "rule_state": to_cpu(run.rule_state),
+        "gossip_state": to_cpu(run.gossip_state),
+        "counters": {
+            "transmissions": run.transmissions,
+            "bits_sent": run.bits_sent,
+            "bits_last_round": run.bits_last_round,
+        },
+        "round_record": dict(run.round_record),
+        "history": list(run.history),
+        "elapsed_s": elapsed_s,
+    }
 
 
 def unpack(saved: dict[str, Any], like_state, device) -> dict[str, Any]:
     """The :class:`~dfl_core.engine.RunState` fields of a checkpoint (``like_state``: a state of the same algorithm)."""
     counters = saved["counters"]
-    return dict(t=saved["t"], state=type(like_state)(**to_device(saved["state"], device)),
-                rule_state=to_device(saved["rule_state"], device),
-                gossip_state=to_device(saved["gossip_state"], device), transmissions=counters["transmissions"],
-                bits_sent=counters["bits_sent"], bits_last_round=counters["bits_last_round"],
-                round_record=dict(saved["round_record"]), history=tuple(saved["history"]))
+    return dict(
+        t=saved["t"],
+        state=type(like_state)(**to_device(saved["state"], device)),
+        rule_state=to_device(saved["rule_state"], device),
+        gossip_state=to_device(saved["gossip_state"], device),
+        transmissions=counters["transmissions"],
+        bits_sent=counters["bits_sent"],
+        bits_last_round=counters["bits_last_round"],
+        round_record=dict(saved["round_record"]),
+        history=tuple(saved["history"]),
+    )

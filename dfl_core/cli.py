@@ -7,6 +7,7 @@ final test accuracy and consensus distance as mean ± std over seeds, then (with
 method's per-seed paired difference from DFedAvg with its 95% interval and verdict (``dfl_book.cli.paired_table``),
 writes a JSON results file (schema in :mod:`dfl_core.results`) and a plot.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,9 +36,24 @@ from .checkpoint import CheckpointError
 from .results import History, convert_results_file, read_results, write_results
 from .topology import TOPOLOGIES
 
-__all__ = ["main", "DEFAULT_ALGORITHMS", "DEFAULT_SEEDS", "compare", "summary_table", "add_config_arguments",
-           "config_overrides", "configs_from_options", "parse_value", "parse_names", "parse_seeds", "CliExtension",
-           "cli_extensions", "cli_presets", "find_preset", "EXTENSION_GROUP"]
+__all__ = [
+    "main",
+    "DEFAULT_ALGORITHMS",
+    "DEFAULT_SEEDS",
+    "compare",
+    "summary_table",
+    "add_config_arguments",
+    "config_overrides",
+    "configs_from_options",
+    "parse_value",
+    "parse_names",
+    "parse_seeds",
+    "CliExtension",
+    "cli_extensions",
+    "cli_presets",
+    "find_preset",
+    "EXTENSION_GROUP",
+]
 
 #: The entry-point group through which installed packages add commands (and ``run``'s presets, figure and
 #: verdicts) to this CLI.
@@ -83,8 +99,10 @@ def find_preset(name: str) -> Any:
     """
     presets = cli_presets()
     if not presets:
-        raise ConfigError(f"--preset {name}: no presets; the papers' presets come with the book's package, "
-                          "dfl_book, which is not installed")
+        raise ConfigError(
+            f"--preset {name}: no presets; the papers' presets come with the book's package, "
+            "dfl_book, which is not installed"
+        )
     if name not in presets:
         raise ValueError(f"unknown preset {name!r}; allowed: {', '.join(presets)}")
     return presets[name]
@@ -93,27 +111,36 @@ def find_preset(name: str) -> Any:
 #: ``--dataset imagefolder --data-dir DIR``: the user's own images, registered under this name before the configs are
 #: built (:func:`dfl_core.data.register_image_folder`), so that ``Config`` sees their sizes.
 IMAGE_FOLDER = "imagefolder"
-_IMAGE_FOLDER_HELP = (f"your own images, DIR/train/<class>/<image> and DIR/test/<class>/<image>: --dataset "
-                      f"{IMAGE_FOLDER} --data-dir DIR (one image size, classes from the folder names; see "
-                      "--image-normalization, --image-augmentation). CIFAR-10 as image files: --dataset cifar10 "
-                      "--data-dir DIR")
+_IMAGE_FOLDER_HELP = (
+    f"your own images, DIR/train/<class>/<image> and DIR/test/<class>/<image>: --dataset "
+    f"{IMAGE_FOLDER} --data-dir DIR (one image size, classes from the folder names; see "
+    "--image-normalization, --image-augmentation). CIFAR-10 as image files: --dataset cifar10 "
+    "--data-dir DIR"
+)
 
 DEFAULT_ALGORITHMS = ("dpsgd", "dfedavg", "dfedavgm", "dfedsam", "dfedsam-mgs")
-DEFAULT_SEEDS = (0, 1, 2, 3, 4)          # the book's rule: a verdict needs 5 seeds (dfl_book.stats.MIN_SEEDS)
+DEFAULT_SEEDS = (0, 1, 2, 3, 4)  # the book's rule: a verdict needs 5 seeds (dfl_book.stats.MIN_SEEDS)
 
 
 def _catalogue() -> str:
     def block(title: str, items: dict[str, Any]) -> str:
         lines = [f"  {name:<22} {getattr(v, 'summary', v)}" for name, v in items.items()]
         return f"{title}:\n" + "\n".join(lines)
-    return "\n\n".join([
-        block("algorithms", ALGORITHMS), block("topologies", TOPOLOGIES),
-        block("datasets", DATASETS | {IMAGE_FOLDER: _IMAGE_FOLDER_HELP}), block("models", MODEL_HELP),
-        block("partitions", PARTITIONS),
-        block("presets (--preset; --setting one of the listed columns)",
-              {p.name: f"{p.description} [settings: {', '.join(p.settings)}]" for p in cli_presets().values()}
-              or {"none": "the papers' presets come with the book's package, dfl_book, which is not installed"}),
-    ])
+
+    return "\n\n".join(
+        [
+            block("algorithms", ALGORITHMS),
+            block("topologies", TOPOLOGIES),
+            block("datasets", DATASETS | {IMAGE_FOLDER: _IMAGE_FOLDER_HELP}),
+            block("models", MODEL_HELP),
+            block("partitions", PARTITIONS),
+            block(
+                "presets (--preset; --setting one of the listed columns)",
+                {p.name: f"{p.description} [settings: {', '.join(p.settings)}]" for p in cli_presets().values()}
+                or {"none": "the papers' presets come with the book's package, dfl_book, which is not installed"},
+            ),
+        ]
+    )
 
 
 #: The spellings of true and false on the command line, and how numbers are read (with what they must be).
@@ -142,53 +169,93 @@ def parse_value(text: str, annotation: str) -> Any:
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m dfl_core",
-        description="Simulate decentralized federated learning (DFedSAM and friends) on one machine.")
+        description="Simulate decentralized federated learning (DFedSAM and friends) on one machine.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser(
-        "run", formatter_class=argparse.RawDescriptionHelpFormatter,
+        "run",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         help="run one algorithm or a comparison, over several seeds",
-        description=("Run algorithms over seeds; with no options, the default comparison of "
-                     + ", ".join(DEFAULT_ALGORITHMS) + " over seeds 0,1,2,3,4 on the bundled digits data."),
-        epilog=_catalogue())
-    run.add_argument("--algorithms", "--algorithm", default=None,
-                     help="comma-separated algorithm names (default: " + ",".join(DEFAULT_ALGORITHMS)
-                     + ", or the preset's rows)")
-    run.add_argument("--preset", default=None,
-                     help="start from a paper's setting (see the list below); other options override it")
+        description=(
+            "Run algorithms over seeds; with no options, the default comparison of "
+            + ", ".join(DEFAULT_ALGORITHMS)
+            + " over seeds 0,1,2,3,4 on the bundled digits data."
+        ),
+        epilog=_catalogue(),
+    )
+    run.add_argument(
+        "--algorithms",
+        "--algorithm",
+        default=None,
+        help="comma-separated algorithm names (default: " + ",".join(DEFAULT_ALGORITHMS) + ", or the preset's rows)",
+    )
+    run.add_argument(
+        "--preset", default=None, help="start from a paper's setting (see the list below); other options override it"
+    )
     run.add_argument("--setting", default=None, help="the preset's column, e.g. dir0.6 or iid")
-    run.add_argument("--seeds", default=",".join(map(str, DEFAULT_SEEDS)),
-                     help="comma-separated seeds (default: %(default)s)")
-    run.add_argument("--out", default="dfl_results",
-                     help="folder for results.json, the plot and the checkpoints; one that already holds "
-                          "results is refused unless --overwrite or --resume (default: %(default)s)")
-    run.add_argument("--overwrite", action="store_true",
-                     help="replace the results already in OUT (they stay until this command's first run is saved)")
+    run.add_argument(
+        "--seeds", default=",".join(map(str, DEFAULT_SEEDS)), help="comma-separated seeds (default: %(default)s)"
+    )
+    run.add_argument(
+        "--out",
+        default="dfl_results",
+        help="folder for results.json, the plot and the checkpoints; one that already holds "
+        "results is refused unless --overwrite or --resume (default: %(default)s)",
+    )
+    run.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the results already in OUT (they stay until this command's first run is saved)",
+    )
     run.add_argument("--no-plot", action="store_true", help="do not draw the plot")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    run.add_argument("--checkpoint-every", type=int, default=10, metavar="N",
-                     help="save each run's state to OUT/checkpoints every N rounds (default: %(default)s)")
-    run.add_argument("--resume", action="store_true",
-                     help="continue an interrupted invocation with the same options: finished runs are read "
-                          "from OUT/results.json, unfinished ones continue from OUT/checkpoints")
-    run.add_argument("--image-normalization", default=None, choices=("train", "none"),
-                     help=f"--dataset {IMAGE_FOLDER} only: normalize each channel by the train split's mean and std "
-                          "(train, the default) or keep pixels in [0, 1] (none)")
-    run.add_argument("--image-augmentation", default=None, choices=("none", *AUGMENTATIONS),
-                     help=f"--dataset {IMAGE_FOLDER} only: training augmentation (default: none; crop-flip is the "
-                          "CIFAR papers' random 4-pixel crop and horizontal flip)")
+    run.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=10,
+        metavar="N",
+        help="save each run's state to OUT/checkpoints every N rounds (default: %(default)s)",
+    )
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted invocation with the same options: finished runs are read "
+        "from OUT/results.json, unfinished ones continue from OUT/checkpoints",
+    )
+    run.add_argument(
+        "--image-normalization",
+        default=None,
+        choices=("train", "none"),
+        help=f"--dataset {IMAGE_FOLDER} only: normalize each channel by the train split's mean and std "
+        "(train, the default) or keep pixels in [0, 1] (none)",
+    )
+    run.add_argument(
+        "--image-augmentation",
+        default=None,
+        choices=("none", *AUGMENTATIONS),
+        help=f"--dataset {IMAGE_FOLDER} only: training augmentation (default: none; crop-flip is the "
+        "CIFAR papers' random 4-pixel crop and horizontal flip)",
+    )
     add_config_arguments(run)
     sub.add_parser("list", help="list algorithms, topologies, datasets, models and partitions")
     convert = sub.add_parser(
-        "convert-results", help="convert a results file written by an earlier version to this version's configs",
+        "convert-results",
+        help="convert a results file written by an earlier version to this version's configs",
         description="Rewrite every run's config of a results file written by an earlier version (a CLI results.json "
-                    "or a showcase results file) in this version's form (dfl_core.results.convert_results): "
-                    "hyperparameters the run's algorithm does not read dropped, renamed quant_mixing readings "
-                    "under their current names, fields added since at their defaults. Histories, provenance and "
-                    "every number are kept; a file already current is left as it is.")
+        "or a showcase results file) in this version's form (dfl_core.results.convert_results): "
+        "hyperparameters the run's algorithm does not read dropped, renamed quant_mixing readings "
+        "under their current names, fields added since at their defaults. Histories, provenance and "
+        "every number are kept; a file already current is left as it is.",
+    )
     convert.add_argument("path", metavar="OLD.json", help="the results file to convert")
-    convert.add_argument("-o", "--out", metavar="NEW.json", default=None,
-                         help="write the converted file here (default: replace OLD.json, atomically)")
-    for extension in cli_extensions():                  # e.g. the book's showcase and table commands
+    convert.add_argument(
+        "-o",
+        "--out",
+        metavar="NEW.json",
+        default=None,
+        help="write the converted file here (default: replace OLD.json, atomically)",
+    )
+    for extension in cli_extensions():  # e.g. the book's showcase and table commands
         extension.add_commands(sub)
     return parser
 
@@ -203,9 +270,14 @@ def add_config_arguments(parser: argparse.ArgumentParser, skip: Sequence[str] = 
     for name, f in declared.items():
         if name in skip:
             continue
-        parser.add_argument("--" + name.replace("_", "-"), dest=name, metavar=f.type.split()[0].upper(),
-                            type=lambda s, a=f.type: parse_value(s, a), default=argparse.SUPPRESS,
-                            help=_help_with_default(f))
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
+            metavar=f.type.split()[0].upper(),
+            type=lambda s, a=f.type: parse_value(s, a),
+            default=argparse.SUPPRESS,
+            help=_help_with_default(f),
+        )
 
 
 #: What an unset (None) field that no algorithm sets means, where its help does not say.
@@ -219,7 +291,7 @@ def _help_with_default(f: dataclasses.Field) -> str:
     """
     text = f.metadata.get("help", "")
     if re.search(r"(?<!code's )\bdefault\b|\brequired\b", text):
-        return text                                    # the help names its default (a public code's does not count)
+        return text  # the help names its default (a public code's does not count)
 
     def shown(value: Any) -> str:
         return str(value).lower() if isinstance(value, bool) else str(value)
@@ -244,8 +316,9 @@ def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if hasattr(args, name)}
 
 
-def configs_from_options(preset: str | None, setting: str | None, algorithms: Sequence[str],
-                         overrides: Mapping[str, Any]) -> dict[str, Config]:
+def configs_from_options(
+    preset: str | None, setting: str | None, algorithms: Sequence[str], overrides: Mapping[str, Any]
+) -> dict[str, Config]:
     """One config per algorithm, as ``run`` and the distributed launcher build them from their options.
 
     With ``preset``, its config for ``setting`` (its rows when ``algorithms`` is empty); else
@@ -274,16 +347,22 @@ def configs_for(base: Config | Mapping[str, Any], algorithms: Sequence[str]) -> 
         own = dict(settings)
         if len(algorithms) > 1:
             own = {k: v for k, v in own.items() if k not in ALGORITHM_FIELDS or k in ALGORITHMS[name].defaults}
-            if "local_steps" in ALGORITHMS[name].fixed:         # D-PSGD takes one step a round, whatever E
+            if "local_steps" in ALGORITHMS[name].fixed:  # D-PSGD takes one step a round, whatever E
                 own.pop("local_epochs", None)
         out[name] = Config(algorithm=name, **own)
     return out
 
 
-def compare(configs: dict[str, Config], seeds: Sequence[int], progress: bool = True,
-            checkpoints: Path | None = None, checkpoint_every: int = 10, resume: bool = False,
-            done: dict[tuple[str, int], History] | None = None,
-            on_run_done: Callable[[dict[str, list[History]]], None] | None = None) -> dict[str, list[History]]:
+def compare(
+    configs: dict[str, Config],
+    seeds: Sequence[int],
+    progress: bool = True,
+    checkpoints: Path | None = None,
+    checkpoint_every: int = 10,
+    resume: bool = False,
+    done: dict[tuple[str, int], History] | None = None,
+    on_run_done: Callable[[dict[str, list[History]]], None] | None = None,
+) -> dict[str, list[History]]:
     """Run every config for every seed; every config is validated before anything runs.
 
     With ``checkpoints`` (a folder), each run saves ``<algorithm>-seed<seed>.pt`` there every ``checkpoint_every``
@@ -299,12 +378,13 @@ def compare(configs: dict[str, Config], seeds: Sequence[int], progress: bool = T
             out[cfg.algorithm].append(previous)
             continue
         path = checkpoints / f"{cfg.algorithm}-seed{cfg.seed}.pt" if checkpoints is not None else None
-        out[cfg.algorithm].append(run(cfg, progress=progress, checkpoint=path, checkpoint_every=checkpoint_every,
-                                      resume=resume))
+        out[cfg.algorithm].append(
+            run(cfg, progress=progress, checkpoint=path, checkpoint_every=checkpoint_every, resume=resume)
+        )
         if on_run_done is not None:
             on_run_done(out)
         if path is not None:
-            path.unlink(missing_ok=True)             # the results file now holds this run
+            path.unlink(missing_ok=True)  # the results file now holds this run
     return out
 
 
@@ -322,7 +402,7 @@ def summary_table(results: dict[str, list[History]]) -> str:
         q = hs[0].config["gossip_steps"] or "-"
         if len(hs) > 1:
             acc_text, cd_text = f"{acc[0]:>9.2f} ± {acc[1]:<5.2f}", f"{cd[0]:>12.3e} ± {cd[1]:<9.2e}"
-        else:                                           # one seed has no spread: print none, not "± 0.00"
+        else:  # one seed has no spread: print none, not "± 0.00"
             acc_text, cd_text = f"{acc[0]:>9.2f}" + " " * 8, f"{cd[0]:>12.3e}" + " " * 12
         lines.append(f"{name:<14} {q:>2} {acc_text} {cd_text} {len(hs):>6}")
     return "\n".join(lines)
@@ -346,8 +426,11 @@ def _in_flags(message: str) -> str:
     ``Config(train_size=...)``); on the command line the same value was given as ``--data-dir`` or ``--train-size``.
     """
     fields = "|".join([*RUN_FIELDS, *ALGORITHM_FIELDS])
-    return re.sub(rf"\b({fields})=(\S?)",
-                  lambda m: "--" + m.group(1).replace("_", "-") + (" " + m.group(2) if m.group(2) else ""), message)
+    return re.sub(
+        rf"\b({fields})=(\S?)",
+        lambda m: "--" + m.group(1).replace("_", "-") + (" " + m.group(2) if m.group(2) else ""),
+        message,
+    )
 
 
 #: Files a run writes into OUT; finding one there means an earlier invocation used the folder.
@@ -358,35 +441,48 @@ def _refusal(out: Path, files: list[str], checkpoints: list[Path]) -> str:
     """Why ``out`` is not written over, and the three ways on."""
     if files:
         held = ", ".join(files) + (" and the checkpoints of an interrupted run" if checkpoints else "")
-        return (f"{out} already holds {held} from an earlier run; pass --out DIR for a new folder, --overwrite "
-                "to replace them, or --resume to continue that run with the same options")
+        return (
+            f"{out} already holds {held} from an earlier run; pass --out DIR for a new folder, --overwrite "
+            "to replace them, or --resume to continue that run with the same options"
+        )
     names = ", ".join(p.name for p in checkpoints[:3]) + (", ..." if len(checkpoints) > 3 else "")
-    return (f"{out} holds the checkpoints of an interrupted run (checkpoints/{names}); pass --resume to continue "
-            "it with the same options, --out DIR for a new folder, or --overwrite to start afresh")
+    return (
+        f"{out} holds the checkpoints of an interrupted run (checkpoints/{names}); pass --resume to continue "
+        "it with the same options, --out DIR for a new folder, or --overwrite to start afresh"
+    )
 
 
 def _register_folder_dataset(args: argparse.Namespace, overrides: Mapping[str, Any]) -> None:
     """``--dataset imagefolder --data-dir DIR``: register DIR as the dataset ``imagefolder`` (with the
     ``--image-*`` options); those options without it are refused."""
-    image_options = [f"--image-{name}" for name in ("normalization", "augmentation")
-                     if getattr(args, f"image_{name}", None) is not None]
+    image_options = [
+        f"--image-{name}"
+        for name in ("normalization", "augmentation")
+        if getattr(args, f"image_{name}", None) is not None
+    ]
     if overrides.get("dataset") != IMAGE_FOLDER:
         if image_options:
-            raise ConfigError(f"{', '.join(image_options)} apply to --dataset {IMAGE_FOLDER} only; the built-in "
-                              "datasets carry their own normalization and augmentation")
+            raise ConfigError(
+                f"{', '.join(image_options)} apply to --dataset {IMAGE_FOLDER} only; the built-in "
+                "datasets carry their own normalization and augmentation"
+            )
         return
     if not overrides.get("data_dir"):
         raise DataError(f"--dataset {IMAGE_FOLDER} needs data_dir= a folder holding {IMAGE_FOLDER_LAYOUT}")
     augmentation = args.image_augmentation if args.image_augmentation not in (None, "none") else None
-    register_image_folder(overrides["data_dir"], IMAGE_FOLDER, normalization=args.image_normalization or "train",
-                          augmentation=augmentation)
+    register_image_folder(
+        overrides["data_dir"],
+        IMAGE_FOLDER,
+        normalization=args.image_normalization or "train",
+        augmentation=augmentation,
+    )
 
 
 def _convert_results(path: str, out: str | None) -> int:
     """``convert-results OLD.json [-o NEW.json]``: :func:`dfl_core.results.convert_results_file`."""
     try:
         written, changed = convert_results_file(path, out)
-    except (OSError, ValueError, KeyError, TypeError) as err:          # ConfigError is a ValueError
+    except (OSError, ValueError, KeyError, TypeError) as err:  # ConfigError is a ValueError
         print(f"error: cannot convert {path}: {err}", file=sys.stderr)
         return 2
     print(f"{written}: {changed} run config(s) converted")
@@ -397,7 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
-    command = "python -m dfl_core " + shlex.join(argv)       # as given, for the results' provenance
+    command = "python -m dfl_core " + shlex.join(argv)  # as given, for the results' provenance
     if args.command == "list":
         print(_catalogue())
         return 0
@@ -411,11 +507,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     try:
         if args.resume and args.overwrite:
-            raise ConfigError("--resume and --overwrite contradict each other: --resume continues the runs in --out, "
-                              "--overwrite replaces them")
+            raise ConfigError(
+                "--resume and --overwrite contradict each other: --resume continues the runs in --out, "
+                "--overwrite replaces them"
+            )
         if out.exists() and not out.is_dir():
             raise ConfigError(f"--out {str(out)!r} is a file; give a folder (it is created if missing)")
-        earlier = [name for name in _RESULT_FILES if (out / name).exists()]          # left by an earlier invocation
+        earlier = [name for name in _RESULT_FILES if (out / name).exists()]  # left by an earlier invocation
         stale = sorted((out / "checkpoints").glob("*-seed*.pt")) if (out / "checkpoints").is_dir() else []
         if (earlier or stale) and not (args.resume or args.overwrite):
             raise ConfigError(_refusal(out, earlier, stale))
@@ -429,17 +527,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.resume and (out / "results.json").exists():
             done = {(h.config["algorithm"], h.config["seed"]): h for h in read_results(out / "results.json")}
 
-        def save(results_so_far: dict[str, list[History]]) -> None:     # after every run: lose at most one run's rounds
+        def save(results_so_far: dict[str, list[History]]) -> None:  # after every run: lose at most one run's rounds
             write_results(out / "results.json", [h for hs in results_so_far.values() for h in hs], command=command)
-            while to_replace:                            # (results.json itself was just replaced)
+            while to_replace:  # (results.json itself was just replaced)
                 to_replace.pop().unlink(missing_ok=True)
 
-        results = compare(configs, seeds, progress=not args.no_progress, checkpoints=out / "checkpoints",
-                          checkpoint_every=args.checkpoint_every, resume=args.resume, done=done, on_run_done=save)
-    except DataError as err:                                     # spelt with this command line's flags
+        results = compare(
+            configs,
+            seeds,
+            progress=not args.no_progress,
+            checkpoints=out / "checkpoints",
+            checkpoint_every=args.checkpoint_every,
+            resume=args.resume,
+            done=done,
+            on_run_done=save,
+        )
+    except DataError as err:  # spelt with this command line's flags
         print(f"error: {_in_flags(str(err))}", file=sys.stderr)
         return 2
-    except (ConfigError, CheckpointError, ValueError) as err:   # topology/data errors are ValueErrors too
+    except (ConfigError, CheckpointError, ValueError) as err:  # topology/data errors are ValueErrors too
         print(f"error: {err}", file=sys.stderr)
         return 2
     except DivergenceError as err:
@@ -447,7 +553,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 3
     save(results)
     with contextlib.suppress(OSError):
-        (out / "checkpoints").rmdir()                    # empty once every run has finished
+        (out / "checkpoints").rmdir()  # empty once every run has finished
     print(summary_table(results))
     if len(results) > 1:
         tables = [e.paired_table for e in cli_extensions() if e.paired_table is not None]

@@ -12,6 +12,7 @@ any data is loaded or any training starts::
 
 The CLI (``python -m dfl_core run --help``) is generated from the run's fields and every algorithm's params.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,8 +30,18 @@ from .models import MODELS
 from .settings import Flag, Integer, Number, OneOf, check_int, check_settings, setting
 from .topology import TOPOLOGIES
 
-__all__ = ["Config", "ConfigError", "RUN_FIELDS", "ALGORITHM_FIELDS", "algorithm_fields", "check_int", "OneOf",
-           "Integer", "Number", "Flag"]
+__all__ = [
+    "Config",
+    "ConfigError",
+    "RUN_FIELDS",
+    "ALGORITHM_FIELDS",
+    "algorithm_fields",
+    "check_int",
+    "OneOf",
+    "Integer",
+    "Number",
+    "Flag",
+]
 
 
 @dataclass(frozen=True, init=False)
@@ -50,10 +61,12 @@ class Config:
     seed: int = setting(0, "seed of every random stream of the run", Integer(0))
     # --- data and its partition over clients
     partition: str = setting("dirichlet", "partition scheme", OneOf(PARTITIONS))
-    alpha: float = setting(0.3, "α, Dirichlet concentration of the label split (0 means one class per client)",
-                           Number(0.0))
-    dirichlet_method: str = setting("prior", "'prior' (equal sizes, DisPFL/FedDyn) or 'hsu' (per-class split)",
-                                    OneOf(DIRICHLET_METHODS))
+    alpha: float = setting(
+        0.3, "α, Dirichlet concentration of the label split (0 means one class per client)", Number(0.0)
+    )
+    dirichlet_method: str = setting(
+        "prior", "'prior' (equal sizes, DisPFL/FedDyn) or 'hsu' (per-class split)", OneOf(DIRICHLET_METHODS)
+    )
     shards_per_client: int = setting(2, "classes per client for the 'shards' partition", Integer(1))
     train_size: int | None = setting(None, "use a stratified subset of this many training samples", Integer(1))
     test_size: int | None = setting(None, "use a stratified subset of this many test samples", Integer(1))
@@ -62,20 +75,25 @@ class Config:
     params: Any = field(default=None, metadata={"help": "the algorithm's hyperparameters"})
     # --- communication (decentralized): the topologies' options (each topology checks its own, TOPOLOGIES)
     fresh_matrix_per_gossip_step: bool = setting(
-        False, "time-varying topologies: draw a new W for every gossip step (DFedSAM App. B.4)", Flag())
+        False, "time-varying topologies: draw a new W for every gossip step (DFedSAM App. B.4)", Flag()
+    )
     edge_probability: float = setting(0.2, "edge probability of 'erdos-renyi'", Number(0.0, 1.0, low_open=True))
     degree: int = setting(4, "degree of every client in 'random-regular'")
     max_degree: int = setting(10, "maximum degree of 'random-symmetric'")
     num_neighbors: int = setting(10, "neighbours each client draws in 'random-as-coded'")
     # --- local training
     local_epochs: float | None = setting(
-        None, "E, local epochs per round, the papers' unit (instead of local_steps): K = E·⌈n_i/B⌉ steps (rounded, "
-        "at least 1), n_i = train samples / m", Number(0.0, low_open=True))
+        None,
+        "E, local epochs per round, the papers' unit (instead of local_steps): K = E·⌈n_i/B⌉ steps (rounded, "
+        "at least 1), n_i = train samples / m",
+        Number(0.0, low_open=True),
+    )
     batch_size: int = setting(32, "B, mini-batch size per client and step", Integer(1))
     full_batch: bool = setting(False, "each local step uses the client's whole train split (deterministic)", Flag())
     lr: float = setting(0.1, "η, local learning rate", Number(0.0, low_open=True), step_size=True)
-    lr_decay: float = setting(0.998, "decay of η per round: η_t = η·lr_decay^t (DFedSAM App. B.3 uses 0.998)",
-                              Number(0.0, 1.0, low_open=True))
+    lr_decay: float = setting(
+        0.998, "decay of η per round: η_t = η·lr_decay^t (DFedSAM App. B.3 uses 0.998)", Number(0.0, 1.0, low_open=True)
+    )
     reset_momentum: bool = setting(True, "reset the momentum buffer at the start of every round", Flag())
     weight_decay: float = setting(0.0, "L2 weight decay added to the local gradient", Number(0.0))
     # --- runtime
@@ -83,51 +101,77 @@ class Config:
     eval_every: int = setting(1, "evaluate every this many rounds (and after the last)", Integer(1))
     device: str = setting("auto", "'auto', 'cpu' or 'cuda'", OneOf(("auto", "cpu", "cuda")))
     dtype: str = setting("float32", "'float32' or 'float64'", OneOf(("float32", "float64")))
-    precision: str = setting("float32", "arithmetic of local training's forward and backward passes: 'float32' "
-                             "(the dtype's own), or mixed precision: 'bfloat16' (autocast) or 'float16' (autocast "
-                             "with loss scaling); parameters, SAM's norm and gossip stay in the dtype",
-                             OneOf(("float32", "bfloat16", "float16")))
-    channels_last: bool = setting(False, "channels-last layout of the convolutions' inputs and weights on the "
-                                  "batched path (a CUDA speed option; never changes what is computed beyond "
-                                  "rounding)", Flag())
-    compile: bool = setting(False, "torch.compile local training's forward pass on the batched path (a CUDA speed "
-                            "option: fuses the norms, activations and casts; the first round pays for compiling "
-                            "them; the same function up to rounding)", Flag())
-    cudnn_benchmark: bool = setting(False, "let cuDNN time its convolution algorithms for each shape in local "
-                                    "training and keep the fastest (a CUDA speed option; the choice, and so the "
-                                    "rounding, can differ between runs)", Flag())
-    client_chunk: int | None = setting(None, "clients trained together (default: chosen for the device; never "
-                                       "changes results)", Integer(1))
-    gossip_mode: str = setting("auto", "how W·x is computed: 'auto' (dense W: one product; sparse W: row sums on a "
-                               "CPU, a CSR product on a GPU), 'dense', 'rows' or 'csr' (see dfl_core.gossip)",
-                               OneOf(("auto", "dense", "rows", "csr")))
-    forward_strategy: str = setting("auto", "'auto', 'mlp', 'batched', 'vmap' or 'loop' (see dfl_core.stacked)",
-                                    OneOf(("auto", "mlp", "batched", "vmap", "loop")))
+    precision: str = setting(
+        "float32",
+        "arithmetic of local training's forward and backward passes: 'float32' "
+        "(the dtype's own), or mixed precision: 'bfloat16' (autocast) or 'float16' (autocast "
+        "with loss scaling); parameters, SAM's norm and gossip stay in the dtype",
+        OneOf(("float32", "bfloat16", "float16")),
+    )
+    channels_last: bool = setting(
+        False,
+        "channels-last layout of the convolutions' inputs and weights on the "
+        "batched path (a CUDA speed option; never changes what is computed beyond "
+        "rounding)",
+        Flag(),
+    )
+    compile: bool = setting(
+        False,
+        "torch.compile local training's forward pass on the batched path (a CUDA speed "
+        "option: fuses the norms, activations and casts; the first round pays for compiling "
+        "them; the same function up to rounding)",
+        Flag(),
+    )
+    cudnn_benchmark: bool = setting(
+        False,
+        "let cuDNN time its convolution algorithms for each shape in local "
+        "training and keep the fastest (a CUDA speed option; the choice, and so the "
+        "rounding, can differ between runs)",
+        Flag(),
+    )
+    client_chunk: int | None = setting(
+        None, "clients trained together (default: chosen for the device; never changes results)", Integer(1)
+    )
+    gossip_mode: str = setting(
+        "auto",
+        "how W·x is computed: 'auto' (dense W: one product; sparse W: row sums on a "
+        "CPU, a CSR product on a GPU), 'dense', 'rows' or 'csr' (see dfl_core.gossip)",
+        OneOf(("auto", "dense", "rows", "csr")),
+    )
+    forward_strategy: str = setting(
+        "auto",
+        "'auto', 'mlp', 'batched', 'vmap' or 'loop' (see dfl_core.stacked)",
+        OneOf(("auto", "mlp", "batched", "vmap", "loop")),
+    )
     bits_per_param: int = setting(32, "bits per parameter on the wire, for byte counts", Integer(1))
 
     def __init__(self, algorithm: str = "dfedsam", params: Any = None, **settings: Any) -> None:
-        hyperparameters = algorithm_fields()             # now: an algorithm registered since import counts
+        hyperparameters = algorithm_fields()  # now: an algorithm registered since import counts
         unknown = sorted(set(settings) - set(RUN_FIELDS) - set(hyperparameters))
         if unknown:
-            raise ConfigError(f"unknown config field(s) {unknown}; allowed: "
-                              f"{sorted({'algorithm', 'params', *RUN_FIELDS, *hyperparameters})}")
+            raise ConfigError(
+                f"unknown config field(s) {unknown}; allowed: "
+                f"{sorted({'algorithm', 'params', *RUN_FIELDS, *hyperparameters})}"
+            )
         set_field = object.__setattr__.__get__(self)
         set_field("algorithm", algorithm)
         for name, f in RUN_FIELDS.items():
             set_field(name, settings.pop(name, f.default))
-        set_field("params", None)                          # built below, from the run's checked fields
-        check_settings(self)                               # (the algorithm's name first)
+        set_field("params", None)  # built below, from the run's checked fields
+        check_settings(self)  # (the algorithm's name first)
         algo = ALGORITHMS[algorithm]
-        given = {k: v for k, v in settings.items() if v is not None}   # None: the algorithm's default
+        given = {k: v for k, v in settings.items() if v is not None}  # None: the algorithm's default
         if params is None:
             params = algorithm_params(self, algo, given)
         elif given or not isinstance(params, algo.params):
-            raise ConfigError(f"params must be a {algo.params.__name__} for algorithm {algorithm!r}, given alone "
-                              f"(got {type(params).__name__}{' and ' + ', '.join(given) if given else ''})")
+            raise ConfigError(
+                f"params must be a {algo.params.__name__} for algorithm {algorithm!r}, given alone "
+                f"(got {type(params).__name__}{' and ' + ', '.join(given) if given else ''})"
+            )
         else:
             given = {f.name: getattr(params, f.name) for f in fields(params) if getattr(params, f.name) != f.default}
         set_field("params", params)
-        set_field("_given", frozenset(given))        # what the user set, kept across replace(algorithm=…)
+        set_field("_given", frozenset(given))  # what the user set, kept across replace(algorithm=…)
         self._check_run()
 
     # ------------------------------------------------------------------ helpers
@@ -137,16 +181,22 @@ class Config:
             raise AttributeError(name)
         params = self.__dict__.get("params")
         if params is not None and hasattr(params, name):
-            raise AttributeError(f"Config has no field {name!r}: it is a hyperparameter of algorithm "
-                                 f"{self.__dict__.get('algorithm')!r}, read it as cfg.params.{name}")
-        raise AttributeError(f"algorithm {self.__dict__.get('algorithm')!r} has no hyperparameter {name!r}"
-                             if name in algorithm_fields() else f"Config has no field {name!r}")
+            raise AttributeError(
+                f"Config has no field {name!r}: it is a hyperparameter of algorithm "
+                f"{self.__dict__.get('algorithm')!r}, read it as cfg.params.{name}"
+            )
+        raise AttributeError(
+            f"algorithm {self.__dict__.get('algorithm')!r} has no hyperparameter {name!r}"
+            if name in algorithm_fields()
+            else f"Config has no field {name!r}"
+        )
 
     def settings(self) -> dict[str, Any]:
         """What this config was built from: the run's fields and the hyperparameters set explicitly (the others
         are the algorithm's defaults), without ``algorithm``; ``Config(algorithm=a, **cfg.settings())`` rebuilds it."""
-        return {name: getattr(self, name) for name in RUN_FIELDS} | {name: getattr(self.params, name)
-                                                                     for name in sorted(self._given)}
+        return {name: getattr(self, name) for name in RUN_FIELDS} | {
+            name: getattr(self.params, name) for name in sorted(self._given)
+        }
 
     def replace(self, **changes: Any) -> "Config":
         """A copy with some fields or hyperparameters changed (unknown names raise :class:`ConfigError`).
@@ -158,7 +208,7 @@ class Config:
             return Config(algorithm=algorithm, **({name: getattr(self, name) for name in RUN_FIELDS} | changes))
         settings = self.settings()
         if self.local_epochs is not None:
-            settings.pop("local_steps", None)                # K follows E
+            settings.pop("local_steps", None)  # K follows E
         return Config(algorithm=algorithm, **(settings | changes))
 
     def to_dict(self) -> dict[str, Any]:
@@ -197,8 +247,9 @@ class Config:
     @property
     def torch_device(self) -> torch.device:
         if self.device == "cuda" and not torch.cuda.is_available():
-            raise ConfigError("device='cuda' was asked for, but torch.cuda.is_available() is False; "
-                              "use device='auto' or 'cpu'")
+            raise ConfigError(
+                "device='cuda' was asked for, but torch.cuda.is_available() is False; use device='auto' or 'cpu'"
+            )
         if self.device == "auto":
             return torch.device("cuda" if torch.cuda.is_available() else "cpu")
         return torch.device(self.device)
@@ -221,8 +272,10 @@ class Config:
     def _check_run(self) -> None:
         """The checks that involve both the run's fields and the hyperparameters."""
         if self.precision != "float32" and self.dtype != "float32":
-            raise ConfigError(f"precision={self.precision!r} is mixed precision for float32 runs; dtype={self.dtype!r} "
-                              f"runs compute in their own dtype: use precision='float32'")
+            raise ConfigError(
+                f"precision={self.precision!r} is mixed precision for float32 runs; dtype={self.dtype!r} "
+                f"runs compute in their own dtype: use precision='float32'"
+            )
         count = getattr(self.params, "clients_per_round", None)
         if count is not None and count > self.num_clients:
             raise ConfigError(f"clients_per_round={count} exceeds num_clients={self.num_clients}")
@@ -235,20 +288,22 @@ def algorithm_params(run: Config, algo: Algorithm, given: dict[str, Any]) -> Any
     for name, value in given.items():
         if name not in defaults:
             users = ", ".join(a.name for a in ALGORITHMS.values() if name in a.defaults)
-            raise ConfigError(f"{name}={value} is not used by algorithm {algo.name!r}; algorithms that use it: "
-                              f"{users}")
+            raise ConfigError(f"{name}={value} is not used by algorithm {algo.name!r}; algorithms that use it: {users}")
     values = dict(given)
     if run.local_epochs is not None:
         values["local_steps"] = local_steps_for_epochs(run, algo, given.get("local_steps"))
     if issubclass(algo.params, SampledParams) and given.get("clients_per_round") is not None:
         if given.get("client_fraction") is not None:
-            raise ConfigError(f"give client_fraction ({given['client_fraction']}) or clients_per_round "
-                              f"({given['clients_per_round']}), not both")
-        values["client_fraction"] = None                  # the count replaces the fraction
+            raise ConfigError(
+                f"give client_fraction ({given['client_fraction']}) or clients_per_round "
+                f"({given['clients_per_round']}), not both"
+            )
+        values["client_fraction"] = None  # the count replaces the fraction
     for name, value in algo.fixed.items():
         if values.get(name, defaults[name]) != value:
-            raise ConfigError(f"{name}={values[name]} is not allowed for algorithm {algo.name!r}, "
-                              f"which requires {name}={value}")
+            raise ConfigError(
+                f"{name}={values[name]} is not allowed for algorithm {algo.name!r}, which requires {name}={value}"
+            )
     try:
         return algo.params(**values)
     except ConfigError as e:
@@ -259,15 +314,19 @@ def local_steps_for_epochs(run: Config, algo: Algorithm, local_steps: int | None
     """K for ``local_epochs`` E: E passes over a client's n samples in batches of B, as the papers' data
     loaders take them (⌈n/B⌉ batches an epoch, the last one smaller there, a full B here)."""
     if "local_steps" in algo.fixed:
-        raise ConfigError(f"local_epochs={run.local_epochs} is not used by algorithm {algo.name!r}, "
-                          f"which takes {algo.fixed['local_steps']} local step(s) a round")
+        raise ConfigError(
+            f"local_epochs={run.local_epochs} is not used by algorithm {algo.name!r}, "
+            f"which takes {algo.fixed['local_steps']} local step(s) a round"
+        )
     n = run.samples_per_client()
     per_epoch = 1 if run.full_batch else math.ceil(n / run.batch_size)
-    steps = max(1, math.floor(run.local_epochs * per_epoch + 0.5))      # rounded half up
+    steps = max(1, math.floor(run.local_epochs * per_epoch + 0.5))  # rounded half up
     if local_steps is not None and local_steps != steps:
-        raise ConfigError(f"local_steps={local_steps} disagrees with local_epochs={run.local_epochs}: "
-                          f"{run.local_epochs} epochs of ⌈{n:g}/{run.batch_size}⌉ = {per_epoch} steps make "
-                          f"K = {steps}; give one of the two")
+        raise ConfigError(
+            f"local_steps={local_steps} disagrees with local_epochs={run.local_epochs}: "
+            f"{run.local_epochs} epochs of ⌈{n:g}/{run.batch_size}⌉ = {per_epoch} steps make "
+            f"K = {steps}; give one of the two"
+        )
     return steps
 
 
@@ -286,4 +345,3 @@ def algorithm_fields() -> dict[str, dataclasses.Field]:
 
 #: The hyperparameters of all algorithms, by name (the CLI offers each once).
 ALGORITHM_FIELDS: dict[str, dataclasses.Field] = algorithm_fields()
-

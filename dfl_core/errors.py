@@ -1,4 +1,5 @@
 """The errors a run can stop with. Each message names the value and what is allowed."""
+
 from __future__ import annotations
 
 __all__ = ["ConfigError", "DivergenceError"]

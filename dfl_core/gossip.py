@@ -7,6 +7,7 @@ Compressed gossip (``quant_bits``, CHOCO-Gossip: :meth:`dfl_core.engine.Simulati
 state across rounds, the public copies :math:`\hat x`; :func:`initial_gossip_state` is that state before round 0.
 The run carries it as ``RunState.gossip_state`` and checkpoints it as it does the local rule's state.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -51,12 +52,13 @@ class MixingOperator:
             raise ValueError(f"unknown mode {mode!r}; allowed: {', '.join(self.MODES)} (or None to choose)")
         self.mode = mode or ("dense" if not self.sparse else ("rows" if device.type == "cpu" else "csr"))
         if self.mode == "rows":
-            self.rows = [(cols.tolist(), W[i, cols].tolist()) for i, cols in
-                         enumerate(np.flatnonzero(row) for row in W)]
+            self.rows = [
+                (cols.tolist(), W[i, cols].tolist()) for i, cols in enumerate(np.flatnonzero(row) for row in W)
+            ]
             return
         dense = torch.as_tensor(W, dtype=dtype, device=device)
         if self.mode == "csr":
-            with warnings.catch_warnings():      # "sparse CSR support is in beta": we rely only on CSR @ dense
+            with warnings.catch_warnings():  # "sparse CSR support is in beta": we rely only on CSR @ dense
                 warnings.simplefilter("ignore", UserWarning)
                 self.matrix = dense.to_sparse_csr()
         else:

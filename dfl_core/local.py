@@ -28,6 +28,7 @@ second gradient on the same batch).
 A rule's state is typed: a NamedTuple of named tensors per piece (:class:`Momentum`, or the shared
 :class:`EmptyState`), a tuple of them for a chain; checkpoints hold it as plain tuples (:func:`typed_state`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -36,11 +37,38 @@ from typing import Any, Callable, NamedTuple
 import torch
 from torch import Tensor
 
-__all__ = ["LocalStep", "LocalRule", "Gradient", "local_step", "EmptyState", "EMPTY", "no_state", "Momentum",
-           "map_state", "typed_state", "chain", "scale_by_lr", "sgd", "add_decayed_weights", "trace", "sam_scale",
-           "sam_perturbation", "sam", "asam", "sharpness_aware", "blend_direction", "fedgf_perturbation",
-           "clip_by_global_norm", "proximal", "control_variate", "corrected_sam", "SAM_EPS", "FEDGF_READINGS",
-           "SAM_VARIANTS", "Chain"]
+__all__ = [
+    "LocalStep",
+    "LocalRule",
+    "Gradient",
+    "local_step",
+    "EmptyState",
+    "EMPTY",
+    "no_state",
+    "Momentum",
+    "map_state",
+    "typed_state",
+    "chain",
+    "scale_by_lr",
+    "sgd",
+    "add_decayed_weights",
+    "trace",
+    "sam_scale",
+    "sam_perturbation",
+    "sam",
+    "asam",
+    "sharpness_aware",
+    "blend_direction",
+    "fedgf_perturbation",
+    "clip_by_global_norm",
+    "proximal",
+    "control_variate",
+    "corrected_sam",
+    "SAM_EPS",
+    "FEDGF_READINGS",
+    "SAM_VARIANTS",
+    "Chain",
+]
 
 #: Added to the gradient norm in SAM's ρ·g/‖g‖ so that a zero gradient gives a
 #: zero perturbation (the value of the davda54 SAM used by DP-FedSAM).
@@ -56,12 +84,12 @@ Gradient = Callable[..., tuple[Tensor, Tensor]]
 class LocalStep:
     """One local step of n clients: this step's mini-batch ξ, η_t, and the gradient on that batch at any point."""
 
-    loss_and_grad: Gradient             # the batched gradient (StackedModel.loss_and_grad, or FedRobust's)
-    lr: float                           # this round's learning rate η_t
-    batch: tuple = ()                   # (inputs (n, B, ...), labels (n, B), weights (n, B)): ξ, one row per client
-    clients: Tensor | None = None       # (n,) ids of the clients in the rows (for per-client state)
-    model: Any = None                   # the parameter layout (StackedModel), e.g. for ASAM's weight mask
-    losses: list[Tensor] = field(default_factory=list)   # each evaluation's (n,) losses, in order
+    loss_and_grad: Gradient  # the batched gradient (StackedModel.loss_and_grad, or FedRobust's)
+    lr: float  # this round's learning rate η_t
+    batch: tuple = ()  # (inputs (n, B, ...), labels (n, B), weights (n, B)): ξ, one row per client
+    clients: Tensor | None = None  # (n,) ids of the clients in the rows (for per-client state)
+    model: Any = None  # the parameter layout (StackedModel), e.g. for ASAM's weight mask
+    losses: list[Tensor] = field(default_factory=list)  # each evaluation's (n,) losses, in order
 
     def gradient(self, point: Tensor) -> Tensor:
         r""":math:`\nabla F_i(\text{point}_i; \xi_i)` for every row i, ``(n, d)``: one batched forward and backward pass.
@@ -112,7 +140,7 @@ def no_state(x: Tensor) -> EmptyState:
 class Momentum(NamedTuple):
     """:func:`trace`'s state."""
 
-    velocity: Tensor                    # (m, d) the heavy-ball buffer v, 0 at first
+    velocity: Tensor  # (m, d) the heavy-ball buffer v, 0 at first
 
 
 def map_state(fn: Callable[[Tensor], Tensor], state):
@@ -133,9 +161,11 @@ def typed_state(rule: LocalRule, saved, x: Tensor):
     template = rule.init(torch.empty(x.shape, dtype=x.dtype, device="meta"))
     try:
         return _like(template, saved)
-    except ValueError:                                   # (from _like: the structures differ somewhere)
-        raise ValueError(f"a local-rule state {_shape(saved)} does not fit the rule, whose state is "
-                         f"{_shape(template)}; was it saved by another algorithm or rule?") from None
+    except ValueError:  # (from _like: the structures differ somewhere)
+        raise ValueError(
+            f"a local-rule state {_shape(saved)} does not fit the rule, whose state is "
+            f"{_shape(template)}; was it saved by another algorithm or rule?"
+        ) from None
 
 
 def _like(template, saved):
@@ -187,7 +217,7 @@ def sam_perturbation(g: Tensor, rho: float, scaling: Tensor | None = None, *, at
         scale = sam_scale(g, rho)
         return g * scale if at is None else torch.addcmul(at, g, scale)
     tg = scaling * g
-    norm = torch.linalg.vector_norm(tg, dim=-1, keepdim=True)              # ‖T g‖, one per row
+    norm = torch.linalg.vector_norm(tg, dim=-1, keepdim=True)  # ‖T g‖, one per row
     delta = rho * scaling * tg / (norm + SAM_EPS)
     return delta if at is None else at + delta
 
@@ -202,9 +232,10 @@ def sam(rho: float) -> LocalRule:
     The norm is the global L2 norm over all of client i's parameters (one
     value per client), and :math:`\tilde g` is evaluated on the same batch ξ.
     """
+
     def update(_, state: EmptyState, y: Tensor, step: LocalStep):
-        g = step.gradient(y)                                                  # ∇F_i(y; ξ)
-        return step.gradient(sam_perturbation(g, rho, at=y)), state           # ∇F_i(y + δ; ξ)
+        g = step.gradient(y)  # ∇F_i(y; ξ)
+        return step.gradient(sam_perturbation(g, rho, at=y)), state  # ∇F_i(y + δ; ξ)
 
     return LocalRule(no_state, update, forms_gradient=True)
 
@@ -221,12 +252,13 @@ def asam(rho: float, eta: float, scale_all: bool = True) -> LocalRule:
     whose name contains ``"weight"`` (biases get :math:`T_w = 1`), which ``scale_all=False`` reproduces with
     :meth:`dfl_core.stacked.StackedModel.weight_mask` of the step's model.
     """
+
     def update(_, state: EmptyState, y: Tensor, step: LocalStep):
-        g = step.gradient(y)                                                  # ∇F(w; ξ)
+        g = step.gradient(y)  # ∇F(w; ξ)
         t = y.abs() + eta
         if not scale_all:
             t = torch.where(step.model.weight_mask(), t, torch.ones_like(t))
-        return step.gradient(sam_perturbation(g, rho, t, at=y)), state       # ∇F(w + δ; ξ)
+        return step.gradient(sam_perturbation(g, rho, t, at=y)), state  # ∇F(w + δ; ξ)
 
     return LocalRule(no_state, update, forms_gradient=True)
 
@@ -241,8 +273,9 @@ def sharpness_aware(p) -> LocalRule:
     return asam(p.rho, p.asam_eta, p.asam_scale_all) if p.sam_variant == "asam" else sam(p.rho)
 
 
-def corrected_sam(rho: float, duals: Tensor, global_perturbation: Tensor,
-                  last_perturbation: Tensor | None = None) -> LocalRule:
+def corrected_sam(
+    rho: float, duals: Tensor, global_perturbation: Tensor, last_perturbation: Tensor | None = None
+) -> LocalRule:
     r"""FedSMOO's SAM step with a corrected perturbation (Sun et al., ICML 2023, Algorithm 1; *reconstructed*).
 
     .. math::
@@ -256,15 +289,16 @@ def corrected_sam(rho: float, duals: Tensor, global_perturbation: Tensor,
     update is read off the FedSMOO authors' code (FL-Simulator ``optimizer/DRegSAM.py``), since the paper text is
     not among the seeds.
     """
+
     def update(_, state: EmptyState, y: Tensor, step: LocalStep):
-        g = step.gradient(y)                                                  # g_i = ∇F_i(y; ξ)
+        g = step.gradient(y)  # g_i = ∇F_i(y; ξ)
         ids = step.clients.to(duals.device)
         corrected = g - duals[ids] - global_perturbation
         perturbation = sam_perturbation(corrected, rho)
         duals.index_copy_(0, ids, duals[ids] + perturbation - global_perturbation)
         if last_perturbation is not None:
             last_perturbation.index_copy_(0, ids, perturbation)
-        return step.gradient(y + perturbation), state                         # ∇F_i(y + ŝ_i; ξ)
+        return step.gradient(y + perturbation), state  # ∇F_i(y + ŝ_i; ξ)
 
     return LocalRule(no_state, update, forms_gradient=True)
 
@@ -273,8 +307,9 @@ def corrected_sam(rho: float, duals: Tensor, global_perturbation: Tensor,
 FEDGF_READINGS = ("points", "vectors")
 
 
-def fedgf_perturbation(rho: float, c: float, global_point: Tensor, global_delta: Tensor,
-                       reading: str = "points") -> LocalRule:
+def fedgf_perturbation(
+    rho: float, c: float, global_point: Tensor, global_delta: Tensor, reading: str = "points"
+) -> LocalRule:
     r"""FedGF's local gradient (Lee & Yoon, ICML 2024, eqs. (8)–(13)).
 
     .. math::
@@ -295,12 +330,12 @@ def fedgf_perturbation(rho: float, c: float, global_point: Tensor, global_delta:
         raise ValueError(f"unknown FedGF reading {reading!r}; allowed: {FEDGF_READINGS}")
 
     def update(_, state: EmptyState, y: Tensor, step: LocalStep):
-        local_delta = sam_perturbation(step.gradient(y), rho)                 # ρ g_{i,k}/‖g_{i,k}‖, eq. (9)
+        local_delta = sam_perturbation(step.gradient(y), rho)  # ρ g_{i,k}/‖g_{i,k}‖, eq. (9)
         if reading == "points":
             point = c * global_point + (1 - c) * (y + local_delta)
         else:
             point = y + c * global_delta + (1 - c) * local_delta
-        return step.gradient(point), state                                    # ∇F_i(w̃_{i,k,c}; ξ), eq. (13)
+        return step.gradient(point), state  # ∇F_i(w̃_{i,k,c}; ξ), eq. (13)
 
     return LocalRule(no_state, update, forms_gradient=True)
 
@@ -324,6 +359,7 @@ def trace(momentum: float) -> LocalRule:
     wording; the DFedSAM Algorithm 1 box keeps its initialisation :math:`y^{t,-1}(i) = y^{t,0}(i)`), as
     long as η is constant within the round, which it is here.
     """
+
     def init(x: Tensor) -> Momentum:
         return Momentum(torch.zeros_like(x))
 
@@ -350,6 +386,7 @@ def control_variate(client_terms: Tensor | None = None, shared: Tensor | None = 
     client ids, ``step.clients``); ``shared`` (shape ``(d,)``) is the server's :math:`c`, the same for every client.
     Either may be ``None``. FedDyn uses it with :math:`c_i = \nabla L_i(\theta_i^{t-1})` and no shared term.
     """
+
     def update(g: Tensor, state: EmptyState, y: Tensor, step: LocalStep):
         if client_terms is not None:
             g = g - client_terms[step.clients.to(client_terms.device)]
@@ -366,6 +403,7 @@ def clip_by_global_norm(max_norm: float) -> LocalRule:
     Not in any of the seed papers; the public DisPFL, D-PSGD and FL-Simulator
     code clip at 10, so it is offered for the "as coded" variants.
     """
+
     def update(g: Tensor, state: EmptyState, y: Tensor, step: LocalStep):
         norm = torch.linalg.vector_norm(g, dim=1, keepdim=True)
         return g * (max_norm / (norm + 1e-6)).clamp(max=1.0), state
@@ -391,12 +429,15 @@ def chain(*pieces: LocalRule) -> LocalRule:
     late = [i for i, piece in enumerate(pieces) if piece.forms_gradient and i > 0]
     if late:
         names = ", ".join(f"piece {i} ({pieces[i].update.__qualname__.split('.')[0]})" for i in late)
-        raise ValueError(f"{names} of the chain forms its own gradient; such a piece (sam, asam, corrected_sam, "
-                         f"fedgf_perturbation) must come first")
+        raise ValueError(
+            f"{names} of the chain forms its own gradient; such a piece (sam, asam, corrected_sam, "
+            f"fedgf_perturbation) must come first"
+        )
 
     pieces_in_order = Chain(pieces)
-    return LocalRule(pieces_in_order.init, pieces_in_order.update,
-                     forms_gradient=bool(pieces) and pieces[0].forms_gradient)
+    return LocalRule(
+        pieces_in_order.init, pieces_in_order.update, forms_gradient=bool(pieces) and pieces[0].forms_gradient
+    )
 
 
 class Chain:

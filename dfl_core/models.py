@@ -8,6 +8,7 @@ The engine never trains these modules directly: :class:`dfl_core.stacked.Stacked
 holds the parameters of all m clients in one ``(m, d)`` tensor and evaluates the
 module functionally.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,18 @@ from typing import Callable
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["MODELS", "MODEL_HELP", "linear", "mlp_2nn", "cnn_mnist", "cnn_cifar", "vgg11_gn", "resnet18_gn",
-           "build_model", "ModelError"]
+__all__ = [
+    "MODELS",
+    "MODEL_HELP",
+    "linear",
+    "mlp_2nn",
+    "cnn_mnist",
+    "cnn_cifar",
+    "vgg11_gn",
+    "resnet18_gn",
+    "build_model",
+    "ModelError",
+]
 
 
 class ModelError(ValueError):
@@ -47,8 +58,10 @@ def mlp_2nn(input_shape: tuple[int, ...], num_classes: int) -> nn.Sequential:
     d = math.prod(input_shape)
     return nn.Sequential(
         nn.Flatten(),
-        nn.Linear(d, 200), nn.ReLU(),
-        nn.Linear(200, 200), nn.ReLU(),
+        nn.Linear(d, 200),
+        nn.ReLU(),
+        nn.Linear(200, 200),
+        nn.ReLU(),
         nn.Linear(200, num_classes),
     )
 
@@ -68,10 +81,15 @@ def cnn_mnist(input_shape: tuple[int, ...], num_classes: int) -> nn.Sequential:
         raise ModelError(f"cnn-mnist needs images of at least 4x4 pixels, got {h}x{w}")
     flat = 64 * (h // 4) * (w // 4)
     return nn.Sequential(
-        nn.Conv2d(c, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(c, 32, 5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
         nn.Flatten(),
-        nn.Linear(flat, 512), nn.ReLU(),
+        nn.Linear(flat, 512),
+        nn.ReLU(),
         nn.Linear(512, num_classes),
     )
 
@@ -82,8 +100,10 @@ def _image_shape(name: str, input_shape: tuple[int, ...], min_side: int) -> tupl
         raise ModelError(f"{name} needs image input (C, H, W), got input_shape={tuple(input_shape)}")
     c, h, w = (int(v) for v in input_shape)
     if h < min_side or w < min_side:
-        raise ModelError(f"{name} needs images of at least {min_side}x{min_side} pixels, got {h}x{w} "
-                         f"(input_shape={tuple(input_shape)})")
+        raise ModelError(
+            f"{name} needs images of at least {min_side}x{min_side} pixels, got {h}x{w} "
+            f"(input_shape={tuple(input_shape)})"
+        )
     return c, h, w
 
 
@@ -118,15 +138,21 @@ def cnn_cifar(input_shape: tuple[int, ...], num_classes: int) -> nn.Sequential:
     """
     c, h, w = _image_shape("cnn-cifar", input_shape, 16)
 
-    def side(s: int) -> int:                         # conv5, pool2, conv5, pool2
+    def side(s: int) -> int:  # conv5, pool2, conv5, pool2
         return ((s - 4) // 2 - 4) // 2
 
     return nn.Sequential(
-        nn.Conv2d(c, 64, 5), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(64, 64, 5), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(c, 64, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(64, 64, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
         nn.Flatten(),
-        nn.Linear(64 * side(h) * side(w), 384), nn.ReLU(),
-        nn.Linear(384, 192), nn.ReLU(),
+        nn.Linear(64 * side(h) * side(w), 384),
+        nn.ReLU(),
+        nn.Linear(384, 192),
+        nn.ReLU(),
         nn.Linear(192, num_classes),
     )
 
@@ -195,12 +221,14 @@ def vgg11_gn(input_shape: tuple[int, ...], num_classes: int) -> nn.Sequential:
         else:
             layers += [nn.Conv2d(in_ch, v, kernel_size=3, padding=1), _gn(v), nn.ReLU()]
             in_ch = v
-    model = nn.Sequential(OrderedDict(
-        features=nn.Sequential(*layers),
-        flatten=nn.Flatten(),
-        classifier=nn.Sequential(nn.Linear(512 * (h // 32) * (w // 32), num_classes)),
-    ))
-    for mod in model.modules():                      # DisPFL's _initialize_weights
+    model = nn.Sequential(
+        OrderedDict(
+            features=nn.Sequential(*layers),
+            flatten=nn.Flatten(),
+            classifier=nn.Sequential(nn.Linear(512 * (h // 32) * (w // 32), num_classes)),
+        )
+    )
+    for mod in model.modules():  # DisPFL's _initialize_weights
         if isinstance(mod, nn.Conv2d):
             nn.init.kaiming_normal_(mod.weight, mode="fan_out", nonlinearity="relu")
             nn.init.zeros_(mod.bias)
@@ -237,7 +265,7 @@ class BasicBlockGN(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         out = F.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
-        return F.relu(out + self.shortcut(x))        # not in place (DisPFL: out += ...)
+        return F.relu(out + self.shortcut(x))  # not in place (DisPFL: out += ...)
 
 
 class ResNet18GN(nn.Module):
@@ -305,11 +333,10 @@ MODEL_HELP: dict[str, str] = {
     "2nn": "MLP with two hidden layers of 200 (McMahan et al. 2017; DFedAvgM §6)",
     "cnn-mnist": "CNN conv32-conv64 (5x5, max-pool) + FC 512 (McMahan et al. 2017; DFedAvgM §6)",
     "cnn-cifar": "CNN conv64-conv64 (5x5, max-pool) + FC 384-192, no normalisation "
-                 "(FedSAM/FedASAM, FedGF; 797,962 params on CIFAR-10)",
+    "(FedSAM/FedASAM, FedGF; 797,962 params on CIFAR-10)",
     "vgg11-gn": "VGG-11 (cfg A) with GroupNorm(32), Linear(512, C); needs H, W >= 32 "
-                "(DFedSAM App. B.1, CIFAR-10; DisPFL code)",
-    "resnet18-gn": "ResNet-18, CIFAR stem, GroupNorm(32); H, W >= 8 "
-                   "(DFedSAM App. B.1, CIFAR-100; DisPFL code)",
+    "(DFedSAM App. B.1, CIFAR-10; DisPFL code)",
+    "resnet18-gn": "ResNet-18, CIFAR stem, GroupNorm(32); H, W >= 8 (DFedSAM App. B.1, CIFAR-100; DisPFL code)",
     "linear": "softmax regression (convex; used by theory/ to compare runs with the bounds)",
 }
 

@@ -59,6 +59,7 @@ choose it per message from the data, :math:`s = \max_j |v_j| / (L - 1)`, so that
 exactly on the top level and the clip never binds; the receiver then needs s, which is the 32-bit scale counted by
 :func:`message_bits`. (In the simulation s is kept in the working dtype; it is only *counted* as a 32-bit float.)
 """
+
 from __future__ import annotations
 
 import sys
@@ -67,8 +68,22 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["shift_inputs", "quantize", "encode", "decode", "Encoded", "adaptive_step", "quantize_levels",
-           "message_bits", "pack_levels", "unpack_levels", "packed_bytes", "SCALE_BITS", "MAX_BITS", "ROUNDINGS"]
+__all__ = [
+    "shift_inputs",
+    "quantize",
+    "encode",
+    "decode",
+    "Encoded",
+    "adaptive_step",
+    "quantize_levels",
+    "message_bits",
+    "pack_levels",
+    "unpack_levels",
+    "packed_bytes",
+    "SCALE_BITS",
+    "MAX_BITS",
+    "ROUNDINGS",
+]
 
 #: Bits for the scale s sent with every quantized message (one float32).
 SCALE_BITS = 32
@@ -104,13 +119,21 @@ def adaptive_step(v: Tensor, bits: int, dim: int | None = -1) -> Tensor:
 def _rounding_rule(rounding: str) -> str:
     """``rounding``, checked to be one of :data:`ROUNDINGS`."""
     if rounding not in ROUNDINGS:
-        raise ValueError(f"rounding={rounding!r} is not a rounding rule; allowed: "
-                         + ", ".join(repr(r) for r in ROUNDINGS))
+        raise ValueError(
+            f"rounding={rounding!r} is not a rounding rule; allowed: " + ", ".join(repr(r) for r in ROUNDINGS)
+        )
     return rounding
 
 
-def _levels(v: Tensor, bits: int, step: float | Tensor | None, rounding: str,
-            generator: torch.Generator | None, dim: int | None, noise: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def _levels(
+    v: Tensor,
+    bits: int,
+    step: float | Tensor | None,
+    rounding: str,
+    generator: torch.Generator | None,
+    dim: int | None,
+    noise: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
     """Integer levels k (as floats in v's dtype) and the step s used, before scaling back.
 
     Stochastic rounding compares with ``noise`` when given (uniform on [0, 1), v's shape), else with
@@ -132,14 +155,14 @@ def _levels(v: Tensor, bits: int, step: float | Tensor | None, rounding: str,
         elif noise.shape != v.shape:
             raise ValueError(f"noise has shape {tuple(noise.shape)}, the values {tuple(v.shape)}")
         k = torch.floor(u)
-        k = k + (noise < (u - k)).to(v.dtype)           # up with probability u - floor(u)
+        k = k + (noise < (u - k)).to(v.dtype)  # up with probability u - floor(u)
     elif rounding == "floor":
-        k = torch.floor(u)                               # k s <= v < (k + 1) s ...
+        k = torch.floor(u)  # k s <= v < (k + 1) s ...
         # ... where u = v/s, rounded, may fall a few ulps short of the level k + 1 that v is
         slack = _LEVEL_ULPS * torch.finfo(v.dtype).eps * (k + 1).abs().clamp(min=1)
         k = torch.where(k + 1 - u <= slack, k + 1, k)
     else:
-        k = torch.floor(u + 0.5)                         # nearest level, ties up
+        k = torch.floor(u + 0.5)  # nearest level, ties up
     return k.clamp_(low, _representable(high, v.dtype)), s
 
 
@@ -151,8 +174,16 @@ def _representable(level: int, dtype: torch.dtype) -> float:
     return top.item()
 
 
-def quantize(v: Tensor, bits: int, step: float | Tensor | None = None, *, rounding: str = "nearest",
-             generator: torch.Generator | None = None, dim: int | None = -1, noise: Tensor | None = None) -> Tensor:
+def quantize(
+    v: Tensor,
+    bits: int,
+    step: float | Tensor | None = None,
+    *,
+    rounding: str = "nearest",
+    generator: torch.Generator | None = None,
+    dim: int | None = -1,
+    noise: Tensor | None = None,
+) -> Tensor:
     r"""Q(v): every coordinate of ``v`` replaced by its b-bit level :math:`k s`, in v's dtype and shape.
 
     Args:
@@ -175,8 +206,8 @@ def quantize(v: Tensor, bits: int, step: float | Tensor | None = None, *, roundi
 class Encoded:
     """A quantized message as it would be sent: integer levels, the step and b."""
 
-    payload: Tensor     # integer levels k, int8 / int16 / int32 by b
-    scale: Tensor       # the step s (broadcastable against payload)
+    payload: Tensor  # integer levels k, int8 / int16 / int32 by b
+    scale: Tensor  # the step s (broadcastable against payload)
     bits: int
 
     @property
@@ -189,8 +220,16 @@ def _int_dtype(bits: int) -> torch.dtype:
     return torch.int8 if bits <= 8 else torch.int16 if bits <= 16 else torch.int32
 
 
-def encode(v: Tensor, bits: int, step: float | Tensor | None = None, *, rounding: str = "nearest",
-           generator: torch.Generator | None = None, dim: int | None = -1, noise: Tensor | None = None) -> Encoded:
+def encode(
+    v: Tensor,
+    bits: int,
+    step: float | Tensor | None = None,
+    *,
+    rounding: str = "nearest",
+    generator: torch.Generator | None = None,
+    dim: int | None = -1,
+    noise: Tensor | None = None,
+) -> Encoded:
     """The message for ``v``: the integer levels in the smallest integer type holding b bits, and s.
 
     ``decode(encode(v, ...))`` equals ``quantize(v, ...)`` with the same arguments
@@ -228,17 +267,17 @@ def pack_levels(levels: Tensor, bits: int) -> Tensor:
         raise ValueError(f"levels outside [{low}, {high}] cannot be packed to {bits} bits")
     if bits in (8, 16, 32) and _LITTLE_ENDIAN:
         return levels.to(_int_dtype(bits)).contiguous().view(torch.uint8).reshape(*lead, packed_bytes(d, bits))
-    unsigned = levels.to(torch.int64) & ((1 << bits) - 1)                        # b-bit two's complement
+    unsigned = levels.to(torch.int64) & ((1 << bits) - 1)  # b-bit two's complement
     n = packed_bytes(d, bits)
-    if 8 % bits == 0:                                                             # whole levels per byte
+    if 8 % bits == 0:  # whole levels per byte
         per = 8 // bits
         grouped = torch.nn.functional.pad(unsigned.to(torch.uint8), (0, n * per - d)).unflatten(-1, (n, per))
         packed = grouped[..., 0].clone()
         for i in range(1, per):
             packed |= grouped[..., i] << (i * bits)
         return packed
-    bit_string = levels.new_zeros(*lead, 8 * n, dtype=torch.uint8)             # one byte per bit, zero padded
-    by_level = bit_string[..., :d * bits].unflatten(-1, (d, bits))
+    bit_string = levels.new_zeros(*lead, 8 * n, dtype=torch.uint8)  # one byte per bit, zero padded
+    by_level = bit_string[..., : d * bits].unflatten(-1, (d, bits))
     for i in range(bits):
         by_level[..., i] = (unsigned >> i) & 1
     by_byte = bit_string.unflatten(-1, (n, 8))
@@ -261,21 +300,21 @@ def unpack_levels(packed: Tensor, bits: int, d: int) -> Tensor:
         raise ValueError(f"{n} bytes per message, but {d} levels of {bits} bits take {packed_bytes(d, bits)}")
     if bits in (8, 16, 32) and _LITTLE_ENDIAN:
         return packed.contiguous().view(_int_dtype(bits)).reshape(*lead, d)
-    if 8 % bits == 0:                                                             # whole levels per byte
+    if 8 % bits == 0:  # whole levels per byte
         per = 8 // bits
         unsigned = packed.new_empty(*lead, n, per)
         for i in range(per):
             unsigned[..., i] = (packed >> (i * bits)) & ((1 << bits) - 1)
         unsigned = unsigned.flatten(-2)[..., :d].to(torch.int64)
         return (unsigned - ((unsigned >> (bits - 1)) << bits)).to(_int_dtype(bits))
-    bit_string = packed.new_empty(*lead, n, 8)                                    # one byte per bit
+    bit_string = packed.new_empty(*lead, n, 8)  # one byte per bit
     for i in range(8):
         bit_string[..., i] = (packed >> i) & 1
-    by_level = bit_string.flatten(-2)[..., :d * bits].unflatten(-1, (d, bits))
+    by_level = bit_string.flatten(-2)[..., : d * bits].unflatten(-1, (d, bits))
     unsigned = by_level[..., 0].to(torch.int64)
     for i in range(1, bits):
         unsigned |= by_level[..., i].to(torch.int64) << i
-    signed = unsigned - ((unsigned >> (bits - 1)) << bits)                         # sign-extend bit b − 1
+    signed = unsigned - ((unsigned >> (bits - 1)) << bits)  # sign-extend bit b − 1
     return signed.to(_int_dtype(bits))
 
 
@@ -297,6 +336,6 @@ def shift_inputs(inputs: Tensor, shift_matrix: Tensor, shift_offset: Tensor) -> 
     ``inputs`` (n, B, *input_shape), ``shift_matrix`` (n, D, D), ``shift_offset`` (n, D); returns
     the shifted inputs in ``inputs``' shape (x is flattened for the product, then reshaped back).
     """
-    flat = inputs.flatten(2)                                                   # (n, B, D)
+    flat = inputs.flatten(2)  # (n, B, D)
     shifted = torch.baddbmm(shift_offset.unsqueeze(1), flat, shift_matrix.transpose(1, 2))
     return shifted.view_as(inputs)

@@ -51,6 +51,7 @@ or 0 where the run's algorithm did not read them; fields added since missing; qu
 first names). Convert such a file once with ``python -m dfl_core convert-results OLD.json [-o NEW.json]``
 (:func:`convert_results`); this version reads only configs in :meth:`Config.to_dict`'s form.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,8 +67,16 @@ import torch
 from . import __version__
 from .checkpoint import write_atomic
 
-__all__ = ["History", "SCHEMA", "write_results", "read_results", "versions", "convert_config", "convert_results",
-           "convert_results_file"]
+__all__ = [
+    "History",
+    "SCHEMA",
+    "write_results",
+    "read_results",
+    "versions",
+    "convert_config",
+    "convert_results",
+    "convert_results_file",
+]
 
 SCHEMA = "dfl-book/results/v1"
 
@@ -79,8 +88,8 @@ class History:
     config: dict[str, Any]
     records: list[dict[str, Any]] = field(default_factory=list)
     wall_time_s: float = 0.0
-    notes: list[str] = field(default_factory=list)     # what could not be sent as counted (the params' transmission_notes)
-    execution: dict[str, Any] = field(default_factory=dict)   # how the run computed (device, strategy, chunk, ...)
+    notes: list[str] = field(default_factory=list)  # what could not be sent as counted (the params' transmission_notes)
+    execution: dict[str, Any] = field(default_factory=dict)  # how the run computed (device, strategy, chunk, ...)
 
     @property
     def final(self) -> dict[str, Any]:
@@ -96,25 +105,41 @@ class History:
         return self.series("round")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"config": self.config, "wall_time_s": self.wall_time_s, "history": self.records} | (
-            {"notes": list(self.notes)} if self.notes else {}) | (
-            {"execution": dict(self.execution)} if self.execution else {})
+        return (
+            {"config": self.config, "wall_time_s": self.wall_time_s, "history": self.records}
+            | ({"notes": list(self.notes)} if self.notes else {})
+            | ({"execution": dict(self.execution)} if self.execution else {})
+        )
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "History":
-        return cls(config=d["config"], records=d["history"], wall_time_s=d.get("wall_time_s", 0.0),
-                   notes=list(d.get("notes", [])), execution=dict(d.get("execution", {})))
+        return cls(
+            config=d["config"],
+            records=d["history"],
+            wall_time_s=d.get("wall_time_s", 0.0),
+            notes=list(d.get("notes", [])),
+            execution=dict(d.get("execution", {})),
+        )
 
 
 def versions() -> dict[str, str]:
-    return {"dfl_core": __version__, "torch": torch.__version__,
-            "python": platform.python_version(), "platform": platform.platform()}
+    return {
+        "dfl_core": __version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
 
 
 def write_results(path: str | os.PathLike, histories: list[History], command: str | None = None) -> Path:
     """Write ``histories`` as a results file, atomically (:func:`dfl_core.checkpoint.write_atomic`)."""
-    doc = {"schema": SCHEMA, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-           "versions": versions(), "command": command, "runs": [h.to_dict() for h in histories]}
+    doc = {
+        "schema": SCHEMA,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "versions": versions(),
+        "command": command,
+        "runs": [h.to_dict() for h in histories],
+    }
     return write_atomic(path, json.dumps(doc, indent=1).encode())
 
 
@@ -124,7 +149,6 @@ def read_results(path: str | os.PathLike) -> list[History]:
     if doc.get("schema") != SCHEMA:
         raise ValueError(f"{path}: schema {doc.get('schema')!r} is not {SCHEMA!r}")
     return [History.from_dict(r) for r in doc["runs"]]
-
 
 
 # ------------------------------------------------------------- files of earlier versions, converted once

@@ -11,6 +11,7 @@ Per-round draws (batches, clients, augmentation, time-varying graphs) come from 
 of ``(seed, purpose, round)`` only, so round t's randomness does not depend on how the run got there: a resumed run,
 or a run split over processes, draws exactly the same numbers. A checkpoint therefore needs no generator state.
 """
+
 from __future__ import annotations
 
 import zlib

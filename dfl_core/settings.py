@@ -6,6 +6,7 @@ fields; an algorithm's hyperparameters are the fields of its ``params`` class, a
 generated from these declarations, so a hyperparameter such as ρ is declared once, on the params class that
 introduces it (:class:`dfl_core.algorithms.base.SAMRadius`).
 """
+
 from __future__ import annotations
 
 import math
@@ -58,10 +59,13 @@ class Number:
     def __call__(self, name: str, value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ConfigError(f"{name} must be a finite number, got {value!r}")
-        if (value <= self.low if self.low_open else value < self.low) or \
-                (value >= self.high if self.high_open else value > self.high):
-            interval = (f"{'(' if self.low_open else '['}{self.low}, {self.high}"
-                        f"{')' if self.high_open or self.high == math.inf else ']'}")
+        if (value <= self.low if self.low_open else value < self.low) or (
+            value >= self.high if self.high_open else value > self.high
+        ):
+            interval = (
+                f"{'(' if self.low_open else '['}{self.low}, {self.high}"
+                f"{')' if self.high_open or self.high == math.inf else ']'}"
+            )
             raise ConfigError(f"{name} must be in {interval}, got {value}")
 
 
@@ -99,16 +103,21 @@ def params(cls: type) -> type:
     allowed values of the class that declared it, so each hyperparameter is declared once.
     """
     if "__post_init__" not in cls.__dict__ and not hasattr(cls, "__post_init__"):
-        cls.__post_init__ = _check_on_init              # before dataclass(), which calls it only if it exists
+        cls.__post_init__ = _check_on_init  # before dataclass(), which calls it only if it exists
     cls = dataclass(frozen=True)(cls)
     for f in fields(cls):
         if "help" not in f.metadata:
-            declared = [b.__dataclass_fields__[f.name] for b in cls.__mro__[1:]
-                        if f.name in getattr(b, "__dataclass_fields__", {}) and "help" in
-                        b.__dataclass_fields__[f.name].metadata]
+            declared = [
+                b.__dataclass_fields__[f.name]
+                for b in cls.__mro__[1:]
+                if f.name in getattr(b, "__dataclass_fields__", {})
+                and "help" in b.__dataclass_fields__[f.name].metadata
+            ]
             if not declared:
-                raise TypeError(f"{cls.__name__}.{f.name} is declared without setting(...): give its help text "
-                                f"and allowed values where it is introduced")
+                raise TypeError(
+                    f"{cls.__name__}.{f.name} is declared without setting(...): give its help text "
+                    f"and allowed values where it is introduced"
+                )
             f.metadata = MappingProxyType(dict(declared[0].metadata))
     return cls
 
@@ -124,9 +133,11 @@ def check_settings(obj: Any) -> None:
     """Every field of the dataclass ``obj`` within its allowed values; a :data:`REQUIRED` one left unset is refused."""
     missing = [f.name for f in fields(obj) if getattr(obj, f.name) == REQUIRED]
     if missing:
-        raise ConfigError(f"{type(obj).__name__} needs {', '.join(missing)}, which has no default (the papers "
-                          f"give none); set it explicitly")
+        raise ConfigError(
+            f"{type(obj).__name__} needs {', '.join(missing)}, which has no default (the papers "
+            f"give none); set it explicitly"
+        )
     for f in fields(obj):
         value, allowed = getattr(obj, f.name), f.metadata.get("allowed")
         if allowed is not None and not (value is None and (f.default is None or "None" in str(f.type))):
-            allowed(f.name, value)                      # None passes where it is the default or its type allows it
+            allowed(f.name, value)  # None passes where it is the default or its type allows it

@@ -53,6 +53,7 @@ Four speed options for the GPU, all off by default (off, nothing of the above ch
 * ``cudnn_benchmark``: cuDNN's autotuner on during local training (grouped convolutions are where cuDNN's
   default choice of algorithm is worst, ``benchmarks/TRIED.md``).
 """
+
 from __future__ import annotations
 
 import abc
@@ -66,20 +67,41 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call
 
-__all__ = ["StackedModel", "STRATEGIES", "choose_strategy", "forward_strategy", "ForwardStrategy", "MLPStrategy",
-           "BatchedStrategy", "VmapStrategy", "LoopStrategy", "STRATEGY_CLASSES", "ChannelsLastMaxPool2d",
-           "AUTOCAST_DTYPES", "FLOAT16_LOSS_SCALE", "MixedPrecisionOverflow"]
+__all__ = [
+    "StackedModel",
+    "STRATEGIES",
+    "choose_strategy",
+    "forward_strategy",
+    "ForwardStrategy",
+    "MLPStrategy",
+    "BatchedStrategy",
+    "VmapStrategy",
+    "LoopStrategy",
+    "STRATEGY_CLASSES",
+    "ChannelsLastMaxPool2d",
+    "AUTOCAST_DTYPES",
+    "FLOAT16_LOSS_SCALE",
+    "MixedPrecisionOverflow",
+]
 
 STRATEGIES = ("mlp", "batched", "vmap", "loop")
 _BATCHED_LAYERS = (nn.Flatten, nn.Linear, nn.ReLU, nn.Conv2d, nn.MaxPool2d)
 _MLP_LAYERS = (nn.Flatten, nn.Linear, nn.ReLU)
 #: Leaf layers the stacked twin (``"batched"`` on a module that is not one flat Sequential) can run.
-_TWIN_LAYERS = (nn.Conv2d, nn.GroupNorm, nn.Linear, nn.ReLU, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d,
-                nn.Flatten, nn.Identity)
+_TWIN_LAYERS = (
+    nn.Conv2d,
+    nn.GroupNorm,
+    nn.Linear,
+    nn.ReLU,
+    nn.MaxPool2d,
+    nn.AvgPool2d,
+    nn.AdaptiveAvgPool2d,
+    nn.Flatten,
+    nn.Identity,
+)
 
 #: ``Config.precision`` -> the dtype local training's forward pass autocasts to (None: no autocast).
-AUTOCAST_DTYPES: dict[str, torch.dtype | None] = {"float32": None, "bfloat16": torch.bfloat16,
-                                                  "float16": torch.float16}
+AUTOCAST_DTYPES: dict[str, torch.dtype | None] = {"float32": None, "bfloat16": torch.bfloat16, "float16": torch.float16}
 #: The static loss scale of float16 mixed precision: 2^10. A power of two, so scaling and unscaling the
 #: float32 gradients is exact; large enough to keep a mean loss's small gradients out of float16's
 #: subnormal range (below 6e-5), small enough that a gradient needs to exceed 64 to overflow (65504 / 2^10).
@@ -100,8 +122,12 @@ def _is_mlp(module: nn.Module) -> bool:
     if not _is_sequential_of(module, _MLP_LAYERS):
         return False
     kinds = [type(layer) for layer in module]
-    return (kinds.count(nn.Flatten) <= 1 and (nn.Flatten not in kinds or kinds[0] is nn.Flatten)
-            and nn.Linear in kinds and all(a is nn.Linear for a, b in zip(kinds, kinds[1:]) if b is nn.ReLU))
+    return (
+        kinds.count(nn.Flatten) <= 1
+        and (nn.Flatten not in kinds or kinds[0] is nn.Flatten)
+        and nn.Linear in kinds
+        and all(a is nn.Linear for a, b in zip(kinds, kinds[1:]) if b is nn.ReLU)
+    )
 
 
 def choose_strategy(module: nn.Module, device: torch.device) -> str:
@@ -138,7 +164,8 @@ class _MaxPool2dChannelsLast(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, kernel_size, stride, padding, dilation, ceil_mode):
         y, indices = torch.ops.aten.max_pool2d_with_indices(
-            x.contiguous(memory_format=torch.channels_last), kernel_size, stride, padding, dilation, ceil_mode)
+            x.contiguous(memory_format=torch.channels_last), kernel_size, stride, padding, dilation, ceil_mode
+        )
         indices = indices.contiguous()
         ctx.save_for_backward(x, indices)
         ctx.pool = (kernel_size, stride, padding, dilation, ceil_mode)
@@ -157,8 +184,13 @@ class ChannelsLastMaxPool2d(nn.MaxPool2d):
     def forward(self, x: Tensor) -> Tensor:
         if x.dim() != 4 or self.return_indices:
             return super().forward(x)
-        pool = (_pair(self.kernel_size), _pair(self.stride if self.stride is not None else self.kernel_size),
-                _pair(self.padding), _pair(self.dilation), self.ceil_mode)
+        pool = (
+            _pair(self.kernel_size),
+            _pair(self.stride if self.stride is not None else self.kernel_size),
+            _pair(self.padding),
+            _pair(self.dilation),
+            self.ceil_mode,
+        )
         if torch.is_grad_enabled() and x.requires_grad:
             return _MaxPool2dChannelsLast.apply(x, *pool)
         return F.max_pool2d(x.contiguous(memory_format=torch.channels_last), *pool).contiguous()
@@ -168,19 +200,31 @@ def _with_channels_last_pools(module: nn.Module) -> nn.Module:
     """``module`` with each ``nn.MaxPool2d`` child of a Sequential replaced; other children are shared, not copied."""
     if not isinstance(module, nn.Sequential) or not any(type(c) is nn.MaxPool2d for c in module):
         return module
-    children = [(name, ChannelsLastMaxPool2d(c.kernel_size, c.stride, c.padding, c.dilation, c.return_indices,
-                                             c.ceil_mode) if type(c) is nn.MaxPool2d else c)
-                for name, c in module.named_children()]
+    children = [
+        (
+            name,
+            ChannelsLastMaxPool2d(c.kernel_size, c.stride, c.padding, c.dilation, c.return_indices, c.ceil_mode)
+            if type(c) is nn.MaxPool2d
+            else c,
+        )
+        for name, c in module.named_children()
+    ]
     return nn.Sequential(OrderedDict(children)).train(module.training)
 
 
 def _twin_supported(module: nn.Module) -> bool:
     """Can :func:`_stacked_twin` run ``module``: every leaf one of :data:`_TWIN_LAYERS`, convolutions zero-padded."""
-    leaves = [mod for mod in module.modules()
-              if not list(mod.children()) and type(mod) not in (nn.Sequential, nn.ModuleList, nn.ModuleDict)]
-    return bool(leaves) and all(isinstance(mod, _TWIN_LAYERS) for mod in leaves) and all(
-        mod.padding_mode == "zeros" for mod in leaves if isinstance(mod, nn.Conv2d)) and all(
-        mod.start_dim == 1 and mod.end_dim == -1 for mod in leaves if isinstance(mod, nn.Flatten))
+    leaves = [
+        mod
+        for mod in module.modules()
+        if not list(mod.children()) and type(mod) not in (nn.Sequential, nn.ModuleList, nn.ModuleDict)
+    ]
+    return (
+        bool(leaves)
+        and all(isinstance(mod, _TWIN_LAYERS) for mod in leaves)
+        and all(mod.padding_mode == "zeros" for mod in leaves if isinstance(mod, nn.Conv2d))
+        and all(mod.start_dim == 1 and mod.end_dim == -1 for mod in leaves if isinstance(mod, nn.Flatten))
+    )
 
 
 class _StackedConv2d(nn.Conv2d):
@@ -214,8 +258,13 @@ class _StackedGroupNorm(nn.GroupNorm):
         b = None if self.bias is None else self.bias.reshape(-1)
         if h.dtype in (torch.bfloat16, torch.float16) and torch.is_autocast_enabled(h.device.type):
             with torch.autocast(h.device.type, enabled=False):
-                return F.group_norm(h, self.num_groups * n, None if w is None else w.to(h.dtype),
-                                    None if b is None else b.to(h.dtype), self.eps)
+                return F.group_norm(
+                    h,
+                    self.num_groups * n,
+                    None if w is None else w.to(h.dtype),
+                    None if b is None else b.to(h.dtype),
+                    self.eps,
+                )
         return F.group_norm(h, self.num_groups * n, w, b, self.eps)
 
 
@@ -225,7 +274,7 @@ class _StackedLinear(nn.Linear):
 
     def forward(self, h: Tensor) -> Tensor:
         n = self.weight.shape[0]
-        if h.dim() == 2:                                            # (B, n·in): client i's features are a block
+        if h.dim() == 2:  # (B, n·in): client i's features are a block
             h = h.reshape(h.shape[0], n, -1).transpose(0, 1)
         w = self.weight.transpose(1, 2)
         return torch.bmm(h, w) if self.bias is None else torch.baddbmm(self.bias.unsqueeze(1), h, w)
@@ -271,7 +320,7 @@ class ForwardStrategy(abc.ABC):
 
     def __init__(self, model: StackedModel):
         self.model = model
-        self.train_forward: Callable[[dict, Tensor], Tensor] = self.forward     # local training's forward pass
+        self.train_forward: Callable[[dict, Tensor], Tensor] = self.forward  # local training's forward pass
 
     def leaves(self, flat: Tensor) -> dict:
         """Per-layer views ``{name: (n, *shape)}`` of ``flat`` (``(n, d)``, or ``(d,)``), autograd's leaves."""
@@ -281,17 +330,18 @@ class ForwardStrategy(abc.ABC):
     def forward(self, params: dict, x: Tensor) -> Tensor:
         """Every client's logits ``(n, B, C)``: each strategy computes them its own way."""
 
-    def loss_and_grad(self, p: Tensor, inputs: Tensor, labels: Tensor, weights: Tensor, input_grad: bool,
-                      loss_scale: float | None) -> tuple[Tensor, ...]:
+    def loss_and_grad(
+        self, p: Tensor, inputs: Tensor, labels: Tensor, weights: Tensor, input_grad: bool, loss_scale: float | None
+    ) -> tuple[Tensor, ...]:
         """:meth:`StackedModel.loss_and_grad` by autograd; under autocast the logits are cast to float32 before the
         loss, and ``loss_scale`` (float16's) multiplies the summed loss before the backward pass."""
         model = self.model
         with torch.enable_grad():
             leaves = model.leaves(p)
             x = inputs.detach().requires_grad_(input_grad)
-            logits = self.train_forward(leaves, x)                                    # (n, B, C)
+            logits = self.train_forward(leaves, x)  # (n, B, C)
             if model.autocast_dtype is not None:
-                logits = logits.float()                                               # the loss in float32
+                logits = logits.float()  # the loss in float32
             ce = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none")
             losses = (ce.view_as(weights) * weights).sum(1) / weights.sum(1)
             total = losses.sum() if loss_scale is None else losses.sum() * loss_scale
@@ -318,8 +368,9 @@ class BatchedStrategy(ForwardStrategy):
         if compile:
             # Evaluation stays eager: its batches vary in size, and every new shape would compile again.
             # dynamic=False: one graph per client-chunk shape (a run has at most two: the full chunks and the last).
-            self.train_forward = torch.compile(self.forward, dynamic=False,
-                                               backend="inductor" if compile is True else compile)
+            self.train_forward = torch.compile(
+                self.forward, dynamic=False, backend="inductor" if compile is True else compile
+            )
 
     def forward(self, params: dict, x: Tensor) -> Tensor:
         return self._sequential(params, x) if self.twin is None else self._through_twin(params, x)
@@ -337,42 +388,50 @@ class BatchedStrategy(ForwardStrategy):
         h = self._stacked_images(x) if image_layout else x
         for name, layer in self.model.template.named_children():
             if isinstance(layer, nn.Conv2d):
-                w = params[f"{name}.weight"]                        # (m, out, in, k, k)
-                b = params.get(f"{name}.bias")                      # (m, out)
+                w = params[f"{name}.weight"]  # (m, out, in, k, k)
+                b = params.get(f"{name}.bias")  # (m, out)
                 w = w.reshape(-1, *w.shape[2:])
                 if self.channels_last:
                     w = w.contiguous(memory_format=torch.channels_last)
-                h = F.conv2d(h, w, None if b is None else b.reshape(-1),
-                             stride=layer.stride, padding=layer.padding, groups=m)
+                h = F.conv2d(
+                    h, w, None if b is None else b.reshape(-1), stride=layer.stride, padding=layer.padding, groups=m
+                )
             elif isinstance(layer, nn.MaxPool2d):
                 h = F.max_pool2d(h, layer.kernel_size, layer.stride, layer.padding)
             elif isinstance(layer, nn.ReLU):
                 h = torch.relu(h)
             elif isinstance(layer, nn.Flatten):
-                if image_layout:                                    # back to (m, B, features)
+                if image_layout:  # back to (m, B, features)
                     h = h.reshape(batch, m, -1).transpose(0, 1)
                     image_layout = False
                 else:
                     h = h.reshape(m, batch, -1)
             elif isinstance(layer, nn.Linear):
-                w = params[f"{name}.weight"]                        # (m, out, in)
-                b = params.get(f"{name}.bias")                      # (m, out)
-                h = (torch.bmm(h, w.transpose(1, 2)) if b is None
-                     else torch.baddbmm(b.unsqueeze(1), h, w.transpose(1, 2)))
+                w = params[f"{name}.weight"]  # (m, out, in)
+                b = params.get(f"{name}.bias")  # (m, out)
+                h = (
+                    torch.bmm(h, w.transpose(1, 2))
+                    if b is None
+                    else torch.baddbmm(b.unsqueeze(1), h, w.transpose(1, 2))
+                )
         return h
 
     def _through_twin(self, params: dict, x: Tensor) -> Tensor:
         """A module that is not one flat Sequential, through its stacked twin."""
         template = self.model.template
         if x.dim() != 5:
-            raise ValueError(f"strategy 'batched' on {type(template).__name__} needs image inputs "
-                             f"(n, B, C, H, W), got shape {tuple(x.shape)}")
+            raise ValueError(
+                f"strategy 'batched' on {type(template).__name__} needs image inputs "
+                f"(n, B, C, H, W), got shape {tuple(x.shape)}"
+            )
         m, batch = x.shape[0], x.shape[1]
         out = functional_call(self.twin, params, (self._stacked_images(x),))
         if out.dim() != 3 or out.shape[:2] != (m, batch):
-            raise ValueError(f"strategy 'batched': {type(template).__name__} must end in a Linear layer to run "
-                             f"stacked (output (n, B, C) = ({m}, {batch}, C) expected, got {tuple(out.shape)}); "
-                             "use forward_strategy 'vmap'")
+            raise ValueError(
+                f"strategy 'batched': {type(template).__name__} must end in a Linear layer to run "
+                f"stacked (output (n, B, C) = ({m}, {batch}, C) expected, got {tuple(out.shape)}); "
+                "use forward_strategy 'vmap'"
+            )
         return out
 
 
@@ -392,33 +451,37 @@ class MLPStrategy(BatchedStrategy):
 
     def __init__(self, model: StackedModel):
         super().__init__(model)
-        children = list(model.template.named_children())               # (name, a ReLU follows) of each Linear
-        self.linear_layers = [(name, i + 1 < len(children) and isinstance(children[i + 1][1], nn.ReLU))
-                              for i, (name, layer) in enumerate(children) if isinstance(layer, nn.Linear)]
+        children = list(model.template.named_children())  # (name, a ReLU follows) of each Linear
+        self.linear_layers = [
+            (name, i + 1 < len(children) and isinstance(children[i + 1][1], nn.ReLU))
+            for i, (name, layer) in enumerate(children)
+            if isinstance(layer, nn.Linear)
+        ]
 
-    def loss_and_grad(self, p: Tensor, x: Tensor, labels: Tensor, weights: Tensor, input_grad: bool,
-                      loss_scale: float | None) -> tuple[Tensor, ...]:
+    def loss_and_grad(
+        self, p: Tensor, x: Tensor, labels: Tensor, weights: Tensor, input_grad: bool, loss_scale: float | None
+    ) -> tuple[Tensor, ...]:
         model = self.model
         n, batch = x.shape[0], x.shape[1]
         params = model.unflatten(p)
         g = torch.empty_like(p)
         grads = model.unflatten(g)
-        h = x.reshape(n, batch, -1)                                          # Flatten
-        inputs = []                                                          # h_{l-1} of every linear layer
+        h = x.reshape(n, batch, -1)  # Flatten
+        inputs = []  # h_{l-1} of every linear layer
         for name, relu in self.linear_layers:
             inputs.append(h)
-            W, b = params[f"{name}.weight"], params.get(f"{name}.bias")      # (n, out, in), (n, out)
+            W, b = params[f"{name}.weight"], params.get(f"{name}.bias")  # (n, out, in), (n, out)
             h = torch.bmm(h, W.transpose(1, 2)) if b is None else torch.baddbmm(b.unsqueeze(1), h, W.transpose(1, 2))
             if relu:
-                h.clamp_min_(0)                                              # (n, B, out)
+                h.clamp_min_(0)  # (n, B, out)
         if model.autocast_dtype is not None:
             h = h.float()
-        logp = torch.log_softmax(h, dim=-1)                                  # (n, B, C)
-        share = weights / weights.sum(1, keepdim=True)                       # w / Σw, (n, B)
+        logp = torch.log_softmax(h, dim=-1)  # (n, B, C)
+        share = weights / weights.sum(1, keepdim=True)  # w / Σw, (n, B)
         picked = labels.unsqueeze(-1)
         losses = -(logp.gather(-1, picked).squeeze(-1) * share).sum(1)
         delta = logp.exp_().scatter_add_(-1, picked, torch.full_like(picked, -1, dtype=logp.dtype))
-        delta.mul_(share.unsqueeze(-1))                                      # ∂loss_i/∂z_L
+        delta.mul_(share.unsqueeze(-1))  # ∂loss_i/∂z_L
         if loss_scale is not None:
             delta.mul_(loss_scale)
         for k in range(len(self.linear_layers) - 1, -1, -1):
@@ -428,10 +491,10 @@ class MLPStrategy(BatchedStrategy):
             # per client; so the product is computed contiguously in one batched GEMM, then copied into g.
             grads[f"{name}.weight"].copy_(torch.bmm(delta.transpose(1, 2), inputs[k]))
             if f"{name}.bias" in grads:
-                torch.sum(delta, dim=1, out=grads[f"{name}.bias"])                        # ∇b = Σ_b δ
+                torch.sum(delta, dim=1, out=grads[f"{name}.bias"])  # ∇b = Σ_b δ
             if k > 0 or input_grad:
-                delta = torch.bmm(delta, W)                                               # δ W
-                if k > 0 and self.linear_layers[k - 1][1]:                                # through the ReLU
+                delta = torch.bmm(delta, W)  # δ W
+                if k > 0 and self.linear_layers[k - 1][1]:  # through the ReLU
                     delta = torch.ops.aten.threshold_backward(delta, inputs[k], 0.0)
         return (g, losses, delta.view_as(x)) if input_grad else (g, losses)
 
@@ -456,8 +519,11 @@ class LoopStrategy(ForwardStrategy):
     def leaves(self, flat: Tensor) -> dict:
         if flat.dim() != 2:
             return super().leaves(flat)
-        return _ClientLeaves(((i, n), v.requires_grad_(True)) for i in range(flat.shape[0])
-                             for n, v in self.model.unflatten(flat[i].detach()).items())
+        return _ClientLeaves(
+            ((i, n), v.requires_grad_(True))
+            for i in range(flat.shape[0])
+            for n, v in self.model.unflatten(flat[i].detach()).items()
+        )
 
     def forward(self, params: dict, x: Tensor) -> Tensor:
         model = self.model
@@ -469,12 +535,17 @@ class LoopStrategy(ForwardStrategy):
 
 
 #: Each strategy's class (:func:`forward_strategy` builds one).
-STRATEGY_CLASSES: dict[str, type[ForwardStrategy]] = {"mlp": MLPStrategy, "batched": BatchedStrategy,
-                                                       "vmap": VmapStrategy, "loop": LoopStrategy}
+STRATEGY_CLASSES: dict[str, type[ForwardStrategy]] = {
+    "mlp": MLPStrategy,
+    "batched": BatchedStrategy,
+    "vmap": VmapStrategy,
+    "loop": LoopStrategy,
+}
 
 
-def forward_strategy(model: StackedModel, strategy: str = "auto", *, channels_last: bool = False,
-                     compile: bool | str = False) -> ForwardStrategy:
+def forward_strategy(
+    model: StackedModel, strategy: str = "auto", *, channels_last: bool = False, compile: bool | str = False
+) -> ForwardStrategy:
     """The forward strategy ``model`` runs: ``strategy``, or for ``"auto"`` :func:`choose_strategy`'s choice, moved to
     ``"batched"`` for a convolutional model that can run it where an option needs it (below); checked against the
     model and the options.
@@ -490,28 +561,47 @@ def forward_strategy(model: StackedModel, strategy: str = "auto", *, channels_la
     can_batch = flat or _twin_supported(template)
     if strategy == "auto":
         strategy = choose_strategy(template, device)
-        if has_conv and can_batch and ((strategy == "vmap" and (device.type == "cuda"
-                                                                or model.autocast_dtype is not None))
-                                       or ((channels_last or compile) and strategy != "batched")):
+        if (
+            has_conv
+            and can_batch
+            and (
+                (strategy == "vmap" and (device.type == "cuda" or model.autocast_dtype is not None))
+                or ((channels_last or compile) and strategy != "batched")
+            )
+        ):
             strategy = "batched"
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown forward strategy {strategy!r}; allowed: auto, {', '.join(STRATEGIES)}")
     if strategy == "batched" and not can_batch:
-        raise ValueError("strategy 'batched' needs an nn.Sequential of "
-                         + ", ".join(t.__name__ for t in _BATCHED_LAYERS) + ", or a module whose layers "
-                         "are all " + ", ".join(t.__name__ for t in _TWIN_LAYERS))
+        raise ValueError(
+            "strategy 'batched' needs an nn.Sequential of "
+            + ", ".join(t.__name__ for t in _BATCHED_LAYERS)
+            + ", or a module whose layers "
+            "are all " + ", ".join(t.__name__ for t in _TWIN_LAYERS)
+        )
     if strategy == "mlp" and not _is_mlp(template):
-        raise ValueError("strategy 'mlp' needs an nn.Sequential of Flatten, then Linear layers each "
-                         "optionally followed by ReLU")
+        raise ValueError(
+            "strategy 'mlp' needs an nn.Sequential of Flatten, then Linear layers each optionally followed by ReLU"
+        )
     if channels_last and (strategy != "batched" or not has_conv):
-        raise ValueError("channels_last=True applies to the convolutions of the 'batched' strategy; this model "
-                         + (f"runs strategy {strategy!r} (set forward_strategy 'batched' or 'auto', or "
-                            "channels_last=False)" if has_conv else "has no convolutions"))
+        raise ValueError(
+            "channels_last=True applies to the convolutions of the 'batched' strategy; this model "
+            + (
+                f"runs strategy {strategy!r} (set forward_strategy 'batched' or 'auto', or channels_last=False)"
+                if has_conv
+                else "has no convolutions"
+            )
+        )
     if compile and strategy != "batched":
-        raise ValueError(f"compile={compile!r} compiles the 'batched' strategy's forward pass; this model runs "
-                         f"strategy {strategy!r} " + ("(its own hand-written backward pass: nothing to compile)"
-                                                      if strategy == "mlp" else
-                                                      "(set forward_strategy 'batched' or 'auto', or compile off)"))
+        raise ValueError(
+            f"compile={compile!r} compiles the 'batched' strategy's forward pass; this model runs "
+            f"strategy {strategy!r} "
+            + (
+                "(its own hand-written backward pass: nothing to compile)"
+                if strategy == "mlp"
+                else "(set forward_strategy 'batched' or 'auto', or compile off)"
+            )
+        )
     if strategy == "batched":
         return BatchedStrategy(model, channels_last, compile)
     return STRATEGY_CLASSES[strategy](model)
@@ -537,17 +627,29 @@ class StackedModel:
             differ between runs, and so can the rounding).
     """
 
-    def __init__(self, factory: Callable[[], nn.Module], strategy: str = "auto",
-                 device: torch.device | str = "cpu", *, autocast_dtype: torch.dtype | None = None,
-                 channels_last: bool = False, compile: bool | str = False, cudnn_benchmark: bool = False):
+    def __init__(
+        self,
+        factory: Callable[[], nn.Module],
+        strategy: str = "auto",
+        device: torch.device | str = "cpu",
+        *,
+        autocast_dtype: torch.dtype | None = None,
+        channels_last: bool = False,
+        compile: bool | str = False,
+        cudnn_benchmark: bool = False,
+    ):
         self.factory = factory
         self.device = torch.device(device)
         if autocast_dtype not in AUTOCAST_DTYPES.values():
-            raise ValueError(f"autocast_dtype={autocast_dtype!r} is not allowed; allowed: None (no mixed precision), "
-                             "torch.bfloat16, torch.float16")
+            raise ValueError(
+                f"autocast_dtype={autocast_dtype!r} is not allowed; allowed: None (no mixed precision), "
+                "torch.bfloat16, torch.float16"
+            )
         if autocast_dtype is torch.bfloat16 and self.device.type == "cuda" and not torch.cuda.is_bf16_supported():
-            raise ValueError("precision 'bfloat16' needs a GPU with bfloat16 support; "
-                             f"{torch.cuda.get_device_name(self.device)} has none: use precision 'float16'")
+            raise ValueError(
+                "precision 'bfloat16' needs a GPU with bfloat16 support; "
+                f"{torch.cuda.get_device_name(self.device)} has none: use precision 'float16'"
+            )
         for name, value in (("channels_last", channels_last), ("cudnn_benchmark", cudnn_benchmark)):
             if not isinstance(value, bool):
                 raise ValueError(f"{name}={value!r} must be True or False")
@@ -569,8 +671,7 @@ class StackedModel:
         self.strategy: str = self.forward_strategy.name
 
     # ----------------------------------------------------------------- parameters
-    def init_params(self, m: int, seed: int, *, same_init: bool = True,
-                    dtype: torch.dtype = torch.float32) -> Tensor:
+    def init_params(self, m: int, seed: int, *, same_init: bool = True, dtype: torch.dtype = torch.float32) -> Tensor:
         """``(m, d)`` initial parameters from PyTorch's default initialisation.
 
         The global RNG is forked and seeded, so the caller's random state is
@@ -594,15 +695,17 @@ class StackedModel:
         if self._weight_mask is None:
             mask = torch.zeros(self.d, dtype=torch.bool, device=self.device)
             for name, shape, o in zip(self.names, self.shapes, self.offsets):
-                mask[o:o + shape.numel()] = "weight" in name
+                mask[o : o + shape.numel()] = "weight" in name
             self._weight_mask = mask
         return self._weight_mask
 
     def unflatten(self, flat: Tensor) -> dict[str, Tensor]:
         """Views ``{name: (m, *shape)}`` (or ``(*shape)`` for a ``(d,)`` input) into ``flat``."""
         lead = flat.shape[:-1]
-        return {name: flat[..., o:o + shape.numel()].view(*lead, *shape)
-                for name, shape, o in zip(self.names, self.shapes, self.offsets)}
+        return {
+            name: flat[..., o : o + shape.numel()].view(*lead, *shape)
+            for name, shape, o in zip(self.names, self.shapes, self.offsets)
+        }
 
     def leaves(self, flat: Tensor) -> dict:
         """Per-layer views of ``flat`` that autograd treats as leaves (the strategy's: per client with ``loop``).
@@ -617,13 +720,13 @@ class StackedModel:
         """Gradients for :meth:`leaves` (in the order of its values) back into one ``(m, d)`` tensor."""
         g = torch.empty_like(like)
         layers = len(self.names)
-        for k, gr in enumerate(grads):                      # per layer, or per client and layer (loop)
+        for k, gr in enumerate(grads):  # per layer, or per client and layer (loop)
             i, layer = divmod(k, layers)
             o, n = self.offsets[layer], self.shapes[layer].numel()
             if len(grads) == layers:
-                g[:, o:o + n] = gr.reshape(g.shape[0], -1)
+                g[:, o : o + n] = gr.reshape(g.shape[0], -1)
             else:
-                g[i, o:o + n] = gr.reshape(-1)
+                g[i, o : o + n] = gr.reshape(-1)
         return g
 
     # --------------------------------------------------------------------- passes
@@ -638,8 +741,16 @@ class StackedModel:
         """Logits ``(B, C)`` of the single model ``flat`` (shape ``(d,)``) on ``x``."""
         return functional_call(self.single, self.unflatten(flat), (x,))
 
-    def loss_and_grad(self, p: Tensor, inputs: Tensor, labels: Tensor, weights: Tensor, clients: Tensor | None = None,
-                      *, input_grad: bool = False) -> tuple[Tensor, ...]:
+    def loss_and_grad(
+        self,
+        p: Tensor,
+        inputs: Tensor,
+        labels: Tensor,
+        weights: Tensor,
+        clients: Tensor | None = None,
+        *,
+        input_grad: bool = False,
+    ) -> tuple[Tensor, ...]:
         r"""Each client's mean cross-entropy on its batch and its gradient: ``(g (n, d), losses (n,))``.
 
         ``inputs`` (n, B, *input_shape), ``labels`` (n, B), ``weights`` (n, B): sample weights, 0 on padding;
@@ -655,12 +766,17 @@ class StackedModel:
         business). ``cudnn_benchmark`` turns cuDNN's autotuner on for the call.
         """
         if self.autocast_dtype is not None and p.dtype != torch.float32:
-            raise ValueError(f"mixed precision ({self.autocast_dtype}) needs float32 parameters, got {p.dtype}; "
-                             "use precision 'float32' with dtype float64")
+            raise ValueError(
+                f"mixed precision ({self.autocast_dtype}) needs float32 parameters, got {p.dtype}; "
+                "use precision 'float32' with dtype float64"
+            )
         scale = FLOAT16_LOSS_SCALE if self.autocast_dtype is torch.float16 else None
-        autotune = self.cudnn_benchmark and not torch.backends.cudnn.benchmark      # a global flag of PyTorch
-        autocast = (torch.autocast(self.device.type, dtype=self.autocast_dtype) if self.autocast_dtype is not None
-                    else contextlib.nullcontext())
+        autotune = self.cudnn_benchmark and not torch.backends.cudnn.benchmark  # a global flag of PyTorch
+        autocast = (
+            torch.autocast(self.device.type, dtype=self.autocast_dtype)
+            if self.autocast_dtype is not None
+            else contextlib.nullcontext()
+        )
         try:
             if autotune:
                 torch.backends.cudnn.benchmark = True
@@ -671,7 +787,7 @@ class StackedModel:
                 torch.backends.cudnn.benchmark = False
         if self.autocast_dtype is None:
             return out
-        if input_grad:                       # float32 like the inputs (the hand-written backward's is low precision)
+        if input_grad:  # float32 like the inputs (the hand-written backward's is low precision)
             out = (*out[:2], out[2].to(inputs.dtype))
         if scale is not None:
             for grad in (out[0], *out[2:]):
@@ -680,7 +796,8 @@ class StackedModel:
                 raise MixedPrecisionOverflow(
                     f"precision 'float16': a gradient overflowed float16 under the static loss scale "
                     f"{FLOAT16_LOSS_SCALE:g} (finite losses, non-finite gradient); use precision 'bfloat16' "
-                    "where the device has it, or 'float32'")
+                    "where the device has it, or 'float32'"
+                )
         return out
 
     @contextlib.contextmanager

@@ -38,6 +38,7 @@ References:
     Dai, Shen, He, Tian, Tao. DisPFL: Towards Communication-Efficient Personalized Federated Learning via
     Decentralized Sparse Training. ICML 2022 (code: rong-dai/DisPFL, ``fedml_api/standalone/DisPFL``).
 """
+
 from __future__ import annotations
 
 import math
@@ -51,8 +52,17 @@ from typing import Callable, Mapping
 import networkx as nx
 import numpy as np
 
-__all__ = ["TopologyError", "MixingMatrix", "Topology", "metropolis_hastings", "make_topology", "grid_shape",
-           "TOPOLOGIES", "TopologySpec", "TopologyOption"]
+__all__ = [
+    "TopologyError",
+    "MixingMatrix",
+    "Topology",
+    "metropolis_hastings",
+    "make_topology",
+    "grid_shape",
+    "TOPOLOGIES",
+    "TopologySpec",
+    "TopologyOption",
+]
 
 
 class TopologyError(ValueError):
@@ -95,8 +105,10 @@ class MixingMatrix:
         object.__setattr__(self, "W", W)
 
     def __repr__(self) -> str:
-        return (f"MixingMatrix(name={self.name!r}, m={self.m}, symmetric={self.symmetric}, "
-                f"doubly_stochastic={self.doubly_stochastic}, directed={self.directed}, connected={self.connected})")
+        return (
+            f"MixingMatrix(name={self.name!r}, m={self.m}, symmetric={self.symmetric}, "
+            f"doubly_stochastic={self.doubly_stochastic}, directed={self.directed}, connected={self.connected})"
+        )
 
     # ---- checks ---------------------------------------------------------- #
 
@@ -136,20 +148,21 @@ class MixingMatrix:
             asym = support != support.T
             if asym.any():
                 i, j = np.argwhere(asym)[0]
-                raise self._fail("undirected (symmetric support)",
-                                 f"W[{i},{j}] = {W[i, j]:.12g} but W[{j},{i}] = {W[j, i]:.12g}")
+                raise self._fail(
+                    "undirected (symmetric support)", f"W[{i},{j}] = {W[i, j]:.12g} but W[{j},{i}] = {W[j, i]:.12g}"
+                )
         if self.doubly_stochastic:
             cols = W.sum(axis=0)
             bad = np.flatnonzero(np.abs(cols - 1.0) > tol)
             if bad.size:
                 j = bad[0]
-                raise self._fail("doubly stochastic",
-                                 f"column {j} sums to {cols[j]:.12g} (must be 1 within {tol:.0e})")
+                raise self._fail("doubly stochastic", f"column {j} sums to {cols[j]:.12g} (must be 1 within {tol:.0e})")
         if self.connected:
             unreached = _unreachable_from_0(support)
             if unreached is not None:
-                raise self._fail("strongly connected",
-                                 f"node {unreached} cannot be reached from node 0 (or cannot reach it)")
+                raise self._fail(
+                    "strongly connected", f"node {unreached} cannot be reached from node 0 (or cannot reach it)"
+                )
         return self
 
     # ---- numbers --------------------------------------------------------- #
@@ -211,8 +224,12 @@ class MixingMatrix:
         else:
             simple_one = int(np.linalg.matrix_rank(np.eye(m) - W)) == m - 1
             spectral = False
-        return {"graph": graph, "symmetry": symmetry, "null_space": bool(ones_fixed and simple_one),
-                "spectral": spectral}
+        return {
+            "graph": graph,
+            "symmetry": symmetry,
+            "null_space": bool(ones_fixed and simple_one),
+            "spectral": spectral,
+        }
 
 
 def _unreachable_from_0(A: np.ndarray) -> int | None:
@@ -447,13 +464,15 @@ def grid_shape(m: int, name: str) -> tuple[int, int]:
     """
     rows = max(r for r in range(1, math.isqrt(m) + 1) if m % r == 0)
     if rows == 1 and m > 3:
+
         def ok(n):
             return any(n % r == 0 for r in range(2, math.isqrt(n) + 1))
 
         below = next(n for n in range(m - 1, 3, -1) if ok(n))
         above = next(n for n in range(m + 1, 2 * m + 4) if ok(n))
-        raise TopologyError(f"{name!r} needs m = r * c with r, c >= 2, but m = {m} is prime; "
-                            f"nearby valid m: {below} or {above}")
+        raise TopologyError(
+            f"{name!r} needs m = r * c with r, c >= 2, but m = {m} is prime; nearby valid m: {below} or {above}"
+        )
     return rows, m // rows
 
 
@@ -517,8 +536,10 @@ def _erdos_renyi(m: int, seed: int, p) -> StaticTopology:
         A = upper | upper.T
         if _unreachable_from_0(A) is None:
             return _static("erdos-renyi", _mh_from_adjacency(A))
-    raise TopologyError(f"'erdos-renyi' with m={m}, p={p} was disconnected in 100 draws (seed={seed}); "
-                        f"use a larger p (connected w.h.p. for p > ln(m)/m = {math.log(m) / m:.3g})")
+    raise TopologyError(
+        f"'erdos-renyi' with m={m}, p={p} was disconnected in 100 draws (seed={seed}); "
+        f"use a larger p (connected w.h.p. for p > ln(m)/m = {math.log(m) / m:.3g})"
+    )
 
 
 def _random_regular(m: int, seed: int, k) -> StaticTopology:
@@ -553,34 +574,49 @@ class TopologySpec:
     summary: str
     build: Callable[..., Topology]
     options: Mapping[str, TopologyOption] = field(default_factory=dict)
-    time_varying: bool = False          # its builds draw a new W every round (checked equal to the Topology's)
+    time_varying: bool = False  # its builds draw a new W every round (checked equal to the Topology's)
 
 
 TOPOLOGIES: dict[str, TopologySpec] = {
-    "ring": TopologySpec("cycle 0-1-...-(m-1)-0, Metropolis-Hastings weights (1/3 each)",
-                         lambda m, seed: _ring(m)),
-    "grid": TopologySpec("2-D grid r x c (r = largest divisor of m <= sqrt(m)), MH weights",
-                         lambda m, seed: _grid(m, "grid")),
+    "ring": TopologySpec("cycle 0-1-...-(m-1)-0, Metropolis-Hastings weights (1/3 each)", lambda m, seed: _ring(m)),
+    "grid": TopologySpec(
+        "2-D grid r x c (r = largest divisor of m <= sqrt(m)), MH weights", lambda m, seed: _grid(m, "grid")
+    ),
     "torus": TopologySpec("2-D grid with wrap-around, MH weights", lambda m, seed: _grid(m, "torus")),
-    "exponential": TopologySpec("directed exponential graph of Ying et al. 2021: i receives from i+2^k, "
-                                "uniform weights", lambda m, seed: _exponential(m)),
-    "exponential-mh": TopologySpec("undirected exponential graph (i -- i+-2^k), MH weights",
-                                   lambda m, seed: _exponential_mh(m)),
+    "exponential": TopologySpec(
+        "directed exponential graph of Ying et al. 2021: i receives from i+2^k, uniform weights",
+        lambda m, seed: _exponential(m),
+    ),
+    "exponential-mh": TopologySpec(
+        "undirected exponential graph (i -- i+-2^k), MH weights", lambda m, seed: _exponential_mh(m)
+    ),
     "complete": TopologySpec("all-to-all, w_ij = 1/m", lambda m, seed: _complete(m, "complete")),
     "full": TopologySpec("alias of complete", lambda m, seed: _complete(m, "full")),
     "star": TopologySpec("node 0 is the hub, MH weights", lambda m, seed: _star(m)),
-    "erdos-renyi": TopologySpec("G(m, p) redrawn until connected (option p, default 0.2), MH weights",
-                                _erdos_renyi, {"p": TopologyOption(0.2, "edge_probability")}),
-    "random-regular": TopologySpec("random k-regular connected graph (option k, default 4), MH weights",
-                                   _random_regular, {"k": TopologyOption(4, "degree")}),
+    "erdos-renyi": TopologySpec(
+        "G(m, p) redrawn until connected (option p, default 0.2), MH weights",
+        _erdos_renyi,
+        {"p": TopologyOption(0.2, "edge_probability")},
+    ),
+    "random-regular": TopologySpec(
+        "random k-regular connected graph (option k, default 4), MH weights",
+        _random_regular,
+        {"k": TopologyOption(4, "degree")},
+    ),
     "random-symmetric": TopologySpec(
         "time-varying: new undirected graph of degree <= max_degree (default 10) every gossip step, MH "
         "weights (DFedSAM App. B.4 read as the theory needs)",
-        RandomSymmetric, {"max_degree": TopologyOption(10, "max_degree")}, time_varying=True),
+        RandomSymmetric,
+        {"max_degree": TopologyOption(10, "max_degree")},
+        time_varying=True,
+    ),
     "random-as-coded": TopologySpec(
         "time-varying: every client averages itself with num_neighbors (default 10) random others, "
         "row-stochastic only (DisPFL/DFedSAM public code)",
-        RandomAsCoded, {"num_neighbors": TopologyOption(10, "num_neighbors")}, time_varying=True),
+        RandomAsCoded,
+        {"num_neighbors": TopologyOption(10, "num_neighbors")},
+        time_varying=True,
+    ),
 }
 
 

@@ -4,6 +4,7 @@ on 127.0.0.1, and Debian's Chromium under Playwright.
 tests/test_book_render.py opens the chapters as Jupyter renders them (nbconvert); tests/test_book_site.py
 opens the MyST website. Neither may download anything: Chromium is Debian's, never ``playwright install``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -17,8 +18,15 @@ from pathlib import Path
 import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def need(condition: bool, what: str, remedy: str = "run scripts/setup.sh") -> None:
@@ -37,8 +45,8 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 class QuietServer(http.server.ThreadingHTTPServer):
     def handle_error(self, request, client_address):
-        if not isinstance(sys.exc_info()[1], ConnectionError):     # the browser dropped a request it no
-            super().handle_error(request, client_address)          # longer needed (a page being closed)
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # the browser dropped a request it no
+            super().handle_error(request, client_address)  # longer needed (a page being closed)
 
 
 def serve(folder: Path) -> tuple[QuietServer, str]:
@@ -52,7 +60,7 @@ def serve(folder: Path) -> tuple[QuietServer, str]:
 def chromium():
     """Debian's Chromium, headless, launched by Playwright (skips, or fails in CI, when it is missing)."""
     need(CHROMIUM.exists(), "Debian's chromium (/usr/bin/chromium)")
-    from playwright.sync_api import sync_playwright     # the book extra; only the browser tests need it
+    from playwright.sync_api import sync_playwright  # the book extra; only the browser tests need it
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)

@@ -7,6 +7,7 @@ gossip as an explicit sum over neighbours with the engine's mixing matrices.
 The engine's vectorised sums reduce in another order, so the two agree to
 rounding (1e-10), not bit for bit.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,18 +31,18 @@ def reference_run(sim: Simulation, rounds: int, gossip=None) -> list[list[torch.
     """
     cfg = sim.config
     ds = sim.data.dataset
-    rho = getattr(cfg.params, "rho", 0.0)                # 0: the algorithm takes no SAM step
-    momentum = getattr(cfg.params, "momentum", 0.0)      # 0: no heavy ball
+    rho = getattr(cfg.params, "rho", 0.0)  # 0: the algorithm takes no SAM step
+    momentum = getattr(cfg.params, "momentum", 0.0)  # 0: no heavy ball
     m = cfg.num_clients
     x_train, y_train = sim.data.train.x, sim.data.train.y
     parts = sim.data.train.client_indices()
     models = []
     for i in range(m):
         net = build_model(cfg.model, ds.input_shape, ds.num_classes).to(torch.float64)
-        with torch.no_grad():                       # load client i's initial parameters
+        with torch.no_grad():  # load client i's initial parameters
             offset = 0
             for p in net.parameters():
-                p.copy_(sim.x0[i, offset:offset + p.numel()].view_as(p))
+                p.copy_(sim.x0[i, offset : offset + p.numel()].view_as(p))
                 offset += p.numel()
         models.append(net)
 
@@ -56,15 +57,15 @@ def reference_run(sim: Simulation, rounds: int, gossip=None) -> list[list[torch.
 
     params = [[p.detach().clone() for p in net.parameters()] for net in models]
     for t in range(rounds):
-        lr = cfg.lr * cfg.lr_decay ** t
+        lr = cfg.lr * cfg.lr_decay**t
         z = []
         for i in range(m):
             y = [p.clone() for p in params[i]]
             buf = [torch.zeros_like(p) for p in y]
             for _ in range(cfg.params.local_steps):
                 g = grads_at(models[i], y, i)
-                if rho > 0:                      # SAM: δ = ρ g/‖g‖, gradient at y + δ
-                    norm = math.sqrt(sum(float((gj ** 2).sum()) for gj in g))
+                if rho > 0:  # SAM: δ = ρ g/‖g‖, gradient at y + δ
+                    norm = math.sqrt(sum(float((gj**2).sum()) for gj in g))
                     g = grads_at(models[i], [yj + rho * gj / (norm + 1e-12) for yj, gj in zip(y, g)], i)
                 g = [gj + cfg.weight_decay * yj for gj, yj in zip(g, y)]
                 if momentum > 0:
@@ -72,14 +73,16 @@ def reference_run(sim: Simulation, rounds: int, gossip=None) -> list[list[torch.
                     g = buf
                 y = [yj - lr * gj for yj, gj in zip(y, g)]
             z.append(y)
-        mixed = params if cfg.algorithm == "dpsgd" else z     # D-PSGD mixes x^t, the others z^t
+        mixed = params if cfg.algorithm == "dpsgd" else z  # D-PSGD mixes x^t, the others z^t
         if gossip is not None:
             mixed = gossip(t, mixed, sim.matrices(t))
-        for M in ([] if gossip is not None else sim.matrices(t)):
+        for M in [] if gossip is not None else sim.matrices(t):
             W = M.W
-            mixed = [[sum(W[i, j] * mixed[j][k] for j in range(m) if W[i, j] != 0)
-                      for k in range(len(mixed[i]))] for i in range(m)]
-        if cfg.algorithm == "dpsgd":               # x^{t+1} = W x^t - η g(x^t)
+            mixed = [
+                [sum(W[i, j] * mixed[j][k] for j in range(m) if W[i, j] != 0) for k in range(len(mixed[i]))]
+                for i in range(m)
+            ]
+        if cfg.algorithm == "dpsgd":  # x^{t+1} = W x^t - η g(x^t)
             mixed = [[mk + (zk - pk) for mk, zk, pk in zip(mixed[i], z[i], params[i])] for i in range(m)]
         params = mixed
     return params
@@ -89,9 +92,20 @@ def flat(params: list[list[torch.Tensor]]) -> torch.Tensor:
     return torch.stack([torch.cat([p.reshape(-1) for p in ps]) for ps in params])
 
 
-SMALL = dict(dataset="digits", train_size=240, test_size=60, num_clients=6, rounds=ROUNDS,
-             full_batch=True, dtype="float64", device="cpu", lr=0.2, lr_decay=0.9,
-             weight_decay=1e-3, eval_every=ROUNDS)
+SMALL = dict(
+    dataset="digits",
+    train_size=240,
+    test_size=60,
+    num_clients=6,
+    rounds=ROUNDS,
+    full_batch=True,
+    dtype="float64",
+    device="cpu",
+    lr=0.2,
+    lr_decay=0.9,
+    weight_decay=1e-3,
+    eval_every=ROUNDS,
+)
 
 
 # dfedavgm-q mixes quantized model differences, x + W·Q(z − x); its own reference test is in
@@ -116,14 +130,22 @@ def test_engine_equals_per_client_reference(algorithm, topology):
     sim.run()
     ref = flat(reference_run(sim, ROUNDS))
     assert sim.x.dtype == torch.float64
-    assert not torch.equal(sim.x, sim.x0)               # something happened
+    assert not torch.equal(sim.x, sim.x0)  # something happened
     err = float((sim.x - ref).abs().max())
     assert err < 1e-10, f"{algorithm}/{topology}: max |engine - reference| = {err:.2e}"
 
 
 def test_fresh_matrix_per_gossip_step_uses_a_new_matrix_each_step():
-    cfg = Config(algorithm="dfedsam-mgs", topology="random-symmetric", max_degree=4,
-                 fresh_matrix_per_gossip_step=True, gossip_steps=3, rho=0.05, local_steps=2, **SMALL)
+    cfg = Config(
+        algorithm="dfedsam-mgs",
+        topology="random-symmetric",
+        max_degree=4,
+        fresh_matrix_per_gossip_step=True,
+        gossip_steps=3,
+        rho=0.05,
+        local_steps=2,
+        **SMALL,
+    )
     sim = Simulation(cfg)
     Ws = [M.W for M in sim.matrices(1)]
     assert len(Ws) == 3 and not np.allclose(Ws[0], Ws[1])
@@ -139,7 +161,7 @@ def test_forward_strategies_agree(model, strategy):
     cfg = Config(algorithm="dfedavg", model=model, forward_strategy=strategy, **SMALL)
     sim = Simulation(cfg)
     x = sim.x0 + 0.01 * torch.randn(sim.x0.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    inputs = sim.data.train.x[sim.data.train.index[:, :5]]                  # (m, 5, 1, 8, 8)
+    inputs = sim.data.train.x[sim.data.train.index[:, :5]]  # (m, 5, 1, 8, 8)
     logits = sim.model.forward(x, inputs)
     for i in range(cfg.num_clients):
         expect = sim.model.forward_one(x[i], inputs[i])
@@ -184,7 +206,7 @@ def test_same_seed_same_run_and_different_seed_different_run():
 def test_client_chunks_do_not_change_results(algorithm):
     base = Config(algorithm=algorithm, topology="ring", reset_momentum=False, **SMALL)
     whole = Simulation(base.replace(client_chunk=6))
-    chunked = Simulation(base.replace(client_chunk=4))        # chunks of 4 and 2 clients
+    chunked = Simulation(base.replace(client_chunk=4))  # chunks of 4 and 2 clients
     whole.run(), chunked.run()
     assert float((whole.x - chunked.x).abs().max()) < 1e-12
 

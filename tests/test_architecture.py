@@ -4,6 +4,7 @@ The examples below are deliberately small. Each is a complete extension of
 the engine made with a single registry entry, then run through ``Config``,
 ``Simulation`` and the CLI like a built-in one.
 """
+
 from __future__ import annotations
 
 import ast
@@ -41,14 +42,18 @@ def imported_modules(source: str, name: str, is_package: bool = False) -> set[st
     do not (they never run)."""
     tree = ast.parse(source)
     package = name.split(".") if is_package else name.split(".")[:-1]
-    type_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-                 and getattr(node.test, "id", None) == "TYPE_CHECKING" for n in ast.walk(node)}
+    type_only = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING"
+        for n in ast.walk(node)
+    }
     found = set()
     for node in ast.walk(tree):
         if id(node) in type_only:
             continue
         if isinstance(node, ast.ImportFrom):
-            base = package[:len(package) - node.level + 1] if node.level else []
+            base = package[: len(package) - node.level + 1] if node.level else []
             target = ".".join(base + ([node.module] if node.module else []))
             found |= {target} | {f"{target}.{alias.name}" for alias in node.names}
         elif isinstance(node, ast.Import):
@@ -104,8 +109,20 @@ def test_cycle_finder_finds_a_cycle():
 
 def test_algorithms_and_local_rules_do_not_import_the_engine():
     graph = import_graph()
-    lower = [m for m in graph if m.startswith(("dfl_core.algorithms", "dfl_core.local", "dfl_core.topology",
-                                               "dfl_core.gossip", "dfl_core.data", "dfl_core.config"))]
+    lower = [
+        m
+        for m in graph
+        if m.startswith(
+            (
+                "dfl_core.algorithms",
+                "dfl_core.local",
+                "dfl_core.topology",
+                "dfl_core.gossip",
+                "dfl_core.data",
+                "dfl_core.config",
+            )
+        )
+    ]
     for module in lower:
         assert not {m for m in graph[module] if m.startswith(("dfl_core.engine", "dfl_core.distributed"))}, module
 
@@ -146,20 +163,31 @@ def test_the_layers_import_downwards_only():
     paths = [p for top in LAYERS for p in (ROOT / top).rglob("*.py")]
     sources = {module_name(p): (p.read_text(), p.name == "__init__.py") for p in paths}
     assert {"dfl_core.cli", "theory.measured", "dfl_book.plots", "dfl_book.showcase.runner"} <= set(sources)
-    assert {"dfl_book.presets", "dfl_book.stats", "dfl_book.workers"} <= set(sources)     # the book's, not the engine's
+    assert {"dfl_book.presets", "dfl_book.stats", "dfl_book.workers"} <= set(sources)  # the book's, not the engine's
     assert layer_violations(sources) == []
-    inner = sum(isinstance(node, (ast.Import, ast.ImportFrom)) and node.col_offset > 0
-                for source, _ in sources.values() for node in ast.walk(ast.parse(source)))
-    assert inner > 0                                   # the scan sees imports inside functions too
+    inner = sum(
+        isinstance(node, (ast.Import, ast.ImportFrom)) and node.col_offset > 0
+        for source, _ in sources.values()
+        for node in ast.walk(ast.parse(source))
+    )
+    assert inner > 0  # the scan sees imports inside functions too
 
 
 def test_layer_scanner_finds_an_upward_import_even_inside_a_function():
     engine = "import torch\n\ndef f():\n    from dfl_book import plots\n    from ..theory import x\n"
-    assert layer_violations({"dfl_core.a": (engine, False),
-                             "theory.b": ("from dfl_core import Config\nimport dfl_book.tables\n", False),
-                             "dfl_book.c": ("from theory import claims\nfrom dfl_core import cli\n", False)}) == [
-        "dfl_core.a -> dfl_book", "dfl_core.a -> dfl_book.plots", "dfl_core.a -> theory", "dfl_core.a -> theory.x",
-        "theory.b -> dfl_book.tables"]
+    assert layer_violations(
+        {
+            "dfl_core.a": (engine, False),
+            "theory.b": ("from dfl_core import Config\nimport dfl_book.tables\n", False),
+            "dfl_book.c": ("from theory import claims\nfrom dfl_core import cli\n", False),
+        }
+    ) == [
+        "dfl_core.a -> dfl_book",
+        "dfl_core.a -> dfl_book.plots",
+        "dfl_core.a -> theory",
+        "dfl_core.a -> theory.x",
+        "theory.b -> dfl_book.tables",
+    ]
 
 
 def is_private(name: str) -> bool:
@@ -172,10 +200,10 @@ def private_uses(source: str, module: str, modules: set[str], is_package: bool =
     ``m._x`` where ``m`` was bound by ``import m``, ``import a.m as m`` or ``from a import m``."""
     tree = ast.parse(source)
     package = module.split(".") if is_package else module.split(".")[:-1]
-    bound, found = {}, []                                     # local name -> the module it names
+    bound, found = {}, []  # local name -> the module it names
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            base = package[:len(package) - node.level + 1] if node.level else []
+            base = package[: len(package) - node.level + 1] if node.level else []
             target = ".".join(base + ([node.module] if node.module else []))
             for alias in node.names:
                 if target in modules and target != module and is_private(alias.name):
@@ -203,14 +231,17 @@ def test_no_module_uses_a_private_name_of_another():
     paths = [p for top in SCANNED for p in (ROOT / top).rglob("*.py")]
     modules = {module_name(p) for p in paths}
     assert {"dfl_book.stats", "theory.spectral", "benchmarks.report"} <= modules
-    used = {f"{p.relative_to(ROOT)}: {name}" for p in paths
-            for name in private_uses(p.read_text(), module_name(p), modules, p.name == "__init__.py")}
+    used = {
+        f"{p.relative_to(ROOT)}: {name}"
+        for p in paths
+        for name in private_uses(p.read_text(), module_name(p), modules, p.name == "__init__.py")
+    }
     assert used == set(), sorted(used)
 
 
 def test_private_name_scanner_finds_each_form():
     modules = {"pkg", "pkg.a", "pkg.b", "other", "other.c"}
-    source = '''
+    source = """
 import torch
 import other.c
 import other.c as oc
@@ -227,12 +258,13 @@ def inner():
 
 
 _local = 1
-'''
-    assert sorted(private_uses(source, "pkg.m", modules)) == sorted([
-        "pkg.a._hidden", "pkg.a._also", "pkg.b._relative", "other.c._d", "other.c._e", "other.c._f", "pkg.b._g"])
-    assert private_uses("from . import _x\n", "pkg.a", modules) == ["pkg._x"]              # the package's own
-    assert private_uses("from .a import _x\n", "pkg", modules, is_package=True) == ["pkg.a._x"]   # __init__
-    assert private_uses("from .b import _x\nimport pkg.b\npkg.b._y\n", "pkg.b", modules) == []   # its own
+"""
+    assert sorted(private_uses(source, "pkg.m", modules)) == sorted(
+        ["pkg.a._hidden", "pkg.a._also", "pkg.b._relative", "other.c._d", "other.c._e", "other.c._f", "pkg.b._g"]
+    )
+    assert private_uses("from . import _x\n", "pkg.a", modules) == ["pkg._x"]  # the package's own
+    assert private_uses("from .a import _x\n", "pkg", modules, is_package=True) == ["pkg.a._x"]  # __init__
+    assert private_uses("from .b import _x\nimport pkg.b\npkg.b._y\n", "pkg.b", modules) == []  # its own
 
 
 def test_every_algorithm_declares_its_rule_state_and_defaults_in_config_fields():
@@ -240,7 +272,7 @@ def test_every_algorithm_declares_its_rule_state_and_defaults_in_config_fields()
         assert callable(algo.local_rule) and callable(algo.init) and callable(algo.round), name
         assert set(algo.defaults) <= set(ALGORITHM_FIELDS), (name, set(algo.defaults) - set(ALGORITHM_FIELDS))
     used = set().union(*(a.defaults for a in ALGORITHMS.values()))
-    assert used == set(ALGORITHM_FIELDS), set(ALGORITHM_FIELDS) - used   # no per-algorithm field nobody reads
+    assert used == set(ALGORITHM_FIELDS), set(ALGORITHM_FIELDS) - used  # no per-algorithm field nobody reads
     # DFedSAM and DFedAvg share their round; they differ in the declared rule (and its defaults)
     assert ALGORITHMS["dfedsam"].round is ALGORITHMS["dfedavg"].round
     assert ALGORITHMS["dfedsam"].local_rule is not ALGORITHMS["dfedavg"].local_rule
@@ -258,7 +290,7 @@ def test_a_topology_is_one_entry(monkeypatch):
     cfg = Config(algorithm="dfedavg", topology="path", num_clients=6, rounds=2)
     sim = Simulation(cfg)
     W = sim.matrices(0)[0].W
-    assert W[0, 5] == 0 and W[0, 1] > 0 and 0 < sim.matrices(0)[0].lam < 1      # the cut edge, a valid W
+    assert W[0, 5] == 0 and W[0, 1] > 0 and 0 < sim.matrices(0)[0].lam < 1  # the cut edge, a valid W
     sim.run()
     assert len(sim.history.records) == 3
     assert "path" in {cfg.params.topology for cfg in configs_for(cfg, ["dfedavg", "dfedsam"]).values()}
@@ -271,20 +303,44 @@ def gossip_first(s: ClientModels, r) -> ClientModels:
 
 
 def test_an_algorithm_is_one_entry(monkeypatch, tmp_path):
-    monkeypatch.setitem(ALGORITHMS, "gossip-first", Algorithm(
-        "gossip-first", "gossip, then K local SGD steps", DecentralizedParams, sgd_rule, gossip_first,
-        ClientModels.init))
+    monkeypatch.setitem(
+        ALGORITHMS,
+        "gossip-first",
+        Algorithm(
+            "gossip-first",
+            "gossip, then K local SGD steps",
+            DecentralizedParams,
+            sgd_rule,
+            gossip_first,
+            ClientModels.init,
+        ),
+    )
     cfg = Config(algorithm="gossip-first", num_clients=6, rounds=1, dtype="float64", full_batch=True)
     sim = Simulation(cfg)
-    r = sim.tools()                                              # the first round's tools, computed aside
+    r = sim.tools()  # the first round's tools, computed aside
     expected = r.local_train(r.gossip(sim.x))
     sim.step()
     assert torch.equal(sim.x, expected)
     plain = Simulation(cfg.replace(algorithm="dfedavg"))
     plain.step()
-    assert not torch.allclose(sim.x, plain.x)                   # a different algorithm
-    code = main(["run", "--algorithms", "gossip-first", "--seeds", "0", "--num-clients", "6", "--rounds", "2",
-                 "--no-plot", "--no-progress", "--out", str(tmp_path)])
+    assert not torch.allclose(sim.x, plain.x)  # a different algorithm
+    code = main(
+        [
+            "run",
+            "--algorithms",
+            "gossip-first",
+            "--seeds",
+            "0",
+            "--num-clients",
+            "6",
+            "--rounds",
+            "2",
+            "--no-plot",
+            "--no-progress",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert code == 0 and (tmp_path / "results.json").exists()
 
 
@@ -292,7 +348,7 @@ def test_config_fields_carry_their_allowed_values():
     """Validation ranges live beside the fields: every number and name field says what it allows, and so
     does every algorithm's hyperparameter."""
     unchecked = {name for name, f in RUN_FIELDS.items() if f.metadata.get("allowed") is None}
-    assert unchecked == {"data_dir", "degree", "max_degree", "num_neighbors"}    # the topology checks its options
+    assert unchecked == {"data_dir", "degree", "max_degree", "num_neighbors"}  # the topology checks its options
     assert all(f.metadata.get("allowed") is not None for f in ALGORITHM_FIELDS.values())
     with pytest.raises(ValueError, match=r"fedgf_window must be >= 1, got 0"):
         Config(algorithm="fedgf", fedgf_threshold=1.0, fedgf_window=0)
@@ -302,6 +358,7 @@ def test_readme_architecture_names_files_and_symbols_that_exist():
     """The README's architecture diagram and table stay true to the code: every path exists, and every
     symbol named beside a path is defined in that file."""
     import re
+
     text = (ROOT / "README.md").read_text()
     section = text.split("## Architecture", 1)[1].split("\n## ", 1)[0]
     paths = set(re.findall(r"\b((?:dfl_core|tests)/[\w/]*(?:\.py)?)", section))
@@ -320,6 +377,7 @@ def test_every_hyperparameter_is_declared_once():
     """A hyperparameter's default, help and allowed values are declared in one place: one ``name: type =
     setting(...)`` line in the algorithms (subclasses only change a default), none in the Config."""
     import re
+
     declared: dict[str, list[str]] = {}
     for path in sorted((ROOT / "dfl_core").rglob("*.py")):
         for name in re.findall(r"^\s+(\w+): [^=\n]+ = setting\(", path.read_text(), re.M):
@@ -328,7 +386,7 @@ def test_every_hyperparameter_is_declared_once():
     assert not twice, twice
     assert declared["rho"] == ["dfl_core/algorithms/base.py"]
     assert set(ALGORITHM_FIELDS) <= set(declared) and not set(ALGORITHM_FIELDS) & set(RUN_FIELDS)
-    for algorithm in ALGORITHMS.values():             # an override keeps the declaration's help and check
+    for algorithm in ALGORITHMS.values():  # an override keeps the declaration's help and check
         assert all(f.metadata.get("help") and f.metadata.get("allowed") for f in fields(algorithm.params))
 
 
@@ -351,18 +409,22 @@ def traced_round_path() -> list[tuple[str, str]]:
         stacks.append([(Path(f.filename).resolve(), f.frame.f_code.co_qualname) for f in inspect.stack()])
         return real(self, *args, **kwargs)
 
-    cfg = Config(algorithm="dfedsam", dataset="digits", num_clients=4, rounds=1, local_steps=1, train_size=200,
-                 test_size=100)
+    cfg = Config(
+        algorithm="dfedsam", dataset="digits", num_clients=4, rounds=1, local_steps=1, train_size=200, test_size=100
+    )
     sim = Simulation(cfg)
     StackedModel.loss_and_grad = spy
     try:
         sim.run()
     finally:
         StackedModel.loss_and_grad = real
-    stack = stacks[0]                                   # innermost first: the spy, standing in for loss_and_grad
+    stack = stacks[0]  # innermost first: the spy, standing in for loss_and_grad
     drive = [name for _, name in stack].index("drive")
-    callers = [(str(path.relative_to(PACKAGE)), name) for path, name in reversed(stack[1:drive + 1])
-               if PACKAGE in path.parents]
+    callers = [
+        (str(path.relative_to(PACKAGE)), name)
+        for path, name in reversed(stack[1 : drive + 1])
+        if PACKAGE in path.parents
+    ]
     return callers + [("stacked.py", "StackedModel.loss_and_grad")]
 
 
@@ -384,7 +446,6 @@ def test_one_round_reaches_the_gradient_in_a_few_documented_calls():
     assert len(path) - 2 <= ROUND_DEPTH, path
 
 
-
 # ------------------------------------------------------------------ class sizes
 MAX_CLASS_LINES = 250
 
@@ -395,13 +456,19 @@ STILL_OVER: dict[tuple[str, str], str] = {}
 
 def long_classes(source: str, limit: int = MAX_CLASS_LINES) -> list[tuple[str, int]]:
     """``(name, lines)`` of every class in ``source`` longer than ``limit`` lines (decorators not counted)."""
-    return [(node.name, node.end_lineno - node.lineno + 1) for node in ast.walk(ast.parse(source))
-            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > limit]
+    return [
+        (node.name, node.end_lineno - node.lineno + 1)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > limit
+    ]
 
 
 def test_no_class_in_dfl_core_is_over_250_lines():
-    over = {(str(p.relative_to(ROOT)), name): lines for p in PACKAGE.rglob("*.py")
-            for name, lines in long_classes(p.read_text())}
+    over = {
+        (str(p.relative_to(ROOT)), name): lines
+        for p in PACKAGE.rglob("*.py")
+        for name, lines in long_classes(p.read_text())
+    }
     assert set(over) - set(STILL_OVER) == set(), f"classes over {MAX_CLASS_LINES} lines: {over}; split them"
     assert set(STILL_OVER) - set(over) == set(), "no longer over the limit: delete these entries of STILL_OVER"
 

@@ -3,6 +3,7 @@
 (The notebooks' outputs themselves are checked by ``pytest --nbval book/``,
 which the README's test command includes.)
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,9 @@ def test_there_are_chapters():
 def test_md_and_ipynb_hold_the_same_inputs(md: Path):
     ipynb = md.with_suffix(".ipynb")
     assert ipynb.exists(), f"{ipynb.name} is missing: run python tools/book.py execute {md.stem}"
-    assert _inputs(jupytext.read(md)) == _inputs(jupytext.read(ipynb)), \
+    assert _inputs(jupytext.read(md)) == _inputs(jupytext.read(ipynb)), (
         f"{md.name} and {ipynb.name} differ: run python tools/book.py execute {md.stem}"
+    )
 
 
 @pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
@@ -42,8 +44,11 @@ def test_every_code_cell_was_executed_under_the_fast_profile(md: Path):
     assert nb["metadata"]["kernelspec"]["name"] == "python3"
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     assert code, "a chapter without code checks nothing"
-    unrun = [i for i, c in enumerate(code)
-             if c.get("execution_count") is None and "nbval-skip" not in c.get("metadata", {}).get("tags", [])]
+    unrun = [
+        i
+        for i, c in enumerate(code)
+        if c.get("execution_count") is None and "nbval-skip" not in c.get("metadata", {}).get("tags", [])
+    ]
     assert unrun == [], f"code cells {unrun} were never executed (nbval would check nothing there)"
     counts = [c["execution_count"] for c in code]
     assert counts == list(range(1, len(code) + 1)), "cells were not executed top to bottom in one kernel"
@@ -67,8 +72,8 @@ def test_myst_toc_lists_exactly_the_chapters_then_the_guide():
     toc = re.findall(r"- file: (\S+)", (ROOT / "myst.yml").read_text())
     chapters = [f for f in toc if not f.startswith("docs/")]
     assert chapters == [f"book/{p.with_suffix('.ipynb').name}" for p in CHAPTERS]
-    assert toc[:len(chapters)] == chapters, "the guide pages come after the chapters"
-    assert sorted(toc[len(chapters):]) == sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))
+    assert toc[: len(chapters)] == chapters, "the guide pages come after the chapters"
+    assert sorted(toc[len(chapters) :]) == sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))
     assert all((ROOT / f).exists() for f in toc)
 
 
@@ -94,14 +99,17 @@ def test_derived_text_is_up_to_date(md: Path):
 
 
 def test_derivations_on_a_small_chapter(tmp_path: Path):
-    text = ("# T\n\nSee [x](cite:shi2023dfedsam,lee2024fedgf) and [(x)](cite:lee2024fedgf), eq. [(9)](#eq-b), "
-            "[](02_server_to_graph.ipynb), [(5)](02_server_to_graph.ipynb#eq-gossip).\n\n<span id=\"eq-a\"></span>\n\n$$\na \\tag{7}\n$$\n\n"
-            "<span id=\"eq-b\"></span>\n\n$$\nb\n$$\n\n```{code-cell} ipython3\nx = \"[x](cite:lee2024fedgf)\"\n```\n")
+    text = (
+        "# T\n\nSee [x](cite:shi2023dfedsam,lee2024fedgf) and [(x)](cite:lee2024fedgf), eq. [(9)](#eq-b), "
+        '[](02_server_to_graph.ipynb), [(5)](02_server_to_graph.ipynb#eq-gossip).\n\n<span id="eq-a"></span>\n\n$$\na \\tag{7}\n$$\n\n'
+        '<span id="eq-b"></span>\n\n$$\nb\n$$\n\n```{code-cell} ipython3\nx = "[x](cite:lee2024fedgf)"\n```\n'
+    )
     md = tmp_path / "99_t.md"
     want = book_tool.expected_text(md, text)
     server = book_tool.page_urls()["02_server_to_graph.ipynb"]
-    assert ('[Shi et al. (2023); Lee & Yoon (2024)](#ref-shi2023dfedsam "cite:shi2023dfedsam,lee2024fedgf")'
-            in want), "several works: a link to the first, every key in the title"
+    assert '[Shi et al. (2023); Lee & Yoon (2024)](#ref-shi2023dfedsam "cite:shi2023dfedsam,lee2024fedgf")' in want, (
+        "several works: a link to the first, every key in the title"
+    )
     assert "[(Lee & Yoon, 2024)](#ref-lee2024fedgf)" in want
     assert "a \\tag{1}\n$$" in want and "b \\tag{2}\n$$" in want and "eq. [(2)](#eq-b)" in want
     assert f"[From a server to a graph]({server})" in want
@@ -111,7 +119,7 @@ def test_derivations_on_a_small_chapter(tmp_path: Path):
     assert book_tool.leftovers("Text {cite:p}`k` and\n(sec-x)=\n```{note}\nn\n```\n$$ x $$ (eq-x)\n[](#a)") != []
     # the reference list: the last cell, once, every cited work with its anchor and its arXiv / DOI link
     assert want.count(book_tool.REFERENCES_MARKER) == 1
-    references = want[want.index(book_tool.REFERENCES_MARKER):]
+    references = want[want.index(book_tool.REFERENCES_MARKER) :]
     assert references.count("<span id=") == 2 and want.rstrip().endswith(references.rstrip())
     assert '<span id="ref-lee2024fedgf"></span>Taehwan Lee and Sung Whan Yoon (2024). ' in references
     assert "[arXiv:2302.04083](https://arxiv.org/abs/2302.04083)" in references
@@ -119,20 +127,33 @@ def test_derivations_on_a_small_chapter(tmp_path: Path):
     assert book_tool.cite_keys(want) == {"shi2023dfedsam", "lee2024fedgf"}
     assert book_tool.broken_links(want, md.with_suffix(".ipynb").name) == []
     # citing nothing any more: the list goes
-    plain = book_tool.expected_text(md, want.replace("[(Lee & Yoon, 2024)](#ref-lee2024fedgf)", "x").replace(
-        '[Shi et al. (2023); Lee & Yoon (2024)](#ref-shi2023dfedsam "cite:shi2023dfedsam,lee2024fedgf")', "y"))
+    plain = book_tool.expected_text(
+        md,
+        want.replace("[(Lee & Yoon, 2024)](#ref-lee2024fedgf)", "x").replace(
+            '[Shi et al. (2023); Lee & Yoon (2024)](#ref-shi2023dfedsam "cite:shi2023dfedsam,lee2024fedgf")', "y"
+        ),
+    )
     assert book_tool.REFERENCES_MARKER not in plain and "ref-" not in plain
 
 
 def test_broken_links_are_reported():
     """What would not resolve in a notebook opened alone, or on the site, is reported."""
     server = book_tool.page_urls()["02_server_to_graph.ipynb"]
-    text = (f"# T\n\n[a]({book_tool.book_url()}/no-such-page) [b]({server}#no-such-anchor) [c](../README.md) "
-            f"[d](no_such_chapter.ipynb) [e](#nowhere) ![f](_static/x.png) [fine]({server}) [fine](https://arxiv.org)\n\n"
-            '<span id="ref-mine"></span>\n')
+    text = (
+        f"# T\n\n[a]({book_tool.book_url()}/no-such-page) [b]({server}#no-such-anchor) [c](../README.md) "
+        f"[d](no_such_chapter.ipynb) [e](#nowhere) ![f](_static/x.png) [fine]({server}) [fine](https://arxiv.org)\n\n"
+        '<span id="ref-mine"></span>\n'
+    )
     problems = book_tool.broken_links(text, "99_t.ipynb")
-    for bad in ["no-such-page", "#no-such-anchor", "../README.md", "no_such_chapter.ipynb", "#nowhere", "_static/x.png",
-                "ref-mine"]:
+    for bad in [
+        "no-such-page",
+        "#no-such-anchor",
+        "../README.md",
+        "no_such_chapter.ipynb",
+        "#nowhere",
+        "_static/x.png",
+        "ref-mine",
+    ]:
         assert sum(bad in p for p in problems) == 1, (bad, problems)
     assert len(problems) == 7, problems
 
@@ -164,7 +185,7 @@ def test_reference_list_is_the_last_cell_and_lists_what_the_chapter_cites(md: Pa
     cited = book_tool.cite_keys(text)
     assert text.count(book_tool.REFERENCES_MARKER) == (1 if cited else 0)
     if cited:
-        references = text[text.index(book_tool.REFERENCES_MARKER):]
+        references = text[text.index(book_tool.REFERENCES_MARKER) :]
         assert set(re.findall(r'<span id="ref-([^"]+)"></span>', references)) == cited
         assert "+++" not in references[3:] and "```" not in references, "the reference list is the last cell"
         cells = json.loads(md.with_suffix(".ipynb").read_text())["cells"]
@@ -176,8 +197,9 @@ def test_solutions_are_collapsed_in_jupyter_colab_and_the_site(md: Path):
     cells = json.loads(md.with_suffix(".ipynb").read_text())["cells"]
     for cell in cells:
         if book_tool.SOLUTION_TAG in cell["metadata"].get("tags", []):
-            assert cell["metadata"] == book_tool.solution_metadata(cell), \
+            assert cell["metadata"] == book_tool.solution_metadata(cell), (
                 f"run python tools/book.py execute {md.stem} (solution metadata missing)"
+            )
 
 
 def test_the_notation_table_is_written_from_the_package():

@@ -13,6 +13,7 @@ The form each chapter uses, right under its title and introduction (book/README.
 
     **Run time:** about N minutes in Colab on a CPU.
 """
+
 from __future__ import annotations
 
 import re
@@ -26,8 +27,11 @@ BOOK = ROOT / "book"
 LESSONS = sorted(p for p in BOOK.glob("[01]*.md") if re.match(r"(0\d|1[0-2])\w*_", p.name))
 
 # sentences about the book's own sources, their extraction or its earlier versions (issue 40, item 6)
-MAKING_OF = re.compile(r"text copy|seed text|seed texts|lost the symbols|lost its symbols|retract"
-                       r"|earlier version of this chapter", re.I)
+MAKING_OF = re.compile(
+    r"text copy|seed text|seed texts|lost the symbols|lost its symbols|retract"
+    r"|earlier version of this chapter",
+    re.I,
+)
 
 
 def _body(md: Path) -> str:
@@ -65,14 +69,18 @@ def test_chapter_states_prerequisites_and_run_time(md: Path):
     assert prerequisites, f"{md.name}: no line starting '**Prerequisites:**' followed by text"
     assert run_time, f"{md.name}: no line starting '**Run time:**' followed by text"
     heading = re.search(r"^## Learning objectives", body, re.M)
-    assert heading and heading.start() < prerequisites.start() < run_time.start(), \
+    assert heading and heading.start() < prerequisites.start() < run_time.start(), (
         f"{md.name}: the order must be '## Learning objectives', then '**Prerequisites:**', then '**Run time:**'"
+    )
 
 
 def test_no_chapter_speaks_of_the_books_own_making():
-    found = [f"{md.name}:{i}: {line.strip()}"
-             for md in sorted(BOOK.glob("*.md"))
-             for i, line in enumerate(md.read_text().splitlines(), 1) if MAKING_OF.search(line)]
+    found = [
+        f"{md.name}:{i}: {line.strip()}"
+        for md in sorted(BOOK.glob("*.md"))
+        for i, line in enumerate(md.read_text().splitlines(), 1)
+        if MAKING_OF.search(line)
+    ]
     assert found == [], "sentences about the book's sources or earlier versions:\n" + "\n".join(found)
 
 
@@ -128,6 +136,7 @@ RAW_SYMPY = re.compile(r"\b[A-Za-z_]\w*\*{1,2}[A-Za-z_(]")
 
 def _notebook(md: Path) -> dict:
     import json
+
     return json.loads(md.with_suffix(".ipynb").read_text())
 
 

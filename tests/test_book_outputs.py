@@ -9,6 +9,7 @@ except a threshold written as a power of ten ("1e-10"). Rounding errors of the
 book's computations are about 1e-13 relative, so 8 digits leave a margin of
 five orders of magnitude.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,10 @@ import book as book_tool  # noqa: E402  (tools/book.py)
 MAX_SIGNIFICANT = 8
 RESIDUE = 1e-9
 #: A decimal number, optionally with an exponent; not part of a word, a version (2.14.1) or an identifier.
-NUMBER = re.compile(r"(?<![\w.])[-+−]?(?P<int>\d*)\.(?P<frac>\d+)(?:[eE](?P<exp>[-+]?\d+))?(?![\w.])"
-                    r"|(?<![\w.])[-+−]?(?P<mant>\d)[eE](?P<exp2>[-+]?\d+)(?![\w.])")
+NUMBER = re.compile(
+    r"(?<![\w.])[-+−]?(?P<int>\d*)\.(?P<frac>\d+)(?:[eE](?P<exp>[-+]?\d+))?(?![\w.])"
+    r"|(?<![\w.])[-+−]?(?P<mant>\d)[eE](?P<exp2>[-+]?\d+)(?![\w.])"
+)
 COMPARED_MIME = ("text/plain", "text/markdown", "text/latex")
 
 
@@ -45,8 +48,9 @@ def unstable_numbers(text: str) -> list[str]:
     bad = []
     for match in NUMBER.finditer(text):
         x = value(match)
-        threshold = match.group("mant") == "1" or (match.group("int") in ("", "0", "1")
-                                                  and set(match.group("frac")) <= {"0"})
+        threshold = match.group("mant") == "1" or (
+            match.group("int") in ("", "0", "1") and set(match.group("frac")) <= {"0"}
+        )
         if significant_digits(match) > MAX_SIGNIFICANT or (0 < abs(x) < RESIDUE and not threshold):
             bad.append(match.group(0))
     return bad
@@ -79,6 +83,8 @@ def test_the_scan_finds_what_varies_between_machines():
 def test_compared_outputs_print_only_stable_digits(md: Path):
     notebook = json.loads(md.with_suffix(".ipynb").read_text())
     found = {i: bad for i, text in compared_texts(notebook) if (bad := unstable_numbers(text))}
-    assert found == {}, (f"{md.with_suffix('.ipynb').name}: cells print digits that differ between machines "
-                         f"(round them, print a threshold, or tag the cell nbval-ignore-output if it is training "
-                         f"noise): {found}")
+    assert found == {}, (
+        f"{md.with_suffix('.ipynb').name}: cells print digits that differ between machines "
+        f"(round them, print a threshold, or tag the cell nbval-ignore-output if it is training "
+        f"noise): {found}"
+    )

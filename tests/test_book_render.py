@@ -22,6 +22,7 @@ the book's copy, book/_static/colab-badge.svg. Screenshots are kept in
 Needs ``/usr/bin/chromium`` and ``libjs-mathjax`` (``scripts/setup.sh``); without
 them these tests skip, except when ``DFL_REQUIRE_ALL=1`` (as in CI).
 """
+
 from __future__ import annotations
 
 import functools
@@ -108,8 +109,9 @@ def browser(served_html):
 def ids_of(stem: str) -> frozenset[str]:
     """The anchors another chapter defines (``<span id>`` in its markdown), read from its notebook."""
     cells = json.loads((ROOT / "book" / f"{stem}.ipynb").read_text())["cells"]
-    return frozenset(re.findall(r'\bid="([\w-]+)"', "".join("".join(c["source"]) for c in cells
-                                                           if c["cell_type"] == "markdown")))
+    return frozenset(
+        re.findall(r'\bid="([\w-]+)"', "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown"))
+    )
 
 
 def link_problems(hrefs: list[str], ids: set[str]) -> list[str]:
@@ -137,16 +139,19 @@ def render(browser, served_html: str, notebook: Path) -> tuple[dict, list[str], 
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
 
-    def offline(route):        # nothing outside 127.0.0.1 may be needed to read the book
-        if route.request.url == book_tool.BADGE_IMAGE:       # the Colab badge: the book's own copy
+    def offline(route):  # nothing outside 127.0.0.1 may be needed to read the book
+        if route.request.url == book_tool.BADGE_IMAGE:  # the Colab badge: the book's own copy
             route.fulfill(path=str(LOCAL_BADGE), content_type="image/svg+xml")
             return
         external.append(route.request.url)
         route.fulfill(status=204, body="")
+
     page.route(lambda url: not url.startswith(served_html), offline)
     page.goto(f"{served_html}/{notebook.stem}.html", wait_until="networkidle")
-    page.wait_for_function("window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0"
-                           " && MathJax.Hub.queue.running === 0", timeout=60_000)
+    page.wait_for_function(
+        "window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0 && MathJax.Hub.queue.running === 0",
+        timeout=60_000,
+    )
     found = page.evaluate(INSPECT)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{notebook.stem}.png"), full_page=True)
@@ -159,12 +164,14 @@ def test_chapter_reads_cleanly_in_jupyter(browser, served_html: str, notebook: P
     found, errors, external = render(browser, served_html, notebook)
     text = found["text"]
     leftovers = [m.group(0) for pattern in (ROLE, DIRECTIVE, TARGET) for m in pattern.finditer(text)]
-    assert leftovers == [] and found["directives"] == [], \
+    assert leftovers == [] and found["directives"] == [], (
         f"MyST-only syntax shows raw in Jupyter: {leftovers + found['directives']} (see book/README.md)"
+    )
     assert found["emptyLinks"] == [], f"links without text: {found['emptyLinks']}"
     problems = link_problems(found["hrefs"], set(found["ids"]))
-    assert problems == [], "links that a notebook opened alone cannot follow (run python tools/book.py links):\n" \
-        + "\n".join(problems)
+    assert problems == [], (
+        "links that a notebook opened alone cannot follow (run python tools/book.py links):\n" + "\n".join(problems)
+    )
     assert any(h.startswith(book_tool.BADGE_IMAGE.split("/assets")[0]) for h in found["hrefs"]), "no Colab badge"
 
     assert errors == [], errors
@@ -186,18 +193,23 @@ def test_the_checks_catch_what_they_are_for(browser, served_html: str, tmp_path:
     from nbconvert import HTMLExporter
 
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell(
-        "See {cite:p}`shi2023dfedsam` and {eq}`eq-x`, [](#sec-x), [gone](#nowhere).\n\n"
-        f"[file](02_server_to_graph.ipynb), [cite](cite:shi2023dfedsam), [page]({book_tool.book_url()}/no-such-page), "
-        f"[place]({book_tool.page_urls()['02_server_to_graph.ipynb']}#no-such-anchor), "
-        f"[fine]({book_tool.page_urls()['02_server_to_graph.ipynb']}), [fine too](https://arxiv.org/abs/2302.04083).\n\n"
-        "```{note}\nA directive.\n```\n\n$$ \\R^d \\tag{1} $$\n\n$$ x^{ $$")]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell(
+            "See {cite:p}`shi2023dfedsam` and {eq}`eq-x`, [](#sec-x), [gone](#nowhere).\n\n"
+            f"[file](02_server_to_graph.ipynb), [cite](cite:shi2023dfedsam), [page]({book_tool.book_url()}/no-such-page), "
+            f"[place]({book_tool.page_urls()['02_server_to_graph.ipynb']}#no-such-anchor), "
+            f"[fine]({book_tool.page_urls()['02_server_to_graph.ipynb']}), [fine too](https://arxiv.org/abs/2302.04083).\n\n"
+            "```{note}\nA directive.\n```\n\n$$ \\R^d \\tag{1} $$\n\n$$ x^{ $$"
+        )
+    ]
     body, _ = HTMLExporter(mathjax_url=f"{served_html}/mathjax/MathJax.js?config=TeX-AMS_CHTML").from_notebook_node(nb)
     (tmp_path / "selftest.html").write_text(body)
     page = browser.new_page()
     page.goto((tmp_path / "selftest.html").as_uri(), wait_until="networkidle")
-    page.wait_for_function("window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0"
-                           " && MathJax.Hub.queue.running === 0", timeout=60_000)
+    page.wait_for_function(
+        "window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0 && MathJax.Hub.queue.running === 0",
+        timeout=60_000,
+    )
     found = page.evaluate(INSPECT)
     page.close()
     assert {m.group(1) for m in ROLE.finditer(found["text"])} == {"cite:p", "eq"}, found["text"]
@@ -206,5 +218,5 @@ def test_the_checks_catch_what_they_are_for(browser, served_html: str, tmp_path:
     problems = link_problems(found["hrefs"], set(found["ids"]))
     for bad in ["#nowhere", "'02_server_to_graph.ipynb'", "'cite:shi2023dfedsam'", "no-such-page", "#no-such-anchor"]:
         assert sum(bad in p for p in problems) == 1, (bad, problems)
-    assert len(problems) == 6, problems        # the five above and [](#sec-x); the two fine links pass
+    assert len(problems) == 6, problems  # the five above and [](#sec-x); the two fine links pass
     assert "\\R" in " ".join(found["mathErrors"]) and any("x^{" in e for e in found["mathErrors"]), found["mathErrors"]

@@ -27,6 +27,7 @@ and for the website an offline theme or the network, Chromium and the katex
 package; without them these tests skip, except when ``DFL_REQUIRE_ALL=1`` (as in CI),
 where they fail.
 """
+
 from __future__ import annotations
 
 import functools
@@ -47,15 +48,15 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 MYST = Path(sys.executable).with_name("myst")
-MATHJAX = Path("/usr/share/javascript/mathjax")        # Debian's libjs-mathjax (2.7)
-KATEX = ROOT / "build" / "node_modules" / "katex"     # npm's katex, for the CDN stylesheet the pages load
+MATHJAX = Path("/usr/share/javascript/mathjax")  # Debian's libjs-mathjax (2.7)
+KATEX = ROOT / "build" / "node_modules" / "katex"  # npm's katex, for the CDN stylesheet the pages load
 SCREENSHOTS = ROOT / "build" / "screenshots" / "site"
 sys.path.insert(0, str(ROOT / "tools"))
 import book as book_tool  # noqa: E402  (tools/book.py)
 from headless import chromium, need, serve  # noqa: E402  (tests/headless.py)
 
 _spec = importlib.util.spec_from_file_location("dfl_site_tool", ROOT / "tools" / "site.py")
-site_tool = importlib.util.module_from_spec(_spec)   # tools/site.py ("site" is also a standard module)
+site_tool = importlib.util.module_from_spec(_spec)  # tools/site.py ("site" is also a standard module)
 _spec.loader.exec_module(site_tool)
 
 MYST_CONFIG = yaml.safe_load((ROOT / "myst.yml").read_text())
@@ -77,8 +78,14 @@ def build_site(tmp: Path) -> subprocess.CompletedProcess:
     theme = tmp / site_tool.THEME_PLACE
     theme.mkdir(parents=True)
     (theme / "template.yml").write_text("myst: v1\nkind: site\ntitle: stub\n")
-    return subprocess.run([str(MYST), "build", "--site", "--strict"], cwd=tmp, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "CI": "1"})
+    return subprocess.run(
+        [str(MYST), "build", "--site", "--strict"],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "CI": "1"},
+    )
 
 
 def nodes(tree: dict):
@@ -103,9 +110,9 @@ def site(tmp_path_factory) -> dict[str, dict]:
 def book_copy_in(tmp: Path) -> Path:
     need(MYST.exists() and shutil.which("node") is not None, "mystmd (pip) and node")
     shutil.copy(ROOT / "myst.yml", tmp)
-    shutil.copy(ROOT / "pyproject.toml", tmp)      # [project.urls] Book: the plugin maps page URLs to chapters
+    shutil.copy(ROOT / "pyproject.toml", tmp)  # [project.urls] Book: the plugin maps page URLs to chapters
     shutil.copytree(ROOT / "book", tmp / "book", ignore=shutil.ignore_patterns("_build", ".ipynb_checkpoints"))
-    shutil.copytree(ROOT / "docs", tmp / "docs")   # the guide pages (myst.yml's toc part "Guide")
+    shutil.copytree(ROOT / "docs", tmp / "docs")  # the guide pages (myst.yml's toc part "Guide")
     return tmp
 
 
@@ -128,10 +135,17 @@ def test_portable_forms_become_citations_cross_references_and_page_links(site: d
         # a link to another chapter's page became a cross-reference, not a link out of the site
         assert not [n["url"] for n in links if n.get("url", "").startswith(book_tool.book_url())], slug
         # the generated reference list is not on the page (the site lists the page's references itself)
-        assert not [n for n in tree if n.get("identifier", "").startswith(book_tool.REF_PREFIX)
-                    or n["type"] == "heading" and text_of(n) == "References"], slug
-        assert all(n.get("internal") or n.get("url", "").startswith("http") for n in links), \
-            (slug, [n.get("url") for n in links if not n.get("internal")])
+        assert not [
+            n
+            for n in tree
+            if n.get("identifier", "").startswith(book_tool.REF_PREFIX)
+            or n["type"] == "heading"
+            and text_of(n) == "References"
+        ], slug
+        assert all(n.get("internal") or n.get("url", "").startswith("http") for n in links), (
+            slug,
+            [n.get("url") for n in links if not n.get("internal")],
+        )
         assert all(n.get("resolved") for n in tree if n["type"] == "crossReference"), slug
         for group in (n for n in tree if n["type"] == "citeGroup"):
             keys = [c["label"] for c in group["children"]]
@@ -141,8 +155,9 @@ def test_portable_forms_become_citations_cross_references_and_page_links(site: d
             assert book_tool.cite_text(keys, parenthetical) == (f"({rendered})" if parenthetical else rendered)
             cited += len(keys)
         # the site lists every cited work at the end of its page
-        assert {c["label"] for n in tree if n["type"] == "citeGroup" for c in n["children"]} \
-            == set(page.get("references", {}).get("cite", {}).get("order", [])), slug
+        assert {c["label"] for n in tree if n["type"] == "citeGroup" for c in n["children"]} == set(
+            page.get("references", {}).get("cite", {}).get("order", [])
+        ), slug
     assert cited > 50
 
 
@@ -165,9 +180,12 @@ def test_broken_references_fail_the_build(tmp_path: Path):
     chapters define each fail the build."""
     copy = book_copy_in(tmp_path)
     page = book_tool.page_urls()["02_server_to_graph.ipynb"]
-    for old, new in [(f"({page})", f"({book_tool.book_url()}/no-such-chapter)"),
-                     ("(#eq-sam-step)", "(#eq-no-such-label)"), ("(#ref-shi2023dfedsam)", "(#ref-nobody2099)"),
-                     ('<span id=\\"sec-showcase-dfedavg\\">', '<span id=\\"sec-showcase\\">')]:
+    for old, new in [
+        (f"({page})", f"({book_tool.book_url()}/no-such-chapter)"),
+        ("(#eq-sam-step)", "(#eq-no-such-label)"),
+        ("(#ref-shi2023dfedsam)", "(#ref-nobody2099)"),
+        ('<span id=\\"sec-showcase-dfedavg\\">', '<span id=\\"sec-showcase\\">'),
+    ]:
         changed = [nb for nb in sorted((copy / "book").glob("[0-9]*.ipynb")) if old in nb.read_text()]
         assert changed, f"no chapter contains {old}"
         changed[0].write_text(changed[0].read_text().replace(old, new, 1))
@@ -177,11 +195,16 @@ def test_broken_references_fail_the_build(tmp_path: Path):
     assert changed, "no chapter links to a place in another chapter"
     text = changed[0].read_text()
     m = anchored.search(text)
-    changed[0].write_text(text[:m.start("anchor")] + "sec-no-such-anchor" + text[m.end("anchor"):])
+    changed[0].write_text(text[: m.start("anchor")] + "sec-no-such-anchor" + text[m.end("anchor") :])
     result = build_site(copy)
     assert result.returncode != 0
-    for reported in ["no-such-chapter", "eq-no-such-label", "nobody2099", "sec-no-such-anchor",
-                     'Duplicate identifier in project "sec-showcase"']:
+    for reported in [
+        "no-such-chapter",
+        "eq-no-such-label",
+        "nobody2099",
+        "sec-no-such-anchor",
+        'Duplicate identifier in project "sec-showcase"',
+    ]:
         assert reported in result.stdout + result.stderr, reported
 
 
@@ -239,9 +262,11 @@ def network_reaches(host: str) -> bool:
 @pytest.fixture(scope="module")
 def html_site(tmp_path_factory) -> Path:
     """``python tools/site.py build`` of a copy of the book: its ``_build/html``."""
-    need(bool(os.environ.get(site_tool.THEME_ENV)) or network_reaches("api.mystmd.org"),
-         "the network (api.mystmd.org, for mystmd's book theme)",
-         f"set {site_tool.THEME_ENV}=DIR to an offline copy of that theme (see tools/site.py)")
+    need(
+        bool(os.environ.get(site_tool.THEME_ENV)) or network_reaches("api.mystmd.org"),
+        "the network (api.mystmd.org, for mystmd's book theme)",
+        f"set {site_tool.THEME_ENV}=DIR to an offline copy of that theme (see tools/site.py)",
+    )
     copy = book_copy_in(tmp_path_factory.mktemp("html"))
     result = site_tool.build(copy, capture=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -263,7 +288,7 @@ def visit(browser, base: str, slug: str, screenshot: Path | None = None, katex: 
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
 
-    def offline(route):        # nothing outside 127.0.0.1, except local copies of KaTeX's CSS and MathJax 2
+    def offline(route):  # nothing outside 127.0.0.1, except local copies of KaTeX's CSS and MathJax 2
         url = route.request.url
         if (m := KATEX_CDN.match(url)) and katex:
             katex_versions.add(m.group(1))
@@ -276,6 +301,7 @@ def visit(browser, base: str, slug: str, screenshot: Path | None = None, katex: 
         if local.is_file():
             return route.fulfill(path=str(local))
         return route.fulfill(status=404, body="")
+
     page.route(lambda url: not url.startswith(base), offline)
     page.goto(f"{base}/" if slug == "index" else f"{base}/{slug}", wait_until="networkidle")
     # The theme loads MathJax for the outputs' TeX (sympy) only after the page is live, so its queue may not
@@ -289,23 +315,28 @@ def visit(browser, base: str, slug: str, screenshot: Path | None = None, katex: 
         elif attempt == 2:
             page.reload(wait_until="networkidle")
         try:
-            page.wait_for_function("!window.MathJax || !MathJax.Hub || (MathJax.Hub.queue.pending === 0"
-                                   " && MathJax.Hub.queue.running === 0)", timeout=60_000)
+            page.wait_for_function(
+                "!window.MathJax || !MathJax.Hub || (MathJax.Hub.queue.pending === 0"
+                " && MathJax.Hub.queue.running === 0)",
+                timeout=60_000,
+            )
             page.wait_for_function(RAW_TEX_LEFT, arg=RAW_TEX.pattern, timeout=30_000)
             break
-        except Exception:      # noqa: BLE001  (raw TeX left after the last try is reported by the checks)
+        except Exception:  # noqa: BLE001  (raw TeX left after the last try is reported by the checks)
             pass
-    if screenshot is not None:     # a full-page screenshot lays out the whole page, so lazy images load
+    if screenshot is not None:  # a full-page screenshot lays out the whole page, so lazy images load
         screenshot.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(screenshot), full_page=True)
     try:
         page.wait_for_function("Array.from(document.images).every(i => i.complete)", timeout=15_000)
-    except Exception:          # noqa: BLE001  (an image that never loads is reported by the checks)
+    except Exception:  # noqa: BLE001  (an image that never loads is reported by the checks)
         pass
     # The theme lists the first references only, behind a "Show All" button, when a page cites many works;
     # open the whole list, as a reader would, so that every citation can be checked against it.
-    page.evaluate("() => document.querySelectorAll('button.myst-bibliography-toggle')"
-                  ".forEach(b => { if (b.textContent.trim() === 'Show All') b.click(); })")
+    page.evaluate(
+        "() => document.querySelectorAll('button.myst-bibliography-toggle')"
+        ".forEach(b => { if (b.textContent.trim() === 'Show All') b.click(); })"
+    )
     page.wait_for_timeout(300)
     found = page.evaluate(INSPECT)
     page.close()
@@ -347,29 +378,36 @@ def problems(slug: str, found: dict, ids: dict[str, set[str]], page_json: dict, 
     out = [f"console error: {e}" for e in found["errors"]]
     # equations: typeset once, by KaTeX, with its MathML copy hidden (no plain-text duplicate)
     maths = [n for n in nodes(page_json["mdast"]) if n["type"] in ("math", "inlineMath")]
-    if found["katex"] < len(maths):       # more when cell outputs (markdown tables) hold math too
+    if found["katex"] < len(maths):  # more when cell outputs (markdown tables) hold math too
         out.append(f"{len(maths)} equations in the page's content but {found['katex']} typeset by KaTeX")
-    out += [f"equation shown twice (KaTeX's plain copy is visible; its stylesheet missing?): {t!r}"
-            for t in found["mathmlShown"]]
+    out += [
+        f"equation shown twice (KaTeX's plain copy is visible; its stylesheet missing?): {t!r}"
+        for t in found["mathmlShown"]
+    ]
     out += [f"equation not drawn: {t!r}" for t in found["htmlHidden"]]
     out += [f"equation KaTeX/MathJax could not typeset: {t!r}" for t in found["mathErrors"]]
-    out += [f"raw TeX in the text: {m.group(0)!r} in …{found['text'][max(0, m.start() - 40):m.end() + 20]!r}"
-            for m in RAW_TEX.finditer(found["text"])]
+    out += [
+        f"raw TeX in the text: {m.group(0)!r} in …{found['text'][max(0, m.start() - 40) : m.end() + 20]!r}"
+        for m in RAW_TEX.finditer(found["text"])
+    ]
     # figures: every one present and loaded
     out += [f"image not loaded: {src}" for src, width in found["images"] if width == 0]
     # citations: each names an entry of the page's references, and every cited work has an entry
     entries = dict(found["entries"])
     for cite in found["cites"]:
         surname, year = re.match(r"\(?([^\s,&(]+)", cite), re.search(r"\d{4}[a-z]?", cite)
-        if not (surname and year and any(text.startswith(surname.group(1)) and f"({year.group(0)})" in text
-                                         for text in entries.values())):
+        if not (
+            surname
+            and year
+            and any(text.startswith(surname.group(1)) and f"({year.group(0)})" in text for text in entries.values())
+        ):
             out.append(f"citation {cite!r} has no entry in the page's references")
     cited = set(page_json.get("references", {}).get("cite", {}).get("order", []))
     out += [f"cited work {key} is missing from the page's references" for key in sorted(cited - set(entries))]
     # internal links: to a page of the site (served), and to an anchor that page has
     for href in sorted(set(found["links"])):
         if re.match(r"^[a-z][a-z0-9+.-]*:", href, re.I):
-            continue                                   # external (https:, mailto:): not followed offline
+            continue  # external (https:, mailto:): not followed offline
         path, _, anchor = href.partition("#")
         target = page_of(path) if path else slug
         if path and target is None and not (path.startswith("/build/") and exists(base, path)):
@@ -393,14 +431,16 @@ def test_website_page_reads_cleanly(rendered: dict, slug: str):
     """
     ids = {s: set(found["ids"]) for s, found in rendered["pages"].items()}
     found = rendered["pages"][slug]
-    assert not problems(slug, found, ids, page_content(rendered["folder"], slug), rendered["base"]), \
-        (problems(slug, found, ids, page_content(rendered["folder"], slug), rendered["base"]),
-         f"requests blocked: {found['blocked']}", f"screenshot: {SCREENSHOTS / (slug + '.png')}")
-    source = (rendered["folder"].parents[1] / PAGES[slug]).read_text()             # the copy built
+    assert not problems(slug, found, ids, page_content(rendered["folder"], slug), rendered["base"]), (
+        problems(slug, found, ids, page_content(rendered["folder"], slug), rendered["base"]),
+        f"requests blocked: {found['blocked']}",
+        f"screenshot: {SCREENSHOTS / (slug + '.png')}",
+    )
+    source = (rendered["folder"].parents[1] / PAGES[slug]).read_text()  # the copy built
     if PAGES[slug].endswith(".ipynb"):
         outputs = [o for c in json.loads(source)["cells"] for o in c.get("outputs", [])]
         figures = sum("image/png" in o.get("data", {}) for o in outputs)
-    else:                                                                           # a guide page of docs/
+    else:  # a guide page of docs/
         figures = len(re.findall(r"!\[[^\]]*\]\([^)]+\.png\)", source))
     shown = [src for src, _ in found["images"] if src.endswith(".png")]
     assert len(shown) >= figures, f"{figures} figures in {PAGES[slug]}, {len(shown)} on its page"
@@ -413,12 +453,14 @@ def test_website_title_bar_katex_and_repository(rendered: dict):
     logo_text = MYST_CONFIG["site"]["options"]["logo_text"]
     assert {found["home"].strip() for found in pages.values()} == {logo_text}
     repository = book_tool.repository_url()
-    assert MYST_CONFIG["project"]["github"].rstrip("/") == repository, "myst.yml's project.github is not " \
-        "pyproject.toml's [project.urls] Repository (python tools/book.py links)"
+    assert MYST_CONFIG["project"]["github"].rstrip("/") == repository, (
+        "myst.yml's project.github is not pyproject.toml's [project.urls] Repository (python tools/book.py links)"
+    )
     assert {href for found in pages.values() for href in found["github"]} == {repository}
     installed = json.loads((KATEX / "package.json").read_text())["version"]
-    assert set().union(*(found["katex_versions"] for found in pages.values())) == {installed}, \
+    assert set().union(*(found["katex_versions"] for found in pages.values())) == {installed}, (
         "the pages load another KaTeX version than build/node_modules holds: update scripts/setup.sh"
+    )
     assert sum(found["katex"] for found in pages.values()) > 100
 
 
@@ -429,16 +471,20 @@ def test_website_checks_catch_a_broken_page(rendered: dict, site_browser, tmp_pa
     pages = rendered["pages"]
     ids = {s: set(found["ids"]) for s, found in pages.items()}
     # a page with a figure and a link to an anchor of another page
-    slug, href = next((s, h) for s, found in pages.items() if any(src.endswith(".png") for src, _ in found["images"])
-                      for h in found["links"] if re.match(r"^/[\w-]+#[\w-]+$", h) and page_of(h.split("#")[0])
-                      and h.split("#")[1] not in ids[s])
+    slug, href = next(
+        (s, h)
+        for s, found in pages.items()
+        if any(src.endswith(".png") for src, _ in found["images"])
+        for h in found["links"]
+        if re.match(r"^/[\w-]+#[\w-]+$", h) and page_of(h.split("#")[0]) and h.split("#")[1] not in ids[s]
+    )
     folder = tmp_path / "html"
     shutil.copytree(rendered["folder"], folder)
     figure = next(src for src, _ in pages[slug]["images"] if src.endswith(".png"))
     (folder / figure.lstrip("/")).unlink()
     anchor = href.split("#")[1]
     html = folder / slug / "index.html" if slug != "index" else folder / "index.html"
-    html.write_text(html.read_text().replace(anchor, "no-such-anchor"))       # the HTML and its page data
+    html.write_text(html.read_text().replace(anchor, "no-such-anchor"))  # the HTML and its page data
     server, base = serve(folder)
     try:
         found = visit(site_browser, base, slug, katex=False)
@@ -447,8 +493,10 @@ def test_website_checks_catch_a_broken_page(rendered: dict, site_browser, tmp_pa
         server.shutdown()
         server.server_close()
     assert f"image not loaded: {figure}" in found_problems, found_problems
-    assert f"link to an anchor that {href.split('#')[0].strip('/')} does not have: " \
-           f"{href.split('#')[0]}#no-such-anchor" in found_problems, found_problems
+    assert (
+        f"link to an anchor that {href.split('#')[0].strip('/')} does not have: "
+        f"{href.split('#')[0]}#no-such-anchor" in found_problems
+    ), found_problems
     assert any(p.startswith("equation shown twice") for p in found_problems), found_problems
     assert any(p.startswith("console error: Failed to load resource") for p in found_problems), found_problems
     assert not problems(slug, pages[slug], ids, page_content(rendered["folder"], slug), rendered["base"])

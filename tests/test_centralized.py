@@ -5,6 +5,7 @@ sampled client, gradients from ``torch.autograd.grad`` over its parameter list,
 and the server rules written out from the papers' equations. The engine only
 supplies the data, the initial model and which clients each round sampled.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,19 +19,32 @@ from dfl_core.engine import RoundLog
 from dfl_core.models import build_model
 
 ROUNDS = 4
-SMALL = dict(dataset="digits", train_size=240, test_size=60, num_clients=8, rounds=ROUNDS, full_batch=True,
-             dtype="float64", device="cpu", lr=0.2, lr_decay=0.9, weight_decay=1e-3, eval_every=ROUNDS,
-             local_steps=3, clients_per_round=3)
+SMALL = dict(
+    dataset="digits",
+    train_size=240,
+    test_size=60,
+    num_clients=8,
+    rounds=ROUNDS,
+    full_batch=True,
+    dtype="float64",
+    device="cpu",
+    lr=0.2,
+    lr_decay=0.9,
+    weight_decay=1e-3,
+    eval_every=ROUNDS,
+    local_steps=3,
+    clients_per_round=3,
+)
 
 
 def norm(vs):
-    return math.sqrt(sum(float((v ** 2).sum()) for v in vs))
+    return math.sqrt(sum(float((v**2).sum()) for v in vs))
 
 
 def reference(sim: Simulation):
     """Replay the run: returns the global model as a parameter list, and FedGF's c per round."""
     cfg = sim.config
-    rho = getattr(cfg.params, "rho", 0.0)                # 0: the algorithm takes no SAM step
+    rho = getattr(cfg.params, "rho", 0.0)  # 0: the algorithm takes no SAM step
     sam_variant = getattr(cfg.params, "sam_variant", "sam")
     ds = sim.data.dataset
     net = build_model(cfg.model, ds.input_shape, ds.num_classes).to(torch.float64)
@@ -48,13 +62,13 @@ def reference(sim: Simulation):
         loss = F.cross_entropy(net(X[idx]), Y[idx])
         return [g.detach() for g in torch.autograd.grad(loss, list(net.parameters()))]
 
-    delta_mo = [torch.zeros_like(v) for v in w]          # MoFedSAM's Δ
-    velocity = [torch.zeros_like(v) for v in w]          # FedAvgM's v
+    delta_mo = [torch.zeros_like(v) for v in w]  # MoFedSAM's Δ
+    velocity = [torch.zeros_like(v) for v in w]  # FedAvgM's v
     previous, indicators, cs = None, [], []
     for t in range(cfg.rounds):
-        lr = cfg.lr * cfg.lr_decay ** t
+        lr = cfg.lr * cfg.lr_decay**t
         S = sim.clients_of_round(t).tolist()
-        c = sum(indicators[-cfg.params.fedgf_window:]) / cfg.params.fedgf_window if cfg.algorithm == "fedgf" else None
+        c = sum(indicators[-cfg.params.fedgf_window :]) / cfg.params.fedgf_window if cfg.algorithm == "fedgf" else None
         ys = []
         for i in S:
             y = [v.clone() for v in w]
@@ -68,12 +82,18 @@ def reference(sim: Simulation):
                     if cfg.params.fedgf_reading == "points":
                         point = [c * a + (1 - c) * b for a, b in zip(global_pt, local_pt)]
                     else:
-                        point = [yy + c * rho * b / (nd + 1e-12) + (1 - c) * rho * a / (ng + 1e-12)
-                                 for yy, a, b in zip(y, g, dg)]
+                        point = [
+                            yy + c * rho * b / (nd + 1e-12) + (1 - c) * rho * a / (ng + 1e-12)
+                            for yy, a, b in zip(y, g, dg)
+                        ]
                     g = grad(point, i)
                 elif rho > 0 and sam_variant == "asam":
-                    T = [p.abs() + cfg.params.asam_eta if (cfg.params.asam_scale_all or "weight" in n) else torch.ones_like(p)
-                         for n, p in zip(names, y)]
+                    T = [
+                        p.abs() + cfg.params.asam_eta
+                        if (cfg.params.asam_scale_all or "weight" in n)
+                        else torch.ones_like(p)
+                        for n, p in zip(names, y)
+                    ]
                     tg = [a * b for a, b in zip(T, g)]
                     nt = norm(tg)
                     g = grad([p + rho * a * b / (nt + 1e-12) for p, a, b in zip(y, T, tg)], i)
@@ -86,7 +106,7 @@ def reference(sim: Simulation):
                     if cfg.params.mofedsam_variant == "fl-simulator":
                         scale = min(1.0, 10.0 / (norm(g) + 1e-6))
                         g = [gi * scale for gi in g]
-                if cfg.algorithm == "fedprox":                   # ∇F_i(y) + μ (y − w^t)
+                if cfg.algorithm == "fedprox":  # ∇F_i(y) + μ (y − w^t)
                     g = [gi + cfg.params.prox_mu * (p - wk) for gi, p, wk in zip(g, y, w)]
                 g = [gi + cfg.weight_decay * p for gi, p in zip(g, y)]
                 y = [p - lr * gi for p, gi in zip(y, g)]
@@ -104,7 +124,7 @@ def reference(sim: Simulation):
             if cfg.params.mofedsam_variant == "official-fedgf":
                 w = [p - cfg.params.server_lr * d for p, d in zip(w, delta_mo)]
                 continue
-        if cfg.algorithm == "fedavgm":                       # v ← βv + Δ, Δ = Σ p_i (w − y_i); w ← w − η_g v
+        if cfg.algorithm == "fedavgm":  # v ← βv + Δ, Δ = Σ p_i (w − y_i); w ← w − η_g v
             velocity = [cfg.params.server_momentum * v - u for v, u in zip(velocity, update)]
             w = [p - cfg.params.server_lr * v for p, v in zip(w, velocity)]
             continue
@@ -120,12 +140,12 @@ CASES = {
     "fedasam": dict(algorithm="fedasam", rho=0.3, asam_eta=0.1),
     "fedasam-weights-only": dict(algorithm="fedasam", rho=0.3, asam_scale_all=False),
     "mofedsam-paper": dict(algorithm="mofedsam", mofedsam_alpha=0.3),
-    "mofedsam-official-fedgf": dict(algorithm="mofedsam", mofedsam_alpha=0.3,
-                                    mofedsam_variant="official-fedgf", server_lr=0.05),
+    "mofedsam-official-fedgf": dict(
+        algorithm="mofedsam", mofedsam_alpha=0.3, mofedsam_variant="official-fedgf", server_lr=0.05
+    ),
     "mofedsam-fl-simulator": dict(algorithm="mofedsam", mofedsam_alpha=0.3, mofedsam_variant="fl-simulator"),
     "fedgf-points": dict(algorithm="fedgf", rho=0.1, fedgf_threshold=0.5, fedgf_window=2),
-    "fedgf-vectors": dict(algorithm="fedgf", rho=0.1, fedgf_threshold=0.5, fedgf_window=2,
-                          fedgf_reading="vectors"),
+    "fedgf-vectors": dict(algorithm="fedgf", rho=0.1, fedgf_threshold=0.5, fedgf_window=2, fedgf_reading="vectors"),
 }
 
 
@@ -134,7 +154,7 @@ def test_centralized_engine_equals_per_client_reference(case):
     sim, log = Simulation(Config(**SMALL, **CASES[case])), RoundLog()
     sim.run(hooks=[log])
     w_ref, cs = reference(sim)
-    assert torch.equal(sim.x[0], sim.x[-1])                  # every client holds the global model
+    assert torch.equal(sim.x[0], sim.x[-1])  # every client holds the global model
     err = float((sim.x[0] - w_ref).abs().max())
     assert err < 1e-10, f"{case}: max |engine - reference| = {err:.2e}"
     if sim.config.algorithm == "fedgf":
@@ -155,13 +175,14 @@ def test_client_sampling_count_fraction_and_independence_from_algorithm():
     for t in range(5):
         s = by_count.clients_of_round(t)
         assert len(s) == 5 and len(set(s.tolist())) == 5 and bool((s.diff() > 0).all())
-        assert torch.equal(s, by_fraction.clients_of_round(t))        # same seed, same clients
+        assert torch.equal(s, by_fraction.clients_of_round(t))  # same seed, same clients
     draws = {tuple(by_count.clients_of_round(t).tolist()) for t in range(20)}
     assert len(draws) > 15
 
 
 def test_fedgf_needs_a_threshold():
     from dfl_core import ConfigError
+
     with pytest.raises(ConfigError, match="fedgf_threshold"):
         Config(algorithm="fedgf")
 

@@ -6,6 +6,7 @@ rules written out again here from the papers' Algorithm boxes, with every
 client's state (c_i, ∇L_i, μ_i …) kept in a plain dict. The engine supplies
 only the data, the initial model and which clients each round sampled.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -17,9 +18,22 @@ from dfl_core import Config, ConfigError, Simulation
 from dfl_core.models import build_model
 
 ROUNDS = 4
-SMALL = dict(dataset="digits", train_size=240, test_size=60, num_clients=8, rounds=ROUNDS, full_batch=True,
-             dtype="float64", device="cpu", lr=0.2, lr_decay=0.9, weight_decay=1e-3, eval_every=ROUNDS,
-             local_steps=3, clients_per_round=3)
+SMALL = dict(
+    dataset="digits",
+    train_size=240,
+    test_size=60,
+    num_clients=8,
+    rounds=ROUNDS,
+    full_batch=True,
+    dtype="float64",
+    device="cpu",
+    lr=0.2,
+    lr_decay=0.9,
+    weight_decay=1e-3,
+    eval_every=ROUNDS,
+    local_steps=3,
+    clients_per_round=3,
+)
 
 
 def unit(v: torch.Tensor) -> torch.Tensor:
@@ -44,22 +58,28 @@ def reference(sim: Simulation) -> torch.Tensor:
         loss = F.cross_entropy(net(X[idx]), Y[idx])
         return parameters_to_vector(torch.autograd.grad(loss, list(net.parameters()))).detach()
 
-    a, N, K, wd, rho = cfg.algorithm, cfg.num_clients, cfg.params.local_steps, cfg.weight_decay, getattr(cfg.params, "rho", 0.0)
+    a, N, K, wd, rho = (
+        cfg.algorithm,
+        cfg.num_clients,
+        cfg.params.local_steps,
+        cfg.weight_decay,
+        getattr(cfg.params, "rho", 0.0),
+    )
     w = sim.x0[0].clone()
     zero = torch.zeros_like(w)
     c, h, s, momentum, delta = zero.clone(), zero.clone(), zero.clone(), zero.clone(), zero.clone()
-    c_i = {i: zero.clone() for i in range(N)}             # SCAFFOLD/FedGAMMA control variates
-    dyn = {i: zero.clone() for i in range(N)}             # FedDyn/FedSMOO ∇L_i(θ_i^{t-1})
-    mu = {i: zero.clone() for i in range(N)}              # FedSMOO perturbation duals
+    c_i = {i: zero.clone() for i in range(N)}  # SCAFFOLD/FedGAMMA control variates
+    dyn = {i: zero.clone() for i in range(N)}  # FedDyn/FedSMOO ∇L_i(θ_i^{t-1})
+    mu = {i: zero.clone() for i in range(N)}  # FedSMOO perturbation duals
     for t in range(cfg.rounds):
-        lr = cfg.lr * cfg.lr_decay ** t
+        lr = cfg.lr * cfg.lr_decay**t
         S = sim.clients_of_round(t).tolist()
         ys, s_hat = {}, {}
         for i in S:
             y = w.clone()
             for _ in range(K):
                 g = grad(y, i)
-                if a == "fedsmoo":                        # corrected perturbation and its dual
+                if a == "fedsmoo":  # corrected perturbation and its dual
                     s_hat[i] = rho * unit(g - mu[i] - s)
                     mu[i] = mu[i] + s_hat[i] - s
                     g = grad(y + s_hat[i], i)
@@ -99,9 +119,11 @@ def reference(sim: Simulation) -> torch.Tensor:
                 dyn[i] = dyn[i] - alpha * (ys[i] - w)
             h = h - alpha * sum(ys[i] - w for i in S) / N
             if a == "fedsmoo":
-                s = rho * unit(sum(mu[i] - (0 if cfg.params.fedsmoo_variant == "fl-simulator" else s_hat[i]) for i in S))
+                s = rho * unit(
+                    sum(mu[i] - (0 if cfg.params.fedsmoo_variant == "fl-simulator" else s_hat[i]) for i in S)
+                )
             w = mean_y - h / alpha
-        elif a == "fedsmoo":                                 # no-regularizer: FedAvg server
+        elif a == "fedsmoo":  # no-regularizer: FedAvg server
             s = rho * unit(sum(mu[i] - s_hat[i] for i in S))
             w = mean_y
         elif a == "fedcm":
@@ -138,16 +160,22 @@ def test_engine_equals_per_client_reference(case):
 def test_the_corrections_change_the_run():
     """Each correction must act: the runs differ from FedAvg (or FedSAM) and between options."""
     final = {}
-    for name, extra in {"fedavg": dict(algorithm="fedavg"), "fedsam": dict(algorithm="fedsam", rho=0.1),
-                        **CASES}.items():
+    for name, extra in {
+        "fedavg": dict(algorithm="fedavg"),
+        "fedsam": dict(algorithm="fedsam", rho=0.1),
+        **CASES,
+    }.items():
         sim = Simulation(Config(**SMALL, **{**extra, "server_lr": None}))
         sim.run()
         final[name] = sim.x[0]
     for name in CASES:
         base = final["fedsam" if name.startswith(("fedsmoo", "fedgamma")) else "fedavg"]
         assert float((final[name] - base).abs().max()) > 1e-4, name
-    for a, b in [("scaffold-I", "scaffold-II"), ("fedsmoo-paper", "fedsmoo-fl-simulator"),
-                 ("fedsmoo-paper", "fedsmoo-no-regularizer")]:
+    for a, b in [
+        ("scaffold-I", "scaffold-II"),
+        ("fedsmoo-paper", "fedsmoo-fl-simulator"),
+        ("fedsmoo-paper", "fedsmoo-no-regularizer"),
+    ]:
         assert float((final[a] - final[b]).abs().max()) > 1e-6, (a, b)
 
 
@@ -174,13 +202,22 @@ def test_per_client_state_survives_checkpoint_and_resume(tmp_path):
     assert torch.equal(resumed.state.c_clients, full.state.c_clients)
 
 
-@pytest.mark.parametrize("field, value, match", [
-    ("scaffold_option", "III", "scaffold_option"), ("dyn_alpha", 0.0, "dyn_alpha"),
-    ("fedcm_alpha", 1.5, "fedcm_alpha"), ("fedsmoo_variant", "simplified", "fedsmoo_variant"),
-])
+@pytest.mark.parametrize(
+    "field, value, match",
+    [
+        ("scaffold_option", "III", "scaffold_option"),
+        ("dyn_alpha", 0.0, "dyn_alpha"),
+        ("fedcm_alpha", 1.5, "fedcm_alpha"),
+        ("fedsmoo_variant", "simplified", "fedsmoo_variant"),
+    ],
+)
 def test_bad_values_are_refused(field, value, match):
-    algorithm = {"scaffold_option": "scaffold", "dyn_alpha": "feddyn", "fedcm_alpha": "fedcm",
-                 "fedsmoo_variant": "fedsmoo"}[field]
+    algorithm = {
+        "scaffold_option": "scaffold",
+        "dyn_alpha": "feddyn",
+        "fedcm_alpha": "fedcm",
+        "fedsmoo_variant": "fedsmoo",
+    }[field]
     with pytest.raises(ConfigError, match=match):
         Config(algorithm=algorithm, **{field: value})
 

@@ -1,4 +1,5 @@
 """The command line: --help lists everything; a shortened default comparison runs end to end."""
+
 from __future__ import annotations
 
 import json
@@ -15,16 +16,18 @@ from dfl_core.topology import TOPOLOGIES
 
 
 def test_help_lists_every_algorithm_topology_dataset_and_model():
-    out = subprocess.run([sys.executable, "-m", "dfl_core", "run", "--help"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "dfl_core", "run", "--help"], capture_output=True, text=True, check=True
+    ).stdout
     for name in [*ALGORITHMS, *TOPOLOGIES, *DATASETS, *MODELS]:
         assert f"  {name} " in out, f"{name} missing from --help"
     assert "--gossip-steps" in out and "--rho" in out
 
 
 def test_shortened_default_comparison(tmp_path, capsys):
-    code = main(["run", "--rounds", "2", "--seeds", "0,1", "--num-clients", "6",
-                 "--out", str(tmp_path), "--no-progress"])
+    code = main(
+        ["run", "--rounds", "2", "--seeds", "0,1", "--num-clients", "6", "--out", str(tmp_path), "--no-progress"]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     for name in ["dpsgd", "dfedavg", "dfedavgm", "dfedsam", "dfedsam-mgs"]:
@@ -46,15 +49,40 @@ def test_bad_value_exits_with_code_2_and_a_message(tmp_path, capsys):
 
 
 def test_preset_runs_with_overrides(tmp_path, capsys):
-    code = main(["run", "--preset", "dfedavgm-mnist-2nn", "--setting", "noniid-e1", "--algorithms", "dfedavgm",
-                 "--dataset", "digits", "--rounds", "1", "--local-steps", "2", "--seeds", "0",
-                 "--out", str(tmp_path), "--no-progress", "--no-plot"])
+    code = main(
+        [
+            "run",
+            "--preset",
+            "dfedavgm-mnist-2nn",
+            "--setting",
+            "noniid-e1",
+            "--algorithms",
+            "dfedavgm",
+            "--dataset",
+            "digits",
+            "--rounds",
+            "1",
+            "--local-steps",
+            "2",
+            "--seeds",
+            "0",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+            "--no-plot",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     (h,) = read_results(tmp_path / "results.json")
     cfg = h.config
-    assert (cfg["partition"], cfg["lr"], cfg["batch_size"], cfg["momentum"], cfg["num_clients"]) == \
-        ("shards", 0.01, 50, 0.9, 20)
-    assert (cfg["dataset"], cfg["local_steps"]) == ("digits", 2)           # the overrides win
+    assert (cfg["partition"], cfg["lr"], cfg["batch_size"], cfg["momentum"], cfg["num_clients"]) == (
+        "shards",
+        0.01,
+        50,
+        0.9,
+        20,
+    )
+    assert (cfg["dataset"], cfg["local_steps"]) == ("digits", 2)  # the overrides win
 
 
 def test_setting_without_preset_is_refused(tmp_path, capsys):
@@ -80,11 +108,27 @@ def test_the_engine_alone_runs_and_says_presets_and_verdicts_need_the_book(tmp_p
 
     monkeypatch.setattr(cli, "cli_extensions", lambda: ())
     assert main(["run", "--preset", "fedsam-emnist", "--out", str(tmp_path / "a"), "--no-progress"]) == 2
-    assert capsys.readouterr().err == ("error: --preset fedsam-emnist: no presets; the papers' presets come with "
-                                       "the book's package, dfl_book, which is not installed\n")
+    assert capsys.readouterr().err == (
+        "error: --preset fedsam-emnist: no presets; the papers' presets come with "
+        "the book's package, dfl_book, which is not installed\n"
+    )
     assert "  none                   the papers' presets come with the book's package" in cli._catalogue()
-    code = main(["run", "--algorithms", "dfedavg,dfedsam", "--seeds", "0,1", "--rounds", "1", "--num-clients", "4",
-                 "--out", str(tmp_path / "b"), "--no-progress"])
+    code = main(
+        [
+            "run",
+            "--algorithms",
+            "dfedavg,dfedsam",
+            "--seeds",
+            "0,1",
+            "--rounds",
+            "1",
+            "--num-clients",
+            "4",
+            "--out",
+            str(tmp_path / "b"),
+            "--no-progress",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0 and "Paired with" not in out
     assert "paired verdicts: none (they come with the book's package, dfl_book, which is not installed)" in out
@@ -109,25 +153,69 @@ def test_the_distributed_launcher_starts_from_a_preset(capsys, monkeypatch):
 @pytest.mark.parametrize("dataset", ["fashion-mnist", "mnist"])
 def test_a_data_dir_that_does_not_exist_is_an_error_in_the_command_lines_words(tmp_path, capsys, dataset):
     absent = tmp_path / "nonexistent" / "path"
-    code = main(["run", "--dataset", dataset, "--data-dir", str(absent), "--algorithms", "dfedavg", "--seeds", "0",
-                 "--rounds", "1", "--out", str(tmp_path / "out"), "--no-progress", "--no-plot"])
+    code = main(
+        [
+            "run",
+            "--dataset",
+            dataset,
+            "--data-dir",
+            str(absent),
+            "--algorithms",
+            "dfedavg",
+            "--seeds",
+            "0",
+            "--rounds",
+            "1",
+            "--out",
+            str(tmp_path / "out"),
+            "--no-progress",
+            "--no-plot",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2, err
     assert f"error: --data-dir {str(absent)!r} does not exist; give an existing folder holding" in err, err
     assert "data_dir=" not in err and "or no --data-dir to use" in err
-    assert not (tmp_path / "nonexistent").exists() and not (tmp_path / "out").exists()   # nothing created
+    assert not (tmp_path / "nonexistent").exists() and not (tmp_path / "out").exists()  # nothing created
 
 
 def test_data_errors_name_the_flags_of_the_fields_they_mention(tmp_path, capsys):
-    code = main(["run", "--train-size", "5000", "--algorithms", "dfedavg", "--seeds", "0", "--rounds", "1",
-                 "--out", str(tmp_path), "--no-progress", "--no-plot"])
+    code = main(
+        [
+            "run",
+            "--train-size",
+            "5000",
+            "--algorithms",
+            "dfedavg",
+            "--seeds",
+            "0",
+            "--rounds",
+            "1",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+            "--no-plot",
+        ]
+    )
     assert code == 2
     assert "error: --train-size 5000 is not available: allowed 1..1438" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------ earlier results are never silently replaced
-SHORT = ["run", "--algorithms", "dfedavg", "--seeds", "0", "--num-clients", "4", "--rounds", "1", "--no-progress",
-         "--device", "cpu"]
+SHORT = [
+    "run",
+    "--algorithms",
+    "dfedavg",
+    "--seeds",
+    "0",
+    "--num-clients",
+    "4",
+    "--rounds",
+    "1",
+    "--no-progress",
+    "--device",
+    "cpu",
+]
 
 
 def test_a_second_run_into_the_same_folder_is_refused_and_the_first_results_stay(tmp_path, capsys):
@@ -139,12 +227,12 @@ def test_a_second_run_into_the_same_folder_is_refused_and_the_first_results_stay
     err = capsys.readouterr().err
     assert f"error: {tmp_path} already holds results.json, comparison.png" in err, err
     assert "--out DIR" in err and "--overwrite" in err and "--resume" in err
-    assert {name: (tmp_path / name).read_bytes() for name in first} == first          # untouched
+    assert {name: (tmp_path / name).read_bytes() for name in first} == first  # untouched
 
-    assert main(SHORT + ["--lr", "0.05", "--overwrite"] + out) == 0                    # replaced on request
+    assert main(SHORT + ["--lr", "0.05", "--overwrite"] + out) == 0  # replaced on request
     (h,) = read_results(tmp_path / "results.json")
     assert h.config["lr"] == 0.05 and (tmp_path / "comparison.png").read_bytes() != first["comparison.png"]
-    assert main(SHORT + ["--lr", "0.05", "--resume"] + out) == 0                       # continues in place
+    assert main(SHORT + ["--lr", "0.05", "--resume"] + out) == 0  # continues in place
     assert read_results(tmp_path / "results.json")[0].records == h.records
     assert main(SHORT + ["--resume", "--overwrite"] + out) == 2
     assert "--resume and --overwrite" in capsys.readouterr().err
@@ -181,10 +269,16 @@ def test_a_folder_with_other_files_is_used_and_a_file_is_refused(tmp_path, capsy
 # ------------------------------------------------------------ help text and the summary
 def _option_lines(*command: str) -> list[str]:
     import os
-    out = subprocess.run([sys.executable, "-m", "dfl_core", *command, "--help"], capture_output=True, text=True,
-                         check=True, env={**os.environ, "COLUMNS": "1000"}).stdout   # no wrapped help text
+
+    out = subprocess.run(
+        [sys.executable, "-m", "dfl_core", *command, "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "COLUMNS": "1000"},
+    ).stdout  # no wrapped help text
     options, lines = out.split("\n\noptions:\n", 1)[-1].split("\n\n")[0], []
-    for line in options.splitlines():               # a long option's help starts on the next line
+    for line in options.splitlines():  # a long option's help starts on the next line
         if line.strip().startswith("-"):
             lines.append(line.strip())
         elif lines:
@@ -197,7 +291,7 @@ def test_run_help_gives_each_option_one_default():
     assert "(default: None)" not in out
     for line in lines:
         head, _, tail = line.partition("(default:")
-        own_words = head.split("  ", 1)[-1].replace("the code's default", "")     # a public code's default is no default
+        own_words = head.split("  ", 1)[-1].replace("the code's default", "")  # a public code's default is no default
         assert not (tail and "default" in own_words), f"two defaults: {line}"
         assert "(default:" not in tail, f"two defaults: {line}"
     by_flag = {line.split()[0]: line for line in lines}
@@ -211,6 +305,7 @@ def test_run_help_gives_each_option_one_default():
 
 def test_table_help_names_the_fast_profiles_real_scale():
     from dfl_book.tables import FAST
+
     out, _ = _option_lines("table")
     assert f"({FAST['dataset']}, {FAST['model']}, {FAST['num_clients']} clients, {FAST['rounds']} rounds" in out
     fast_sentence = out.split("'fast' is", 1)[1].split("'showcase'", 1)[0]
@@ -222,14 +317,17 @@ def test_a_single_seed_is_printed_without_a_spread():
     from dfl_core.results import History
 
     def history(seed, acc, cd):
-        return History(config={"gossip_steps": 1, "seed": seed},
-                       records=[{"round": 1, "test_acc": acc, "consensus_distance": cd}])
-    table = summary_table({"dfedavg": [history(0, 0.9512, 0.0123)],
-                           "dfedsam": [history(0, 0.90, 0.02), history(1, 0.92, 0.04)]})
+        return History(
+            config={"gossip_steps": 1, "seed": seed}, records=[{"round": 1, "test_acc": acc, "consensus_distance": cd}]
+        )
+
+    table = summary_table(
+        {"dfedavg": [history(0, 0.9512, 0.0123)], "dfedsam": [history(0, 0.90, 0.02), history(1, 0.92, 0.04)]}
+    )
     one, two = table.splitlines()[2:]
     assert "±" not in one and "95.12" in one and "1.230e-02" in one and one.endswith(" 1")
     assert "91.00 ± 1.41" in two and two.endswith(" 2")
-    assert one.index("1.230e-02") == two.index("3.000e-02")           # columns stay aligned
+    assert one.index("1.230e-02") == two.index("3.000e-02")  # columns stay aligned
 
 
 def test_paired_table_judges_each_method_against_dfedavg_seed_by_seed():
@@ -237,19 +335,26 @@ def test_paired_table_judges_each_method_against_dfedavg_seed_by_seed():
     from dfl_core.results import History
 
     def runs(accs):
-        return [History(config={"gossip_steps": 1, "seed": s}, records=[{"round": 1, "test_acc": a}])
-                for s, a in enumerate(accs)]
+        return [
+            History(config={"gossip_steps": 1, "seed": s}, records=[{"round": 1, "test_acc": a}])
+            for s, a in enumerate(accs)
+        ]
+
     base = [0.90, 0.92, 0.91, 0.93, 0.89]
-    table = paired_table({"dpsgd": runs([a - 0.05 - 0.001 * i for i, a in enumerate(base)]),
-                          "dfedavg": runs(base),
-                          "dfedsam": runs(base),
-                          "dfedsam-mgs": runs([a + (0.02 if i % 2 else -0.02) for i, a in enumerate(base)])})
+    table = paired_table(
+        {
+            "dpsgd": runs([a - 0.05 - 0.001 * i for i, a in enumerate(base)]),
+            "dfedavg": runs(base),
+            "dfedsam": runs(base),
+            "dfedsam-mgs": runs([a + (0.02 if i % 2 else -0.02) for i, a in enumerate(base)]),
+        }
+    )
     lines = {line.split()[0]: line for line in table.splitlines()[3:]}
     assert "dfedavg" not in lines and table.splitlines()[1].split()[-1] == "verdict"
     assert lines["dpsgd"].split()[1] == "−5.20" and lines["dpsgd"].endswith("REVERSED")
     assert lines["dfedsam"].endswith("EQUIVALENT (within ±0.5)")
     assert "UNRESOLVED (could detect" in lines["dfedsam-mgs"]
-    assert paired_table({"dfedavg": runs(base[:1]), "dfedsam": runs(base[:1])}) == ""     # one seed: no pairs
+    assert paired_table({"dfedavg": runs(base[:1]), "dfedsam": runs(base[:1])}) == ""  # one seed: no pairs
     few = paired_table({"dfedavg": runs(base[:3]), "dfedsam": runs(base[:3])})
     assert few.splitlines()[-1].startswith("(3 seeds: the book asks for at least 5")
 
@@ -257,9 +362,27 @@ def test_paired_table_judges_each_method_against_dfedavg_seed_by_seed():
 def test_local_epochs_from_the_command_line(tmp_path):
     """K follows from the client's size: 1438 digits over 10 clients is n = 143.8, ⌈n/16⌉ = 9 batches an
     epoch, so 2 epochs are K = 18 steps; D-PSGD in the same comparison keeps its one step."""
-    code = main(["run", "--algorithms", "dfedavg,dpsgd", "--local-epochs", "2", "--batch-size", "16",
-                 "--num-clients", "10", "--rounds", "1", "--seeds", "0", "--out", str(tmp_path), "--no-progress",
-                 "--no-plot"])
+    code = main(
+        [
+            "run",
+            "--algorithms",
+            "dfedavg,dpsgd",
+            "--local-epochs",
+            "2",
+            "--batch-size",
+            "16",
+            "--num-clients",
+            "10",
+            "--rounds",
+            "1",
+            "--seeds",
+            "0",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+            "--no-plot",
+        ]
+    )
     assert code == 0
     by = {h.config["algorithm"]: h.config for h in read_results(tmp_path / "results.json")}
     assert (by["dfedavg"]["local_epochs"], by["dfedavg"]["local_steps"]) == (2, 18)
@@ -268,8 +391,23 @@ def test_local_epochs_from_the_command_line(tmp_path):
 
 def test_table_data_errors_keep_the_spelling_of_set(tmp_path, capsys):
     """``table`` takes config fields as ``--set data_dir=...``, so its data errors say ``data_dir=``."""
-    code = main(["table", "dfedsam-table2-cifar10", "--algorithms", "dfedavg", "--settings", "ring", "--seeds", "0",
-                 "--set", "data_dir=/nonexistent/path", "--out", str(tmp_path), "--no-progress"])
+    code = main(
+        [
+            "table",
+            "dfedsam-table2-cifar10",
+            "--algorithms",
+            "dfedavg",
+            "--settings",
+            "ring",
+            "--seeds",
+            "0",
+            "--set",
+            "data_dir=/nonexistent/path",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "data_dir='/nonexistent/path'" in err and "--data-dir" not in err, err
 
@@ -282,28 +420,35 @@ def test_convert_results_converts_a_results_file_of_an_earlier_version(tmp_path,
     from dfl_core.config import ALGORITHM_FIELDS
     from dfl_core.results import SCHEMA
 
-    now = [Config(algorithm="dfedsam", rho=0.05, num_clients=4),
-           Config(algorithm="dfedavgm-q", quant_bits=8, quant_mixing="differences-only", num_clients=4)]
+    now = [
+        Config(algorithm="dfedsam", rho=0.05, num_clients=4),
+        Config(algorithm="dfedavgm-q", quant_bits=8, quant_mixing="differences-only", num_clients=4),
+    ]
     added_since = ("precision", "channels_last", "compile", "cudnn_benchmark", "consensus_step")
     configs = []
     for cfg in now:
         old = {name: None for name in ALGORITHM_FIELDS} | {"rho": 0.0, "momentum": 0.0} | cfg.to_dict()
         configs.append({k: v for k, v in old.items() if k not in added_since})
-    configs[1]["quant_mixing"] = "difference"                       # the reading's first name
+    configs[1]["quant_mixing"] = "difference"  # the reading's first name
     history = [{"round": 0, "test_acc": 0.125}, {"round": 1, "test_acc": 0.5}]
-    doc = {"schema": SCHEMA, "created": "2026-11-01T00:00:00+00:00", "versions": {}, "command": None,
-           "runs": [{"config": c, "wall_time_s": 1.5, "history": history} for c in configs]}
+    doc = {
+        "schema": SCHEMA,
+        "created": "2026-11-01T00:00:00+00:00",
+        "versions": {},
+        "command": None,
+        "runs": [{"config": c, "wall_time_s": 1.5, "history": history} for c in configs],
+    }
     old_path, new_path = tmp_path / "old.json", tmp_path / "new.json"
     old_path.write_text(json.dumps(doc, indent=1))
-    with pytest.raises(ValueError, match="not used by algorithm 'dfedsam'"):    # this version reads only its own form
-        Config.from_dict(read_results(old_path)[0].config)                      # (momentum=0.0, unread by DFedSAM)
+    with pytest.raises(ValueError, match="not used by algorithm 'dfedsam'"):  # this version reads only its own form
+        Config.from_dict(read_results(old_path)[0].config)  # (momentum=0.0, unread by DFedSAM)
     assert main(["convert-results", str(old_path), "-o", str(new_path)]) == 0
     assert "2 run config(s) converted" in capsys.readouterr().out
     histories = read_results(new_path)
     assert [Config.from_dict(h.config) for h in histories] == now
     assert [h.records for h in histories] == [history, history] and histories[0].wall_time_s == 1.5
-    assert json.loads(old_path.read_text()) == doc                   # -o leaves the old file as it was
-    assert main(["convert-results", str(new_path)]) == 0               # in place: already current, unchanged
+    assert json.loads(old_path.read_text()) == doc  # -o leaves the old file as it was
+    assert main(["convert-results", str(new_path)]) == 0  # in place: already current, unchanged
     assert "0 run config(s) converted" in capsys.readouterr().out
     assert [h.config for h in read_results(new_path)] == [h.config for h in histories]
     assert main(["convert-results", str(tmp_path / "missing.json")]) == 2

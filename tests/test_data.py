@@ -1,4 +1,5 @@
 """Tests for dfl_core.data: IDX reading, dataset loading, partitions, the padded client layout."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -12,8 +13,19 @@ import pytest
 import torch
 
 from dfl_core.data import (
-    DATASETS, PARTITIONS, ClientData, DataError, Dataset, dirichlet, federate, iid, load_dataset,
-    partition, read_idx, shards, split_like,
+    DATASETS,
+    PARTITIONS,
+    ClientData,
+    DataError,
+    Dataset,
+    dirichlet,
+    federate,
+    iid,
+    load_dataset,
+    partition,
+    read_idx,
+    shards,
+    split_like,
 )
 from dfl_core.data import datasets as datasets_module
 from dfl_core.data.partition import _sample_by_priors
@@ -24,6 +36,7 @@ SYSTEM_DIR = Path("/usr/share/datasets/fashion-mnist")
 # ---------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------
+
 
 def idx_bytes(array: np.ndarray) -> bytes:
     """An IDX file's bytes, written independently of the reader under test."""
@@ -85,6 +98,7 @@ def digits() -> Dataset:
 # read_idx
 # ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("gz", [False, True])
 @pytest.mark.parametrize("shape", [(7,), (3, 5, 4)])
 def test_read_idx_round_trip(tmp_path, gz, shape):
@@ -104,13 +118,16 @@ def test_read_idx_detects_gzip_by_magic_not_name(tmp_path):
     np.testing.assert_array_equal(read_idx(path), array)
 
 
-@pytest.mark.parametrize("content, words", [
-    (b"\x12\x34\x08\x01\x00\x00\x00\x01\x05", "magic"),  # not 00 00
-    (b"", "magic"),
-    (bytes([0, 0, 0x0D, 1, 0, 0, 0, 1]) + b"\x00" * 4, "type code"),  # float32: not supported
-    (bytes([0, 0, 0x08, 3, 0, 0, 0, 2]), "truncated"),  # header cut short
-    (bytes([0, 0, 0x08, 1, 0, 0, 0, 5]) + b"\x01\x02", "truncated"),  # data cut short
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        (b"\x12\x34\x08\x01\x00\x00\x00\x01\x05", "magic"),  # not 00 00
+        (b"", "magic"),
+        (bytes([0, 0, 0x0D, 1, 0, 0, 0, 1]) + b"\x00" * 4, "type code"),  # float32: not supported
+        (bytes([0, 0, 0x08, 3, 0, 0, 0, 2]), "truncated"),  # header cut short
+        (bytes([0, 0, 0x08, 1, 0, 0, 0, 5]) + b"\x01\x02", "truncated"),  # data cut short
+    ],
+)
 def test_read_idx_rejects_bad_files(tmp_path, content, words):
     path = tmp_path / "bad"
     path.write_bytes(content)
@@ -134,6 +151,7 @@ def test_read_idx_missing_file(tmp_path):
 # ---------------------------------------------------------------------------
 # Fashion-MNIST
 # ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("gz", [True, False])
 def test_fashion_mnist_from_data_dir(tmp_path, gz, monkeypatch):
@@ -214,16 +232,16 @@ def test_fashion_mnist_download_path_reads_torchvision_tensors(tmp_path, monkeyp
 
 def test_a_data_dir_that_does_not_exist_is_refused_not_replaced_by_the_system_copy(tmp_path, monkeypatch):
     system = tmp_path / "system"
-    write_fashion_files(system, 30, 10, gz=True)                  # a system copy that must not be used
+    write_fashion_files(system, 30, 10, gz=True)  # a system copy that must not be used
     monkeypatch.setattr(datasets_module, "SYSTEM_FASHION_MNIST_DIR", str(system))
     declare_sizes(monkeypatch, "fashion-mnist", 30, 10)
-    assert load_dataset("fashion-mnist").x_train.shape == (30, 1, 28, 28)     # no data_dir: the system copy
+    assert load_dataset("fashion-mnist").x_train.shape == (30, 1, 28, 28)  # no data_dir: the system copy
     absent = tmp_path / "absent" / "path"
     with pytest.raises(DataError) as info:
         load_dataset("fashion-mnist", data_dir=str(absent))
     message = str(info.value)
     assert f"data_dir={str(absent)!r} does not exist" in message, message
-    assert "train-images-idx3-ubyte" in message                   # what the folder must hold
+    assert "train-images-idx3-ubyte" in message  # what the folder must hold
     assert not (tmp_path / "absent").exists()
     (tmp_path / "a-file").write_text("")
     with pytest.raises(DataError, match="is not a directory"):
@@ -254,8 +272,11 @@ def test_a_named_folder_without_the_files_is_where_fashion_mnist_is_downloaded(t
 def test_a_copy_of_other_sizes_is_refused(tmp_path):
     """The entry's declared sizes are checked against the files: a partial copy would change K (local_epochs)."""
     write_fashion_files(tmp_path, 50, 20, gz=True)
-    with pytest.raises(DataError, match=r"Fashion-MNIST loaded 50 train / 20 test samples; its entry declares "
-                                        r"60000 / 10000"):
+    with pytest.raises(
+        DataError,
+        match=r"Fashion-MNIST loaded 50 train / 20 test samples; its entry declares "
+        r"60000 / 10000",
+    ):
         load_dataset("fashion-mnist", data_dir=str(tmp_path))
 
 
@@ -281,6 +302,7 @@ def test_fashion_mnist_real_files():
 # ---------------------------------------------------------------------------
 # digits
 # ---------------------------------------------------------------------------
+
 
 def test_digits_split(digits):
     assert digits.input_shape == (1, 8, 8) and digits.num_classes == 10
@@ -313,6 +335,7 @@ def test_digits_subsets(digits):
 # ---------------------------------------------------------------------------
 # Partitions
 # ---------------------------------------------------------------------------
+
 
 def test_iid_equal_and_covering():
     labels = balanced_labels(per_class=101)  # N = 1010, not a multiple of m
@@ -362,7 +385,7 @@ def test_dirichlet_alpha_zero_respects_exhaustion():
 def test_prior_sampler_matches_feddyn_loop():
     """The bulk sampler against FedDyn's one-sample-at-a-time loop, under heavy exhaustion."""
     labels = np.repeat(np.arange(4), 10)
-    priors = np.array([[.7, .1, .1, .1], [.1, .7, .1, .1], [.6, .2, .1, .1], [.25, .25, .25, .25]])
+    priors = np.array([[0.7, 0.1, 0.1, 0.1], [0.1, 0.7, 0.1, 0.1], [0.6, 0.2, 0.1, 0.1], [0.25, 0.25, 0.25, 0.25]])
     sizes = np.full(4, 10)
 
     def feddyn(rng):
@@ -382,8 +405,9 @@ def test_prior_sampler_matches_feddyn_loop():
 
     rng, reps = np.random.default_rng(0), 1500
     reference = np.mean([feddyn(rng) for _ in range(reps)], axis=0)
-    ours = np.mean([histograms(labels, _sample_by_priors(labels, priors, sizes, rng, None), 4)
-                    for _ in range(reps)], axis=0)
+    ours = np.mean(
+        [histograms(labels, _sample_by_priors(labels, priors, sizes, rng, None), 4) for _ in range(reps)], axis=0
+    )
     # Standard errors are about 0.04; a sampler that serves first choices first is off by ~0.35.
     np.testing.assert_allclose(ours, reference, atol=0.2)
 
@@ -434,8 +458,12 @@ def test_split_like_follows_train_proportions(digits):
 
 def test_same_seed_same_partition():
     labels = balanced_labels()
-    for scheme, kwargs in [("iid", {}), ("dirichlet", {"alpha": 0.3}),
-                           ("dirichlet", {"alpha": 0.3, "dirichlet_method": "hsu"}), ("shards", {})]:
+    for scheme, kwargs in [
+        ("iid", {}),
+        ("dirichlet", {"alpha": 0.3}),
+        ("dirichlet", {"alpha": 0.3, "dirichlet_method": "hsu"}),
+        ("shards", {}),
+    ]:
         a = partition(labels, 8, scheme, rng=np.random.default_rng(5), **kwargs)
         b = partition(labels, 8, scheme, rng=np.random.default_rng(5), **kwargs)
         c = partition(labels, 8, scheme, rng=np.random.default_rng(6), **kwargs)
@@ -447,15 +475,16 @@ def test_large_partition_is_fast():
     import time
 
     labels = balanced_labels(per_class=6000)
-    start = time.process_time()          # CPU time of this process: a busy machine does not inflate it
+    start = time.process_time()  # CPU time of this process: a busy machine does not inflate it
     parts = dirichlet(labels, 1000, 0.1, np.random.default_rng(0))
-    assert time.process_time() - start < 2.0     # about 0.03 s vectorized; a loop over samples takes far longer
+    assert time.process_time() - start < 2.0  # about 0.03 s vectorized; a loop over samples takes far longer
     assert [len(p) for p in parts] == [60] * 1000
 
 
 # ---------------------------------------------------------------------------
 # Bad inputs
 # ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("alpha", [-1, float("nan"), float("inf"), None, "x"])
 def test_bad_alpha(alpha):
@@ -500,8 +529,9 @@ def test_bad_counts_and_rng():
 
 def test_unknown_dataset_and_sizes(digits):
     # (mnist is a real dataset now, see tests/test_datasets_torchvision.py)
-    with pytest.raises(DataError, match="unknown dataset 'svhn'.*cifar10, cifar100, digits, emnist, "
-                                        "fashion-mnist, mnist"):
+    with pytest.raises(
+        DataError, match="unknown dataset 'svhn'.*cifar10, cifar100, digits, emnist, fashion-mnist, mnist"
+    ):
         load_dataset("svhn")
     assert set(DATASETS) == {"digits", "fashion-mnist", "mnist", "emnist", "cifar10", "cifar100"}
     with pytest.raises(DataError, match="train_size=5000.*1..1438"):
@@ -513,6 +543,7 @@ def test_unknown_dataset_and_sizes(digits):
 # ---------------------------------------------------------------------------
 # ClientData / federate
 # ---------------------------------------------------------------------------
+
 
 def test_client_data_layout():
     x, y = torch.randn(10, 1, 2, 2), torch.arange(10) % 3

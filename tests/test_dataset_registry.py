@@ -4,6 +4,7 @@ The proof that one entry suffices: a tiny dataset registered by monkeypatching
 ``DATASETS`` alone is listed by the CLI, validated by ``Config``, loaded by
 ``load_dataset`` (subsets, ``data_dir`` checks) and trained on by ``Simulation``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,7 +29,7 @@ def test_every_entry_is_a_spec_named_by_its_key_and_consistent():
         assert len(spec.input_shape) == 3 and spec.train_size > 0 and spec.test_size > 0
     assert "byclass" in DATASETS["emnist"].summary and DATASETS["emnist"].num_classes == 62
     assert DATASETS["cifar10"].augmentation == DATASETS["cifar100"].augmentation == "crop-flip"
-    assert DATASETS["digits"].files is None                      # bundled: reads no files
+    assert DATASETS["digits"].files is None  # bundled: reads no files
 
 
 def test_the_registered_sizes_are_the_loaded_sizes_and_tables_use_them():
@@ -41,17 +42,19 @@ def test_the_registered_sizes_are_the_loaded_sizes_and_tables_use_them():
     assert (digits.input_shape, digits.num_classes) == (spec.input_shape, spec.num_classes)
     # One definition of a client's samples (Config.samples_per_client): the tables' epochs use it.
     cfg = Config(dataset="digits", num_clients=20, batch_size=32)
-    assert cfg.samples_per_client() == 1438 / 20 and tables._steps_per_epoch(cfg) == 3          # ⌈71.9 / 32⌉
+    assert cfg.samples_per_client() == 1438 / 20 and tables._steps_per_epoch(cfg) == 3  # ⌈71.9 / 32⌉
     assert not hasattr(tables, "_samples_per_client") and not hasattr(tables, "_TRAIN_SIZES")
     preset = get_preset("dfedsam-table1-cifar10")
     full = preset.config("dfedavg", next(iter(preset.settings)))
-    assert tables._epochs(preset, "dfedavg", next(iter(preset.settings))) == \
-        full.params.local_steps / -(-full.samples_per_client() // full.batch_size)
+    assert tables._epochs(preset, "dfedavg", next(iter(preset.settings))) == full.params.local_steps / -(
+        -full.samples_per_client() // full.batch_size
+    )
 
 
 def test_a_reader_that_loads_other_sizes_than_declared_is_refused(monkeypatch):
-    def forty(spec, folder):                # always the 40 + 10 samples TINY declares
+    def forty(spec, folder):  # always the 40 + 10 samples TINY declares
         return read_tiny(TINY, folder)
+
     monkeypatch.setitem(DATASETS, "tiny", dataclasses.replace(TINY, train_size=41, reader=forty))
     with pytest.raises(DataError, match=r"Tiny blobs loaded 40 train / 10 test samples; its entry declares 41 / 10"):
         load_dataset("tiny")
@@ -80,9 +83,18 @@ def read_tiny(spec: DatasetSpec, folder: Path | None) -> Dataset:
     return Dataset(spec.name, x_train, y_train, x_test, y_test, spec.num_classes, spec.input_shape)
 
 
-TINY = DatasetSpec(name="tiny", title="Tiny blobs", description="two Gaussian blobs as 2x3x3 images",
-                   source="generated", input_shape=(2, 3, 3), num_classes=2, train_size=40, test_size=10,
-                   files="scale.txt (optional)", reader=read_tiny)
+TINY = DatasetSpec(
+    name="tiny",
+    title="Tiny blobs",
+    description="two Gaussian blobs as 2x3x3 images",
+    source="generated",
+    input_shape=(2, 3, 3),
+    num_classes=2,
+    train_size=40,
+    test_size=10,
+    files="scale.txt (optional)",
+    reader=read_tiny,
+)
 
 
 def test_one_registry_entry_is_a_whole_new_dataset(monkeypatch, tmp_path, capsys):
@@ -98,8 +110,7 @@ def test_one_registry_entry_is_a_whole_new_dataset(monkeypatch, tmp_path, capsys
     with pytest.raises(DataError, match="does not exist"):
         load_dataset("tiny", data_dir=str(tmp_path / "absent"))
     assert main(["list"]) == 0 and "tiny" in capsys.readouterr().out
-    sim = Simulation(Config(dataset="tiny", model="linear", algorithm="dfedavg", num_clients=4, rounds=2,
-                            device="cpu"))
+    sim = Simulation(Config(dataset="tiny", model="linear", algorithm="dfedavg", num_clients=4, rounds=2, device="cpu"))
     sim.run()
     assert sim.history.final["test_acc"] > 0.5
 
@@ -108,6 +119,7 @@ def test_a_reader_that_breaks_its_spec_is_caught_naming_the_dataset(monkeypatch)
     def wrong_shape(spec, folder):
         ds = read_tiny(spec, folder)
         return dataclasses.replace(ds, x_train=ds.x_train[:, :1])
+
     monkeypatch.setitem(DATASETS, "tiny", dataclasses.replace(TINY, reader=wrong_shape))
     with pytest.raises(DataError, match=r"Tiny blobs.*train images.*\(40, 1, 3, 3\).*expected .*\(N, 2, 3, 3\)"):
         load_dataset("tiny")
@@ -115,6 +127,7 @@ def test_a_reader_that_breaks_its_spec_is_caught_naming_the_dataset(monkeypatch)
     def wrong_labels(spec, folder):
         ds = read_tiny(spec, folder)
         return dataclasses.replace(ds, y_test=ds.y_test + 5)
+
     monkeypatch.setitem(DATASETS, "tiny", dataclasses.replace(TINY, reader=wrong_labels))
     with pytest.raises(DataError, match=r"Tiny blobs test labels span 5\.\.6; expected 0\.\.1"):
         load_dataset("tiny")

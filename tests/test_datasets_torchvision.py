@@ -5,6 +5,7 @@ Python-2 pickled CIFAR batches) into a temporary directory, in the folder layout
 torchvision 0.29 reads, and loads them through the real torchvision classes.
 Downloads are patched to fail in every test, so nothing touches the network.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -21,7 +22,14 @@ import torchvision.datasets as tvd
 import torchvision.transforms.v2.functional as TF
 
 from dfl_core.data import (
-    AUGMENTATIONS, DATASETS, DataError, Dataset, black_fill, crop_flip, crop_flip_params, load_dataset,
+    AUGMENTATIONS,
+    DATASETS,
+    DataError,
+    Dataset,
+    black_fill,
+    crop_flip,
+    crop_flip_params,
+    load_dataset,
 )
 from dfl_core.data import datasets as datasets_module
 
@@ -33,6 +41,7 @@ CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
 # ---------------------------------------------------------------------------
 # No network: every download fails loudly and is recorded
 # ---------------------------------------------------------------------------
+
 
 @pytest.fixture(autouse=True)
 def downloads(monkeypatch) -> list[str]:
@@ -51,6 +60,7 @@ def downloads(monkeypatch) -> list[str]:
 # ---------------------------------------------------------------------------
 # Writers of the real formats, independent of the code under test
 # ---------------------------------------------------------------------------
+
 
 def declare_sizes(monkeypatch, name: str, n_train: int, n_test: int) -> None:
     """Make the entry ``name`` declare the tiny files' sizes: an entry's sizes are checked against what it loads
@@ -82,10 +92,17 @@ def mnist_arrays(n_train: int = 20, n_test: int = 10, seed: int = 0) -> dict[str
 
 # torchvision 0.29 mnist.py: MNIST._load_data reads <root>/MNIST/raw/{train,t10k}-*-ubyte (unzipped);
 # EMNIST reads <root>/EMNIST/raw/emnist-<split>-{train,test}-*-ubyte (its download unzips gzip.zip there).
-MNIST_NAMES = {"train_images": "train-images-idx3-ubyte", "train_labels": "train-labels-idx1-ubyte",
-               "test_images": "t10k-images-idx3-ubyte", "test_labels": "t10k-labels-idx1-ubyte"}
-EMNIST_NAMES = {f"{s}_{kind}": f"emnist-byclass-{s}-{kind}-{'idx3' if kind == 'images' else 'idx1'}-ubyte"
-                for s in ("train", "test") for kind in ("images", "labels")}
+MNIST_NAMES = {
+    "train_images": "train-images-idx3-ubyte",
+    "train_labels": "train-labels-idx1-ubyte",
+    "test_images": "t10k-images-idx3-ubyte",
+    "test_labels": "t10k-labels-idx1-ubyte",
+}
+EMNIST_NAMES = {
+    f"{s}_{kind}": f"emnist-byclass-{s}-{kind}-{'idx3' if kind == 'images' else 'idx1'}-ubyte"
+    for s in ("train", "test")
+    for kind in ("images", "labels")
+}
 
 
 class Py2Pickler(pickle._Pickler):
@@ -132,20 +149,55 @@ def write_cifar10(root: Path, monkeypatch, per_batch: int = 2, n_test: int = 3) 
         data = cifar_rows(per_batch, rng)
         labels = [(b * per_batch + i) % 10 for i in range(per_batch)]
         batches.append((data, labels))
-        (folder / f"data_batch_{b}").write_bytes(py2_pickle({
-            "batch_label": f"training batch {b} of 5", "labels": labels, "data": data,
-            "filenames": [f"img_{b}_{i}.png" for i in range(per_batch)]}))
+        (folder / f"data_batch_{b}").write_bytes(
+            py2_pickle(
+                {
+                    "batch_label": f"training batch {b} of 5",
+                    "labels": labels,
+                    "data": data,
+                    "filenames": [f"img_{b}_{i}.png" for i in range(per_batch)],
+                }
+            )
+        )
     test_data, test_labels = cifar_rows(n_test, rng), [9, 0, 4][:n_test]
-    (folder / "test_batch").write_bytes(py2_pickle({
-        "batch_label": "testing batch 1 of 1", "labels": test_labels, "data": test_data,
-        "filenames": [f"test_{i}.png" for i in range(n_test)]}))
-    (folder / "batches.meta").write_bytes(py2_pickle({
-        "num_cases_per_batch": per_batch, "num_vis": 3072,
-        "label_names": ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]}))
+    (folder / "test_batch").write_bytes(
+        py2_pickle(
+            {
+                "batch_label": "testing batch 1 of 1",
+                "labels": test_labels,
+                "data": test_data,
+                "filenames": [f"test_{i}.png" for i in range(n_test)],
+            }
+        )
+    )
+    (folder / "batches.meta").write_bytes(
+        py2_pickle(
+            {
+                "num_cases_per_batch": per_batch,
+                "num_vis": 3072,
+                "label_names": [
+                    "airplane",
+                    "automobile",
+                    "bird",
+                    "cat",
+                    "deer",
+                    "dog",
+                    "frog",
+                    "horse",
+                    "ship",
+                    "truck",
+                ],
+            }
+        )
+    )
     register_checksums(monkeypatch, tvd.CIFAR10, folder)
     declare_sizes(monkeypatch, "cifar10", 5 * per_batch, n_test)
-    return {"x_train": np.concatenate([d for d, _ in batches]), "y_train": sum((l for _, l in batches), []),
-            "x_test": test_data, "y_test": test_labels}
+    return {
+        "x_train": np.concatenate([d for d, _ in batches]),
+        "y_train": sum((l for _, l in batches), []),
+        "x_test": test_data,
+        "y_test": test_labels,
+    }
 
 
 def write_cifar100(root: Path, monkeypatch, n_train: int = 6, n_test: int = 4) -> dict:
@@ -154,19 +206,39 @@ def write_cifar100(root: Path, monkeypatch, n_train: int = 6, n_test: int = 4) -
     folder = root / "cifar-100-python"
     folder.mkdir(parents=True)
     splits = {}
-    for name, n, fine in (("train", n_train, [0, 99, 42, 7, 63, 99][:n_train]), ("test", n_test, [5, 0, 99, 12][:n_test])):
+    for name, n, fine in (
+        ("train", n_train, [0, 99, 42, 7, 63, 99][:n_train]),
+        ("test", n_test, [5, 0, 99, 12][:n_test]),
+    ):
         data = cifar_rows(n, rng)
         splits[name] = (data, fine)
-        (folder / name).write_bytes(py2_pickle({
-            "filenames": [f"{name}_{i}.png" for i in range(n)], "batch_label": f"{name}ing batch 1 of 1",
-            "fine_labels": fine, "coarse_labels": [f // 5 for f in fine], "data": data}))
-    (folder / "meta").write_bytes(py2_pickle({
-        "fine_label_names": [f"fine_{i}" for i in range(100)],
-        "coarse_label_names": [f"coarse_{i}" for i in range(20)]}))
+        (folder / name).write_bytes(
+            py2_pickle(
+                {
+                    "filenames": [f"{name}_{i}.png" for i in range(n)],
+                    "batch_label": f"{name}ing batch 1 of 1",
+                    "fine_labels": fine,
+                    "coarse_labels": [f // 5 for f in fine],
+                    "data": data,
+                }
+            )
+        )
+    (folder / "meta").write_bytes(
+        py2_pickle(
+            {
+                "fine_label_names": [f"fine_{i}" for i in range(100)],
+                "coarse_label_names": [f"coarse_{i}" for i in range(20)],
+            }
+        )
+    )
     register_checksums(monkeypatch, tvd.CIFAR100, folder)
     declare_sizes(monkeypatch, "cifar100", n_train, n_test)
-    return {"x_train": splits["train"][0], "y_train": splits["train"][1],
-            "x_test": splits["test"][0], "y_test": splits["test"][1]}
+    return {
+        "x_train": splits["train"][0],
+        "y_train": splits["train"][1],
+        "x_test": splits["test"][0],
+        "y_test": splits["test"][1],
+    }
 
 
 def register_checksums(monkeypatch, cls, folder: Path) -> None:
@@ -178,6 +250,7 @@ def register_checksums(monkeypatch, cls, folder: Path) -> None:
     wrote, so torchvision's own integrity check still runs (and would catch a file we
     failed to write or wrote twice).
     """
+
     def md5(name: str) -> str:
         return hashlib.md5((folder / name).read_bytes()).hexdigest()
 
@@ -189,6 +262,7 @@ def register_checksums(monkeypatch, cls, folder: Path) -> None:
 # ---------------------------------------------------------------------------
 # Loaders
 # ---------------------------------------------------------------------------
+
 
 def test_new_datasets_are_listed():
     assert {"mnist", "emnist", "cifar10", "cifar100"} <= set(DATASETS)
@@ -223,7 +297,8 @@ def test_mnist_flat_idx_folder(tmp_path, downloads, monkeypatch):
     assert downloads == []
     assert ds.y_test.tolist() == arrays["test_labels"].tolist()
     assert ds.x_test[3, 0, 4, 5].item() == pytest.approx(
-        (arrays["test_images"][3, 4, 5] / 255 - MNIST_MEAN) / MNIST_STD, abs=1e-5)
+        (arrays["test_images"][3, 4, 5] / 255 - MNIST_MEAN) / MNIST_STD, abs=1e-5
+    )
 
 
 def test_mnist_subsets_are_stratified(tmp_path, monkeypatch):
@@ -248,9 +323,12 @@ def test_emnist_byclass_upright(tmp_path, downloads, monkeypatch):
     rng = np.random.default_rng(4)
     train_images = rng.integers(0, 256, size=(6, 28, 28), dtype=np.uint8)
     train_images[0] = glyph.T  # EMNIST stores each image transposed
-    arrays = {"train_images": train_images, "train_labels": np.array([0, 61, 10, 36, 61, 9], dtype=np.uint8),
-              "test_images": rng.integers(0, 256, size=(3, 28, 28), dtype=np.uint8),
-              "test_labels": np.array([35, 0, 61], dtype=np.uint8)}
+    arrays = {
+        "train_images": train_images,
+        "train_labels": np.array([0, 61, 10, 36, 61, 9], dtype=np.uint8),
+        "test_images": rng.integers(0, 256, size=(3, 28, 28), dtype=np.uint8),
+        "test_labels": np.array([35, 0, 61], dtype=np.uint8),
+    }
     write_idx_set(tmp_path / "EMNIST" / "raw", EMNIST_NAMES, arrays)
     ds = load_dataset("emnist", data_dir=str(tmp_path))
     assert downloads == []
@@ -312,10 +390,15 @@ def test_cifar_checksum_still_checked(tmp_path, monkeypatch, downloads):
     assert downloads == ["CIFAR10"]  # corrupt -> torchvision would fetch a fresh copy
 
 
-@pytest.mark.parametrize("name, hint", [
-    ("mnist", "MNIST/raw/"), ("emnist", "emnist-byclass-"),
-    ("cifar10", "cifar-10-batches-py"), ("cifar100", "cifar-100-python"),
-])
+@pytest.mark.parametrize(
+    "name, hint",
+    [
+        ("mnist", "MNIST/raw/"),
+        ("emnist", "emnist-byclass-"),
+        ("cifar10", "cifar-10-batches-py"),
+        ("cifar100", "cifar-100-python"),
+    ],
+)
 def test_missing_files_offline_explain(tmp_path, downloads, name, hint):
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError) as info:
@@ -333,8 +416,8 @@ def test_a_data_dir_that_does_not_exist_is_refused_before_anything_is_created(tm
         load_dataset(name, data_dir=str(absent))
     message = str(info.value)
     assert f"data_dir={str(absent)!r} does not exist" in message, message
-    assert "~/.cache" not in message.split("or no data_dir=")[0]   # names the folder given, not the cache
-    assert not (tmp_path / "nonexistent").exists()                # torchvision never ran: nothing created
+    assert "~/.cache" not in message.split("or no data_dir=")[0]  # names the folder given, not the cache
+    assert not (tmp_path / "nonexistent").exists()  # torchvision never ran: nothing created
     assert downloads == []
 
 
@@ -348,6 +431,7 @@ def test_default_root_is_the_book_cache(monkeypatch, tmp_path, downloads):
 # ---------------------------------------------------------------------------
 # crop_flip
 # ---------------------------------------------------------------------------
+
 
 def gen(seed: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
@@ -386,8 +470,9 @@ def test_crop_flip_matches_per_sample_reference():
     top, left, flip = crop_flip_params(x.shape, gen(7), 3)
     assert 0 < flip.sum() < flip.numel() and len(set(top.reshape(-1).tolist())) > 2  # the draws vary
     # torchvision's pad takes one fill value per call; pad each channel with its own.
-    expected = torch.cat([reference_crop_flip(x[..., ch:ch + 1, :, :], top, left, flip, 3, fill[ch])
-                          for ch in range(3)], dim=-3)
+    expected = torch.cat(
+        [reference_crop_flip(x[..., ch : ch + 1, :, :], top, left, flip, 3, fill[ch]) for ch in range(3)], dim=-3
+    )
     assert torch.equal(y, expected)
 
 
@@ -433,10 +518,15 @@ def test_crop_flip_same_seed_same_output():
     assert not torch.equal(crop_flip(x, gen(11)), crop_flip(x, gen(12)))
 
 
-@pytest.mark.parametrize("kwargs, words", [
-    ({"padding": -1}, "padding"), ({"padding": 1.5}, "padding"), ({"flip_p": 1.5}, "flip_p"),
-    ({"fill": (0.0, 1.0)}, "fill"),
-])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"padding": -1}, "padding"),
+        ({"padding": 1.5}, "padding"),
+        ({"flip_p": 1.5}, "flip_p"),
+        ({"fill": (0.0, 1.0)}, "fill"),
+    ],
+)
 def test_crop_flip_rejects_bad_arguments(kwargs, words):
     with pytest.raises(ValueError, match=words):
         crop_flip(torch.zeros(2, 3, 4, 4), gen(), **kwargs)

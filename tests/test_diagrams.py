@@ -1,4 +1,5 @@
 """The book's conceptual diagrams (dfl_book.diagrams): each builds, deterministically, with what it promises."""
+
 from __future__ import annotations
 
 import io
@@ -43,8 +44,9 @@ def test_every_chapter_has_a_diagram_whose_docstring_names_it():
     assert set(diagrams.BY_CHAPTER) == chapters - {"035", "085"}
     # the numbers are the chapters' file numbers: every book/NN_name.md but the claims table (91) is on the map
     assert {md.name.split("_")[0] for md in BOOK.glob("[0-9][0-9]*_*.md")} - {"91"} == chapters
-    assert set(diagrams.CHAPTER_DEPENDENCIES) | {d for ds in diagrams.CHAPTER_DEPENDENCIES.values() for d in ds} \
-        == chapters - {"90"}
+    assert set(diagrams.CHAPTER_DEPENDENCIES) | {
+        d for ds in diagrams.CHAPTER_DEPENDENCIES.values() for d in ds
+    } == chapters - {"90"}
     for chapter, names in diagrams.BY_CHAPTER.items():
         for name in names:
             assert name in DIAGRAMS and chapter in getattr(diagrams, name).__doc__.split(":")[0], (chapter, name)
@@ -63,7 +65,7 @@ def test_the_torus_shows_wrap_edges_that_the_grid_lacks():
     fig = diagrams.topology_gallery(("grid", "torus"), m=16)
     grid, torus = fig.axes
     wraps = lambda ax: [a for a in ax.get_children() if a.get_gid() == "wrap-edge"]  # noqa: E731
-    assert wraps(grid) == [] and len(wraps(torus)) == 8          # 4 rows and 4 columns close on a 4 x 4 torus
+    assert wraps(grid) == [] and len(wraps(torus)) == 8  # 4 rows and 4 columns close on a 4 x 4 torus
     assert "λ = " in torus.get_title()
 
 
@@ -74,9 +76,9 @@ def test_chapter_map_has_every_chapter_and_dependency():
 
 
 def test_rank_layout_sends_only_across_ranks():
-    assert len(artists(diagrams.rank_layout(8, 4, "ring"), "message")) == 4     # 1-2, 3-4, 5-6, 7-0
-    assert len(artists(diagrams.rank_layout(8, 2, "ring"), "message")) == 2     # 3-4, 7-0
-    assert len(artists(diagrams.rank_layout(8, 4, "complete"), "message")) == 28 - 4   # all pairs but in-rank ones
+    assert len(artists(diagrams.rank_layout(8, 4, "ring"), "message")) == 4  # 1-2, 3-4, 5-6, 7-0
+    assert len(artists(diagrams.rank_layout(8, 2, "ring"), "message")) == 2  # 3-4, 7-0
+    assert len(artists(diagrams.rank_layout(8, 4, "complete"), "message")) == 28 - 4  # all pairs but in-rank ones
 
 
 def test_gossip_step_and_mgs_use_the_engines_ring():

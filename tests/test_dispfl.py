@@ -8,6 +8,7 @@ by sorting Python lists (magnitudes in float32, ties to the lower index). Only t
 random draw) and the mixing matrices come from the engine; the masks' layer
 counts are checked against numbers worked out by hand.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,9 +23,23 @@ from dfl_core.rng import purpose_seed
 from dfl_core.models import build_model
 
 ROUNDS = 3
-SMALL = dict(algorithm="dispfl", dataset="digits", train_size=240, test_size=60, num_clients=6, rounds=ROUNDS,
-             full_batch=True, dtype="float64", device="cpu", lr=0.2, lr_decay=0.9, weight_decay=1e-3,
-             eval_every=ROUNDS, local_steps=3, num_neighbors=2)
+SMALL = dict(
+    algorithm="dispfl",
+    dataset="digits",
+    train_size=240,
+    test_size=60,
+    num_clients=6,
+    rounds=ROUNDS,
+    full_batch=True,
+    dtype="float64",
+    device="cpu",
+    lr=0.2,
+    lr_decay=0.9,
+    weight_decay=1e-3,
+    eval_every=ROUNDS,
+    local_steps=3,
+    num_neighbors=2,
+)
 
 # ERK at density 0.5 for the 2NN on 8x8 digits (64-200-200-10), worked out by hand: the biases
 # (raw density 1) and then the last weight (210/2000 · ε > 1) saturate; ε = 25195/664 for the others,
@@ -58,15 +73,19 @@ def reference_run(sim: Simulation, rounds: int, holders_only: bool = True):
         return [g.detach() for g in torch.autograd.grad(loss, list(net.parameters()))]
 
     gen = torch.Generator().manual_seed(purpose_seed(cfg.seed, "masks"))
-    flat_masks = initial_masks(sim.model, m, cfg.params.dispfl_density, gen, shared=cfg.params.dispfl_mask_init == "shared")
+    flat_masks = initial_masks(
+        sim.model, m, cfg.params.dispfl_density, gen, shared=cfg.params.dispfl_mask_init == "shared"
+    )
     masks = [split(flat_masks[i]) for i in range(m)]
     params = [[p * mk for p, mk in zip(split(sim.x0[i]), masks[i])] for i in range(m)]
     sent = masks
     for t in range(rounds):
-        lr = cfg.lr * cfg.lr_decay ** t
+        lr = cfg.lr * cfg.lr_decay**t
         (M,) = sim.matrices(t)
         W = M.W
-        drop = cfg.params.dispfl_anneal / 2 * (1 + math.cos(t * math.pi / (cfg.params.dispfl_anneal_rounds or cfg.rounds)))
+        drop = (
+            cfg.params.dispfl_anneal / 2 * (1 + math.cos(t * math.pi / (cfg.params.dispfl_anneal_rounds or cfg.rounds)))
+        )
         new_params, new_masks = [], []
         for i in range(m):
             nbrs = [j for j in range(m) if W[i, j] != 0]
@@ -82,7 +101,7 @@ def reference_run(sim: Simulation, rounds: int, holders_only: bool = True):
             for _ in range(cfg.params.local_steps):
                 g = grad(y, i)
                 y = [yk - lr * (gk * mk + cfg.weight_decay * yk) for yk, gk, mk in zip(y, g, masks[i])]
-            g = grad(y, i)                                   # regrowth scores at the trained model
+            g = grad(y, i)  # regrowth scores at the trained model
             mask = []
             for yk, gk, mk in zip(y, g, masks[i]):
                 # magnitudes compared in float32 (as the engine does), so that gradients equal up to
@@ -116,7 +135,7 @@ def test_engine_equals_per_client_reference(topology):
     assert torch.equal(sim.state.masks, flat(masks))
     err = float((sim.x - flat(params)).abs().max())
     assert err < 1e-10, f"{topology}: max |engine - reference| = {err:.2e}"
-    assert float(sim.history.final["mask_change"]) > 0              # the masks moved
+    assert float(sim.history.final["mask_change"]) > 0  # the masks moved
 
 
 def test_reference_detects_an_average_over_non_holders():
@@ -131,16 +150,16 @@ def test_reference_detects_an_average_over_non_holders():
 def test_masks_keep_their_layer_counts_and_are_personal(regrow, mask_init):
     sim = Simulation(Config(dispfl_regrow=regrow, dispfl_mask_init=mask_init, **SMALL))
     sim.step()
-    first = sim.state.sent_masks.clone()                  # the initial masks m^0
+    first = sim.state.sent_masks.clone()  # the initial masks m^0
     sim.run()
     masks, sent = sim.state.masks, sim.state.sent_masks
     for mk in (first, masks, sent):
         for o, shape, count in zip(sim.model.offsets, sim.model.shapes, ERK_COUNTS_2NN_DIGITS):
-            assert (mk[:, o:o + shape.numel()].sum(1) == count).all()
-    assert not (sim.x[~sent] != 0).any()                              # x^T lives on the masks it was trained with
+            assert (mk[:, o : o + shape.numel()].sum(1) == count).all()
+    assert not (sim.x[~sent] != 0).any()  # x^T lives on the masks it was trained with
     assert not torch.equal(masks, first)
     distinct = {tuple(row.nonzero().flatten().tolist()) for row in masks}
-    assert len(distinct) == SMALL["num_clients"]                      # personalized
+    assert len(distinct) == SMALL["num_clients"]  # personalized
     if mask_init == "shared":
         assert all(torch.equal(row, first[0]) for row in first)
 
@@ -159,12 +178,12 @@ def test_drop_fraction_is_a_half_cosine():
     assert drop_fraction(0.5, 0, 10) == 0.5
     assert math.isclose(drop_fraction(0.5, 5, 10), 0.25)
     assert math.isclose(drop_fraction(0.5, 10, 10), 0.0, abs_tol=1e-15)
-    assert drop_fraction(0.5, 13, 10) == drop_fraction(0.5, 10, 10)          # masks fixed after T
+    assert drop_fraction(0.5, 13, 10) == drop_fraction(0.5, 10, 10)  # masks fixed after T
 
 
 def test_client_chunks_do_not_change_masks_or_results():
     whole = Simulation(Config(client_chunk=6, **SMALL))
-    chunked = Simulation(Config(client_chunk=4, **SMALL))                   # chunks of 4 and 2 clients
+    chunked = Simulation(Config(client_chunk=4, **SMALL))  # chunks of 4 and 2 clients
     whole.run(), chunked.run()
     assert torch.equal(whole.state.masks, chunked.state.masks)
     assert float((whole.x - chunked.x).abs().max()) < 1e-12
@@ -182,17 +201,22 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path):
     assert torch.equal(resumed.state.masks, whole.state.masks)
 
 
-@pytest.mark.parametrize("changes, message", [
-    (dict(dispfl_density=0.0), "dispfl_density must be in (0.0, 1.0], got 0.0"),
-    (dict(dispfl_density=1.5), "dispfl_density must be in (0.0, 1.0], got 1.5"),
-    (dict(dispfl_anneal=-0.1), "dispfl_anneal must be in [0.0, 1.0], got -0.1"),
-    (dict(dispfl_anneal_rounds=0), "dispfl_anneal_rounds must be >= 1, got 0"),
-    (dict(dispfl_regrow="magnitude"), "unknown dispfl_regrow 'magnitude'; allowed: gradient, random"),
-    (dict(dispfl_mask_init="same"), "unknown dispfl_mask_init 'same'; allowed: independent, shared"),
-    (dict(gossip_steps=2), "gossip_steps=2 is not allowed for algorithm 'dispfl'"),
-    (dict(algorithm="dfedavg"), "dispfl_density=0.3 is not used by algorithm 'dfedavg'; "
-                                "algorithms that use it: dispfl"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(dispfl_density=0.0), "dispfl_density must be in (0.0, 1.0], got 0.0"),
+        (dict(dispfl_density=1.5), "dispfl_density must be in (0.0, 1.0], got 1.5"),
+        (dict(dispfl_anneal=-0.1), "dispfl_anneal must be in [0.0, 1.0], got -0.1"),
+        (dict(dispfl_anneal_rounds=0), "dispfl_anneal_rounds must be >= 1, got 0"),
+        (dict(dispfl_regrow="magnitude"), "unknown dispfl_regrow 'magnitude'; allowed: gradient, random"),
+        (dict(dispfl_mask_init="same"), "unknown dispfl_mask_init 'same'; allowed: independent, shared"),
+        (dict(gossip_steps=2), "gossip_steps=2 is not allowed for algorithm 'dispfl'"),
+        (
+            dict(algorithm="dfedavg"),
+            "dispfl_density=0.3 is not used by algorithm 'dfedavg'; algorithms that use it: dispfl",
+        ),
+    ],
+)
 def test_bad_values_are_refused_with_a_clear_message(changes, message):
     base = dict(algorithm="dispfl", dispfl_density=0.3) if changes.get("algorithm") else dict(algorithm="dispfl")
     with pytest.raises(ConfigError) as err:

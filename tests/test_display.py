@@ -1,4 +1,5 @@
 """dfl_book.display: Markdown outputs that the website renders as tables and lists, not as plain text."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,14 +10,14 @@ from dfl_book.stats import compare_paired
 
 def test_a_table_keeps_its_columns_alignment_and_inline_formatting():
     html = to_html("| claim | Δ | note |\n|---|---:|:---:|\n| **SAM beats SGD** | +0.40 | `ρ` < 1 |")
-    assert "<thead><tr><th>claim</th><th style=\"text-align:right\">Δ</th>" in html
-    assert "<td><strong>SAM beats SGD</strong></td><td style=\"text-align:right\">+0.40</td>" in html
-    assert "<td style=\"text-align:center\"><code>ρ</code> &lt; 1</td>" in html       # HTML escaped
+    assert '<thead><tr><th>claim</th><th style="text-align:right">Δ</th>' in html
+    assert '<td><strong>SAM beats SGD</strong></td><td style="text-align:right">+0.40</td>' in html
+    assert '<td style="text-align:center"><code>ρ</code> &lt; 1</td>' in html  # HTML escaped
 
 
 def test_bullets_paragraphs_and_comments():
     html = to_html("<!-- command: python -m x -->\nCaption, *seeds 0 to 4*.\n\n- **one**: first\n  wrapped\n- two")
-    assert "command" not in html                                   # a comment stays hidden, as in Markdown
+    assert "command" not in html  # a comment stays hidden, as in Markdown
     assert html.startswith("<p>Caption, <em>seeds 0 to 4</em>.</p>")
     assert "<li><strong>one</strong>: first wrapped</li>\n<li>two</li>" in html
 
@@ -36,6 +37,7 @@ def test_markdown_carries_both_representations_and_the_text():
 
 def test_a_verdict_table_renders_as_an_html_table():
     from dfl_book.showcase.report import verdict_table
+
     one = compare_paired([1.0, 1.2, 0.9, 1.1, 1.0], [0.5, 0.6, 0.4, 0.5, 0.6], expect="greater", label="A beats B")
     table = verdict_table([one])
     html = table._repr_html_()

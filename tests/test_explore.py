@@ -1,4 +1,5 @@
 """The interactive explorations (dfl_book.explore): static figures always, widgets when ipywidgets is there."""
+
 from __future__ import annotations
 
 import matplotlib
@@ -21,7 +22,7 @@ def test_lambda_is_the_engines_and_nan_where_a_graph_does_not_exist():
     from dfl_core.topology import make_topology
 
     assert explore.lam("ring", 16) == make_topology("ring", 16).matrix(0).lam
-    assert np.isnan(explore.lam("grid", 17))            # a prime m has no grid
+    assert np.isnan(explore.lam("grid", 17))  # a prime m has no grid
 
 
 def test_static_figures_build_with_labelled_axes():
@@ -41,10 +42,10 @@ def test_gossip_contraction_stays_below_the_lambda_bound():
 
 
 def test_no_widgets_outside_a_live_kernel(monkeypatch):
-    assert not explore.live()                  # pytest is not a kernel
+    assert not explore.live()  # pytest is not a kernel
     monkeypatch.setenv("DFL_BOOK_STATIC", "1")
     assert not explore.live()
-    explore.explore_lambda(("ring",))          # shows (here: closes) the static figure, adds no widget
+    explore.explore_lambda(("ring",))  # shows (here: closes) the static figure, adds no widget
 
 
 def test_widgets_build_when_ipywidgets_is_installed():
@@ -52,29 +53,30 @@ def test_widgets_build_when_ipywidgets_is_installed():
     for build in (lambda: explore.lambda_widget(("ring", "grid")), explore.gossip_widget, explore.sam_widget):
         w = build()
         assert isinstance(w, widgets.interactive)
-        assert [c.description for c in w.children[:-1]]       # sliders and dropdowns, then the output area
+        assert [c.description for c in w.children[:-1]]  # sliders and dropdowns, then the output area
 
 
 # --------------------------------------------------------------------------------------------- chapter 01
 
+
 def test_fedavg_rounds_settle_on_the_fixed_point_of_eq_4():
     x_star = explore.minimiser()
-    assert x_star == pytest.approx(1.4)                                        # (0.5·1·(−1) + 0.5·4·2) / 2.5
+    assert x_star == pytest.approx(1.4)  # (0.5·1·(−1) + 0.5·4·2) / 2.5
     for K in (1, 2, 5, 20):
         w = explore.fedavg_iterates(K, 0.1, 400)
         assert w[0] == 0.0 and len(w) == 401
         assert w[-1] == pytest.approx(explore.fedavg_fixed_point(K, 0.1), abs=1e-10)
-    assert explore.fedavg_fixed_point(1, 0.1) == pytest.approx(x_star)        # one local step: no drift
-    assert explore.fedavg_fixed_point(2000, 0.1) == pytest.approx(0.5)         # K → ∞: Σ p_i c_i
+    assert explore.fedavg_fixed_point(1, 0.1) == pytest.approx(x_star)  # one local step: no drift
+    assert explore.fedavg_fixed_point(2000, 0.1) == pytest.approx(0.5)  # K → ∞: Σ p_i c_i
     drift = [abs(explore.fedavg_fixed_point(K, 0.1) - x_star) for K in (1, 2, 5, 20, 100)]
-    assert drift == sorted(drift) and drift[-1] > 0.8                          # the error grows with K
+    assert drift == sorted(drift) and drift[-1] > 0.8  # the error grows with K
     # the server learning rate changes the speed, not the fixed point (chapter 01, exercise 1)
     assert explore.fedavg_iterates(5, 0.1, 400, eta_g=0.5)[-1] == pytest.approx(explore.fedavg_fixed_point(5, 0.1))
 
 
 def test_fedavg_drift_rejects_bad_arguments():
     with pytest.raises(ValueError, match="local steps diverge"):
-        explore.fedavg_fixed_point(5, 0.5)                                     # η ≥ 2 / max a_i = 0.5
+        explore.fedavg_fixed_point(5, 0.5)  # η ≥ 2 / max a_i = 0.5
     with pytest.raises(ValueError, match="K"):
         explore.fedavg_iterates(0, 0.1, 10)
     with pytest.raises(ValueError, match="K"):
@@ -93,17 +95,23 @@ def test_fedavg_drift_figure_shows_iterates_fixed_points_and_the_minimiser():
     fig = explore.fedavg_drift_figure(K=5, eta=0.1, rounds=30, Ks=range(1, 21))
     ax, ax_k = fig.axes[:2]
     labels = [line.get_label() for line in ax.get_lines()]
-    assert labels == ["$w^t$, K = 5", "$w_K$ of eq. (4), K = 5", "$w^t$, K = 1", "$w_K$ of eq. (4), K = 1",
-                      r"$x^\star$, the minimiser of $f$"]
+    assert labels == [
+        "$w^t$, K = 5",
+        "$w_K$ of eq. (4), K = 5",
+        "$w^t$, K = 1",
+        "$w_K$ of eq. (4), K = 1",
+        r"$x^\star$, the minimiser of $f$",
+    ]
     assert ax.get_lines()[0].get_ydata()[-1] == pytest.approx(explore.fedavg_fixed_point(5, 0.1), abs=1e-3)
     assert ax.get_lines()[4].get_ydata()[0] == pytest.approx(1.4)
     assert len(ax_k.get_lines()[0].get_xdata()) == 20 and ax_k.get_xscale() == "log"
     assert all(a.get_xlabel() and a.get_ylabel() for a in (ax, ax_k))
-    assert "-0.322" in fig._suptitle.get_text()                               # w_5 − x* of chapter 01
-    assert len(explore.fedavg_drift_figure(K=1).axes[0].get_lines()) == 3     # K = 1 needs no reference
+    assert "-0.322" in fig._suptitle.get_text()  # w_5 − x* of chapter 01
+    assert len(explore.fedavg_drift_figure(K=1).axes[0].get_lines()) == 3  # K = 1 needs no reference
 
 
 # --------------------------------------------------------------------------------------------- chapter 04
+
 
 def test_dfedavg_run_is_the_engines_and_counts_the_messages():
     from dfl_book.plots import cumulative_costs
@@ -112,8 +120,8 @@ def test_dfedavg_run_is_the_engines_and_counts_the_messages():
         run = explore.dfedavg_run(topology, 2, rounds=3)
         assert run["round"].tolist() == [0, 1, 2, 3]
         costs = cumulative_costs(run["round"], topology=topology, num_clients=16, local_steps=2)
-        assert run["transmissions"].tolist() == costs["messages"].tolist()   # the engine's count = the arithmetic
-        assert not run["test_acc"].flags.writeable                           # cached arrays cannot be changed
+        assert run["transmissions"].tolist() == costs["messages"].tolist()  # the engine's count = the arithmetic
+        assert not run["test_acc"].flags.writeable  # cached arrays cannot be changed
     assert explore.dfedavg_run("complete", 2, rounds=3)["consensus_distance"].max() < 1e-9
     assert explore.dfedavg_run("ring", 2, rounds=3)["consensus_distance"][1:].min() > 1e-6
 
@@ -155,7 +163,7 @@ def test_new_widgets_build_when_ipywidgets_is_installed():
     widgets = pytest.importorskip("ipywidgets")
     drift = explore.fedavg_drift_widget()
     assert [c.description for c in drift.children[:-1]] == ["K", "η"]
-    assert drift.children[1].max < 0.5                                       # below 2 / max a_i: local steps converge
+    assert drift.children[1].max < 0.5  # below 2 / max a_i: local steps converge
     graph = explore.dfedavg_widget(rounds=3)
     assert isinstance(graph, widgets.interactive)
     assert [c.description for c in graph.children[:-1]] == ["graph", "K", "x axis"]

@@ -5,6 +5,7 @@ As in ``test_centralized.py``: float64, full-batch, one ``nn.Module`` per sample
 (reconstructed) Algorithm 1. The engine only supplies the data, the initial model and which clients
 each round sampled.
 """
+
 from __future__ import annotations
 
 
@@ -16,13 +17,30 @@ from dfl_core import Config, ConfigError, Simulation
 from dfl_core.models import build_model
 
 from dfl_core.algorithms import fedrobust
-from dfl_core.instruments import robustness as fr                   # the adversary of the paper's evaluation
+from dfl_core.instruments import robustness as fr  # the adversary of the paper's evaluation
 
 ROUNDS = 3
-SMALL = dict(algorithm="fedrobust", dataset="digits", train_size=240, test_size=60, num_clients=8, rounds=ROUNDS,
-             full_batch=True, dtype="float64", device="cpu", lr=0.2, lr_decay=0.9, weight_decay=1e-3,
-             eval_every=ROUNDS, local_steps=3, clients_per_round=3, model="2nn",
-             robust_lambda=0.5, robust_ascent_lr=0.3, server_lr=0.8)
+SMALL = dict(
+    algorithm="fedrobust",
+    dataset="digits",
+    train_size=240,
+    test_size=60,
+    num_clients=8,
+    rounds=ROUNDS,
+    full_batch=True,
+    dtype="float64",
+    device="cpu",
+    lr=0.2,
+    lr_decay=0.9,
+    weight_decay=1e-3,
+    eval_every=ROUNDS,
+    local_steps=3,
+    clients_per_round=3,
+    model="2nn",
+    robust_lambda=0.5,
+    robust_ascent_lr=0.3,
+    server_lr=0.8,
+)
 
 
 def reference(sim: Simulation):
@@ -52,7 +70,7 @@ def reference(sim: Simulation):
 
     eye = torch.eye(D, dtype=torch.float64)
     for t in range(cfg.rounds):
-        lr = cfg.lr * cfg.lr_decay ** t
+        lr = cfg.lr * cfg.lr_decay**t
         S = sim.clients_of_round(t).tolist()
         ys = []
         for i in S:
@@ -91,7 +109,7 @@ def test_zero_ascent_lr_is_fedavg_and_positive_differs():
     robust = Simulation(Config(**base, robust_ascent_lr=0.3))
     for s in (fedavg, frozen, robust):
         s.run()
-    assert torch.equal(frozen.x[0], fedavg.x[0])                           # Λ = I, δ = 0 throughout
+    assert torch.equal(frozen.x[0], fedavg.x[0])  # Λ = I, δ = 0 throughout
     assert torch.equal(frozen.state.shift_matrix, torch.eye(64, dtype=torch.float64).expand(8, 64, 64))
     assert float((robust.x[0] - fedavg.x[0]).abs().max()) > 1e-4
 
@@ -114,7 +132,7 @@ def test_adversary_lowers_accuracy_within_its_bounds():
     assert out["clean_acc"] > 0.6
     assert out["robust_acc"] < out["clean_acc"] - 0.05 and out["robust_loss"] > out["clean_loss"]
     assert out["lambda_dist"] <= 0.4 + 1e-9 and out["delta_norm"] <= 1.0 + 1e-9
-    assert out["lambda_dist"] > 0.2                                       # the attack used its budget
+    assert out["lambda_dist"] > 0.2  # the attack used its budget
     eye = torch.eye(64, dtype=torch.float64)
     assert float(torch.linalg.matrix_norm(out["Lambda"] - eye)) == pytest.approx(out["lambda_dist"])
     # the reported robust accuracy is the model's accuracy at the returned shift
@@ -126,13 +144,19 @@ def test_adversary_lowers_accuracy_within_its_bounds():
     assert zero["robust_acc"] == zero["clean_acc"] == out["clean_acc"]
 
 
-@pytest.mark.parametrize("changes, message", [
-    (dict(robust_lambda=-1.0), r"robust_lambda must be in \[0.0, inf\), got -1.0"),
-    (dict(robust_ascent_lr=float("nan")), "robust_ascent_lr must be a finite number, got nan"),
-    (dict(robust_ascent_lr="0.1"), "robust_ascent_lr must be a finite number"),
-    (dict(algorithm="fedavg"), "robust_lambda=0.5 is not used by algorithm 'fedavg'; algorithms that use it: fedrobust"),
-    (dict(momentum=0.9), "momentum=0.9 is not used by algorithm 'fedrobust'"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(robust_lambda=-1.0), r"robust_lambda must be in \[0.0, inf\), got -1.0"),
+        (dict(robust_ascent_lr=float("nan")), "robust_ascent_lr must be a finite number, got nan"),
+        (dict(robust_ascent_lr="0.1"), "robust_ascent_lr must be a finite number"),
+        (
+            dict(algorithm="fedavg"),
+            "robust_lambda=0.5 is not used by algorithm 'fedavg'; algorithms that use it: fedrobust",
+        ),
+        (dict(momentum=0.9), "momentum=0.9 is not used by algorithm 'fedrobust'"),
+    ],
+)
 def test_bad_config_values_are_refused(changes, message):
     with pytest.raises(ConfigError, match=message):
         Config(**{**SMALL, **changes})
@@ -143,7 +167,7 @@ def test_defaults_and_memory_limit(monkeypatch):
     assert (cfg.params.robust_lambda, cfg.params.robust_ascent_lr, cfg.params.server_lr) == (1.0, 0.1, 1.0)
     monkeypatch.setattr(fedrobust, "MAX_SHIFT_BYTES", 1000)
     with pytest.raises(ConfigError, match=r"full 64x64 matrix .* 8 clients need 0\.0 GiB"):
-        Simulation(Config(**SMALL))                           # refused before any training
+        Simulation(Config(**SMALL))  # refused before any training
     monkeypatch.undo()
     sim = Simulation(Config(**SMALL))
     with pytest.raises(ValueError, match="lambda_radius must be a finite number >= 0"):

@@ -4,6 +4,7 @@ The atomic write (temporary file in the same folder, fsync, rename) must not
 leak the temporary file's private 0600 mode into results, checkpoints or
 tables, and must leave no temporary file behind.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,11 +43,15 @@ def test_results_checkpoints_and_raw_writes_follow_the_umask(tmp_path, mask, exp
         checkpoint = save_atomic({"format": FORMAT, "t": 1, "x": torch.ones(3)}, tmp_path / "run.pt")
         raw = write_atomic(tmp_path / "raw.bin", b"\x00\x01")
         written = write_atomic(tmp_path / "called.txt", lambda f: f.write(b"hello"))
-    assert {p.name: mode(p) for p in (results, checkpoint, raw, written)} == \
-        {"results.json": expected, "run.pt": expected, "raw.bin": expected, "called.txt": expected}
+    assert {p.name: mode(p) for p in (results, checkpoint, raw, written)} == {
+        "results.json": expected,
+        "run.pt": expected,
+        "raw.bin": expected,
+        "called.txt": expected,
+    }
     assert read_results(results)[0].records == history.records
     assert raw.read_bytes() == b"\x00\x01" and written.read_text() == "hello"
-    assert only_files(tmp_path) == ["called.txt", "raw.bin", "results.json", "run.pt"]   # no temp files
+    assert only_files(tmp_path) == ["called.txt", "raw.bin", "results.json", "run.pt"]  # no temp files
 
 
 def test_an_overwrite_takes_the_umask_mode_and_replaces_the_content(tmp_path):
@@ -64,6 +69,7 @@ def test_a_failing_writer_leaves_the_old_file_and_no_temporary_file(tmp_path):
     def fail(f):
         f.write(b"half")
         raise RuntimeError("disk full")
+
     with pytest.raises(RuntimeError, match="disk full"):
         write_atomic(tmp_path / "f", fail)
     assert (tmp_path / "f").read_bytes() == b"old" and only_files(tmp_path) == ["f"]

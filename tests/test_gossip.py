@@ -1,4 +1,5 @@
 """The three ways MixingOperator computes W @ x agree, and the automatic choice is the documented one."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,7 +22,7 @@ def test_dense_rows_and_csr_products_agree(topology):
 
 def test_automatic_mode_and_bad_mode():
     ring, full = make_topology("ring", 40).matrix(0).W, make_topology("complete", 40).matrix(0).W
-    assert MixingOperator(ring, "cpu", torch.float32).mode == "rows"       # sparse on a CPU
+    assert MixingOperator(ring, "cpu", torch.float32).mode == "rows"  # sparse on a CPU
     assert MixingOperator(full, "cpu", torch.float32).mode == "dense"
     with pytest.raises(ValueError, match="unknown mode 'coo'; allowed: dense, rows, csr"):
         MixingOperator(ring, "cpu", torch.float32, mode="coo")
@@ -32,12 +33,12 @@ def test_one_operator_cache_builds_each_matrix_once_and_drops_earlier_rounds():
     static = Simulation(Config(topology="ring", **tiny))
     M = static.matrices(0)[0]
     built = static.tools(0)._operator(M)
-    assert isinstance(built, MixingOperator) and static.tools(7)._operator(M) is built    # once per run
+    assert isinstance(built, MixingOperator) and static.tools(7)._operator(M) is built  # once per run
     varying = Simulation(Config(topology="random-as-coded", num_neighbors=2, **tiny))
     first = varying.tools(0)
     first.gossip(varying.x)
     assert [id(M) for M, _ in varying._operators.values()] == [id(M) for M in first.matrices()]
-    second = varying.tools(1)                    # round 1's tools drop round 0's W, which is not used again
+    second = varying.tools(1)  # round 1's tools drop round 0's W, which is not used again
     assert second.matrices()[0] is not first.matrices()[0] and varying._operators == {}
     second.gossip(varying.x)
     assert [id(M) for M, _ in varying._operators.values()] == [id(M) for M in second.matrices()]

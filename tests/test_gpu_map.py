@@ -6,6 +6,7 @@ partial copy). The script unpacks it, measures a round of every arm, runs 1 roun
 clients of 10 images with a batch of 10 (one step an epoch; the paper's 128 would cost the CPU a minute) and writes its results file with the
 provenance the chapter needs.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -43,16 +44,34 @@ def archive(tmp_path, monkeypatch):
 
 def test_the_map_runs_end_to_end_on_a_cpu_at_a_tiny_size(archive, tmp_path, capsys):
     out = tmp_path / "out"
-    argv = ["--archive", str(archive), "--out", str(out), "--workdir", str(tmp_path / "work"), "--device", "cpu",
-            "--train-size", "20", "--num-clients", "2", "--batch-size", "10", "--seeds", "0,1", "--rounds", "1",
-            "--no-progress"]
+    argv = [
+        "--archive",
+        str(archive),
+        "--out",
+        str(out),
+        "--workdir",
+        str(tmp_path / "work"),
+        "--device",
+        "cpu",
+        "--train-size",
+        "20",
+        "--num-clients",
+        "2",
+        "--batch-size",
+        "10",
+        "--seeds",
+        "0,1",
+        "--rounds",
+        "1",
+        "--no-progress",
+    ]
     assert gpu_map.main(argv) == 0
     printed = capsys.readouterr().out
     assert printed.count("probe ") == 7 and "plan: T = 1 rounds" in printed
     result = load(gpu_map.CIFAR_MAP.name, out)
     doc = result.doc
     assert result.seeds == (0, 1) and set(result.arms) == set(gpu_map.CIFAR_MAP.arms())
-    assert list(result.arms)[:3] == list(gpu_map.CORE_ARMS)            # the core arms run first in each seed
+    assert list(result.arms)[:3] == list(gpu_map.CORE_ARMS)  # the core arms run first in each seed
     assert len(doc["runs"]) == 7 * 2
     provenance = doc["provenance"]
     sha = hashlib.sha256(archive.read_bytes()).hexdigest()
@@ -69,7 +88,7 @@ def test_the_map_runs_end_to_end_on_a_cpu_at_a_tiny_size(archive, tmp_path, caps
     assert (sam5["dataset"], sam5["model"], sam5["alpha"], sam5["test_size"]) == ("cifar10", "cnn-cifar", 0.3, None)
     assert matched["algorithm"] == "dfedavg" and matched["local_steps"] == 2 * sam5["local_steps"]
     assert sam5["data_dir"].endswith("cifar10-jpeg") and all(r["history"][-1]["round"] == 1 for r in doc["runs"])
-    grid = cells(result, gpu_map.CIFAR_MAP, last=1)                  # the chapter's reading of the map works
+    grid = cells(result, gpu_map.CIFAR_MAP, last=1)  # the chapter's reading of the map works
     assert [(c.local_epochs, c.rho) for c in grid] == [(1, 0.01), (1, 0.05), (5, 0.01), (5, 0.05)]
 
 
@@ -78,8 +97,8 @@ def test_sizing_cuts_rounds_then_arms_never_seeds():
     rounds, arms, predicted = gpu_map.plan_rounds(probes, 5, 7 * 5 * 50 + 1, max_rounds=200, min_rounds=30)
     assert (rounds, len(arms)) == (50, 7) and predicted <= 7 * 5 * 50 + 1
     rounds, arms, _ = gpu_map.plan_rounds(probes, 5, 5 * 4 * 30, max_rounds=200, min_rounds=30)
-    assert rounds == 30 and arms == [*gpu_map.CORE_ARMS, gpu_map.CIFAR_MAP.treated_arm(5, 0.05)]   # the E = 1 row went
+    assert rounds == 30 and arms == [*gpu_map.CORE_ARMS, gpu_map.CIFAR_MAP.treated_arm(5, 0.05)]  # the E = 1 row went
     rounds, arms, _ = gpu_map.plan_rounds(probes, 5, 5 * 3 * 35, max_rounds=200, min_rounds=30)
-    assert rounds == 35 and arms == list(gpu_map.CORE_ARMS)            # every droppable arm went, the core stays
+    assert rounds == 35 and arms == list(gpu_map.CORE_ARMS)  # every droppable arm went, the core stays
     rounds, arms, _ = gpu_map.plan_rounds(probes, 5, 5 * 3 * 10, max_rounds=200, min_rounds=30)
-    assert rounds == 10 and set(arms) == set(gpu_map.CORE_ARMS)        # too small a budget: fewer rounds, 5 seeds
+    assert rounds == 10 and set(arms) == set(gpu_map.CORE_ARMS)  # too small a budget: fewer rounds, 5 seeds

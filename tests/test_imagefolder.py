@@ -3,6 +3,7 @@
 Every test writes real PNG or JPEG files with PIL into ``tmp_path``; the decoded-array cache goes to a folder under
 ``tmp_path`` too (``DFL_IMAGE_CACHE``), so nothing outside the test's folder is read or written.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -58,7 +59,7 @@ def write_folder(root: Path, counts=None, *, suffix: str = ".png", size=(6, 4), 
 # ------------------------------------------------------------------------------------------ reading
 def test_a_registered_folder_loads_with_classes_labels_pixels_and_train_statistics(tmp_path):
     written = write_folder(tmp_path / "pics")
-    (tmp_path / "pics" / "train" / "bee" / "notes.txt").write_text("not an image")   # ignored, as ImageFolder does
+    (tmp_path / "pics" / "train" / "bee" / "notes.txt").write_text("not an image")  # ignored, as ImageFolder does
     (tmp_path / "pics" / "train" / "bee" / ".DS_Store").write_bytes(b"\0")
     spec = register_image_folder(tmp_path / "pics", "pics")
     assert DATASETS["pics"] is spec
@@ -71,7 +72,7 @@ def test_a_registered_folder_loads_with_classes_labels_pixels_and_train_statisti
     mean, std = train.mean(axis=(0, 1, 2)), train.std(axis=(0, 1, 2))
     np.testing.assert_allclose(ds.mean, mean, rtol=1e-9)
     np.testing.assert_allclose(ds.std, std, rtol=1e-9)
-    for split, x in (("train", ds.x_train), ("test", ds.x_test)):          # PNG is lossless: exact pixels
+    for split, x in (("train", ds.x_train), ("test", ds.x_test)):  # PNG is lossless: exact pixels
         expected = (written[split][0].transpose(0, 3, 1, 2) / 255.0 - mean[:, None, None]) / std[:, None, None]
         np.testing.assert_allclose(x.numpy(), expected, atol=1e-5)
     assert ds.augmentation is None and ds.x_train.dtype == torch.float32
@@ -84,8 +85,9 @@ def test_jpeg_files_grey_conversion_and_normalization_options(tmp_path):
     # JPEG is lossy: the decoded pixels are near, not equal to, what was written.
     error = np.abs(rgb.x_train.numpy() - written["train"][0].transpose(0, 3, 1, 2) / 255.0)
     assert 0 < error.mean() < 0.2 and 0.0 <= rgb.x_train.min() and rgb.x_train.max() <= 1.0
-    grey = load_dataset(register_image_folder(tmp_path / "jpg", "grey", channels=1,
-                                              normalization=((0.5,), (0.25,))).name)
+    grey = load_dataset(
+        register_image_folder(tmp_path / "jpg", "grey", channels=1, normalization=((0.5,), (0.25,))).name
+    )
     assert grey.x_train.shape == (9, 1, 4, 6) and grey.mean == (0.5,) and grey.std == (0.25,)
     with Image.open(tmp_path / "jpg" / "train" / "ant" / "000.JPG") as image:
         first = np.asarray(image.convert("L")) / 255.0
@@ -96,9 +98,17 @@ def test_a_registered_folder_trains_with_local_epochs_every_partition_and_crop_f
     counts = {"train": (12, 12, 12), "test": (2, 2, 2)}
     write_folder(tmp_path / "pics", counts, size=(8, 8))
     register_image_folder(tmp_path / "pics", "pics", augmentation="crop-flip")
-    cfg = Config(dataset="pics", model="linear", algorithm="dfedavg", num_clients=4, rounds=2, local_epochs=1,
-                 batch_size=3, device="cpu")
-    assert cfg.samples_per_client() == 9 and cfg.params.local_steps == 3          # 36 images / 4 clients, ⌈9/3⌉
+    cfg = Config(
+        dataset="pics",
+        model="linear",
+        algorithm="dfedavg",
+        num_clients=4,
+        rounds=2,
+        local_epochs=1,
+        batch_size=3,
+        device="cpu",
+    )
+    assert cfg.samples_per_client() == 9 and cfg.params.local_steps == 3  # 36 images / 4 clients, ⌈9/3⌉
     for partition in ("iid", "dirichlet", "shards"):
         sim = Simulation(cfg.replace(partition=partition))
         assert sim.data.dataset.augmentation == "crop-flip"
@@ -142,7 +152,7 @@ def test_unreadable_and_truncated_files_are_named(tmp_path):
     write_folder(tmp_path / "pics")
     bad = tmp_path / "pics" / "train" / "bee" / "001.png"
     bad.write_bytes(b"this is not a PNG")
-    register_image_folder(tmp_path / "pics", "pics")                  # registering opens the first image only
+    register_image_folder(tmp_path / "pics", "pics")  # registering opens the first image only
     with pytest.raises(DataError, match=r"cannot read image .*bee/001.png.*delete or replace it"):
         load_dataset("pics")
     write_folder(tmp_path / "cut")
@@ -156,8 +166,11 @@ def test_mixed_sizes_are_refused_not_resized(tmp_path):
     write_folder(tmp_path / "pics")
     Image.fromarray(pixels(1, 9, size=(5, 4))).save(tmp_path / "pics" / "test" / "bee" / "big.png")
     register_image_folder(tmp_path / "pics", "pics")
-    with pytest.raises(DataError, match=r"big.png'? is 5x4 pixels but the dataset's input size is 6x4 .*"
-                                        r"resize the files beforehand"):
+    with pytest.raises(
+        DataError,
+        match=r"big.png'? is 5x4 pixels but the dataset's input size is 6x4 .*"
+        r"resize the files beforehand",
+    ):
         load_dataset("pics")
 
 
@@ -196,9 +209,9 @@ def test_decoded_once_then_read_from_the_cache_until_a_file_changes(tmp_path, mo
     assert decoded == [] and torch.equal(first.x_train, again.x_train) and torch.equal(first.y_test, again.y_test)
     changed = tmp_path / "pics" / "train" / "cat" / "000.png"
     Image.fromarray(pixels(5, 5)).save(changed)
-    os.utime(changed, ns=(1, 1))                            # a new mtime, whatever the clock's resolution
+    os.utime(changed, ns=(1, 1))  # a new mtime, whatever the clock's resolution
     fresh = load_dataset("pics")
-    assert decoded == [1, 1] and not torch.equal(first.x_train, fresh.x_train)      # train and test decoded again
+    assert decoded == [1, 1] and not torch.equal(first.x_train, fresh.x_train)  # train and test decoded again
 
 
 def test_the_cache_can_be_turned_off(tmp_path, monkeypatch):
@@ -216,9 +229,12 @@ def declare_sizes(monkeypatch, name: str, n_train: int, n_test: int) -> None:
 def test_cifar10_reads_the_image_folder_layout_with_its_own_constants(tmp_path, monkeypatch):
     counts = {"train": (2,) * 10, "test": (1,) * 10}
     written = write_folder(tmp_path / "cifar10-jpeg", counts, size=(32, 32), classes=CIFAR10_CLASSES)
-    with pytest.raises(DataError, match=r"CIFAR-10 loaded 20 train / 10 test samples; its entry declares "
-                                        r"50000 / 10000"):
-        load_dataset("cifar10", data_dir=str(tmp_path / "cifar10-jpeg"))       # a partial copy is refused
+    with pytest.raises(
+        DataError,
+        match=r"CIFAR-10 loaded 20 train / 10 test samples; its entry declares "
+        r"50000 / 10000",
+    ):
+        load_dataset("cifar10", data_dir=str(tmp_path / "cifar10-jpeg"))  # a partial copy is refused
     declare_sizes(monkeypatch, "cifar10", 20, 10)
     ds = load_dataset("cifar10", data_dir=str(tmp_path / "cifar10-jpeg"))
     assert ds.y_train.tolist() == [c for c in range(10) for _ in range(2)] and ds.y_test.tolist() == list(range(10))
@@ -241,10 +257,41 @@ def test_the_command_line_reads_an_image_folder(tmp_path, capsys):
     from dfl_core.cli import main
 
     write_folder(tmp_path / "pics", {"train": (8, 8, 8), "test": (2, 2, 2)}, size=(8, 8))
-    common = ["run", "--algorithms", "dfedavg", "--seeds", "0", "--rounds", "1", "--model", "linear",
-              "--num-clients", "3", "--device", "cpu", "--no-plot", "--no-progress"]
-    assert main(common + ["--dataset", "imagefolder", "--data-dir", str(tmp_path / "pics"), "--local-epochs", "1",
-                          "--image-augmentation", "crop-flip", "--out", str(tmp_path / "out")]) == 0
+    common = [
+        "run",
+        "--algorithms",
+        "dfedavg",
+        "--seeds",
+        "0",
+        "--rounds",
+        "1",
+        "--model",
+        "linear",
+        "--num-clients",
+        "3",
+        "--device",
+        "cpu",
+        "--no-plot",
+        "--no-progress",
+    ]
+    assert (
+        main(
+            common
+            + [
+                "--dataset",
+                "imagefolder",
+                "--data-dir",
+                str(tmp_path / "pics"),
+                "--local-epochs",
+                "1",
+                "--image-augmentation",
+                "crop-flip",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
     assert DATASETS["imagefolder"].train_size == 24 and DATASETS["imagefolder"].augmentation == "crop-flip"
     assert "results:" in capsys.readouterr().out
     assert main(common + ["--dataset", "imagefolder", "--out", str(tmp_path / "out2")]) == 2

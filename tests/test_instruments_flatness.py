@@ -6,6 +6,7 @@ normalisation and single-model evaluations. Δ_F: identical clients (exactly
 zero), the bookkeeping of its terms, and a quadratic whose maximum over the
 ball is known by brute force.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,10 +20,22 @@ from torch import nn
 
 from dfl_core import Config, Simulation
 from dfl_core.data import load_dataset
-from dfl_core.instruments import (ball_max, client_data, evaluate_points, flatness_discrepancy,
-                                  flatness_from_simulation, hessian_trace, hessian_vector_product,
-                                  interpolation_line, loss_line, loss_surface, random_direction,
-                                  sharpness_report, top_hessian_eigenvalue, union_data)
+from dfl_core.instruments import (
+    ball_max,
+    client_data,
+    evaluate_points,
+    flatness_discrepancy,
+    flatness_from_simulation,
+    hessian_trace,
+    hessian_vector_product,
+    interpolation_line,
+    loss_line,
+    loss_surface,
+    random_direction,
+    sharpness_report,
+    top_hessian_eigenvalue,
+    union_data,
+)
 from dfl_core.metrics import evaluate_model
 from dfl_core.models import build_model
 from dfl_core.stacked import StackedModel
@@ -44,8 +57,7 @@ def tiny_mlp(input_shape, num_classes):
 def tiny_cnn(input_shape, num_classes):
     """Conv filters (output channels) and Linear filters (rows), run by the "loop" strategy on CPU."""
     c, h, w = input_shape
-    return nn.Sequential(nn.Conv2d(c, 4, 3), nn.ReLU(), nn.Flatten(),
-                         nn.Linear(4 * (h - 2) * (w - 2), num_classes))
+    return nn.Sequential(nn.Conv2d(c, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * (h - 2) * (w - 2), num_classes))
 
 
 def stacked(factory, ds, seed=0, dtype=F64):
@@ -74,7 +86,7 @@ def test_curvature_matches_explicit_hessian(digits, factory):
     tr = hessian_trace(model, w, x, y, samples=100, seed=3)
     exact = float(H.trace())
     assert abs(tr.value - exact) < 3 * tr.stderr
-    assert tr.stderr < 0.1 * exact                    # the 3-sigma check is not vacuous
+    assert tr.stderr < 0.1 * exact  # the 3-sigma check is not vacuous
 
 
 def test_hessian_vector_product_in_float32(digits):
@@ -89,8 +101,17 @@ def test_hessian_vector_product_in_float32(digits):
 
 @pytest.fixture(scope="module")
 def small_sim():
-    cfg = Config(dataset="digits", model="linear", num_clients=4, train_size=200, test_size=50,
-                 dtype="float64", rounds=2, algorithm="dfedsam", rho=0.05)
+    cfg = Config(
+        dataset="digits",
+        model="linear",
+        num_clients=4,
+        train_size=200,
+        test_size=50,
+        dtype="float64",
+        rounds=2,
+        algorithm="dfedsam",
+        rho=0.05,
+    )
     sim = Simulation(cfg)
     sim.step()
     sim.step()
@@ -102,7 +123,7 @@ def test_data_helpers_and_sharpness_report(small_sim):
     train = sim.data.train
     xs, ys = zip(*(client_data(sim, i) for i in range(4)))
     assert [len(v) for v in ys] == train.counts.tolist()
-    assert torch.equal(ys[2], train.y[train.index[2, :int(train.counts[2])]])
+    assert torch.equal(ys[2], train.y[train.index[2, : int(train.counts[2])]])
     x, y = union_data(sim)
     assert len(y) == int(train.counts.sum())
     assert torch.equal(torch.sort(y).values, torch.sort(torch.cat(ys)).values)
@@ -124,12 +145,12 @@ def test_random_direction_is_filter_normalised(digits, factory):
     dv, wv = model.unflatten(d), model.unflatten(w)
     for name, shape in zip(model.names, model.shapes):
         if len(shape) == 1:
-            assert torch.all(dv[name] == 0), name                         # biases are not perturbed
+            assert torch.all(dv[name] == 0), name  # biases are not perturbed
         else:
-            rows_d = dv[name].reshape(shape[0], -1).norm(dim=1)           # one norm per filter
+            rows_d = dv[name].reshape(shape[0], -1).norm(dim=1)  # one norm per filter
             rows_w = wv[name].reshape(shape[0], -1).norm(dim=1)
             assert torch.allclose(rows_d, rows_w, rtol=1e-5), name
-            assert not torch.allclose(dv[name], wv[name])                 # a new direction, not w itself
+            assert not torch.allclose(dv[name], wv[name])  # a new direction, not w itself
     assert torch.equal(d, random_direction(model, w, seed=5))
     assert not torch.equal(d, random_direction(model, w, seed=6))
 
@@ -142,12 +163,12 @@ def test_lines_and_surfaces_agree_with_single_models(digits, factory):
     model, w = stacked(factory, ds)
     d1, d2 = random_direction(model, w, 0), random_direction(model, w, 1)
     alphas = np.array([-0.5, 0.0, 0.25, 1.0])
-    line = loss_line(model, w, d1, x, y, alphas, chunk=50)        # several passes per point
+    line = loss_line(model, w, d1, x, y, alphas, chunk=50)  # several passes per point
     acc0, loss0 = evaluate_model(model, w, x, y)
     assert line.loss[1] == pytest.approx(loss0, rel=1e-12) and line.acc[1] == acc0
     acc_far, loss_far = evaluate_model(model, w + alphas[3] * d1, x, y)
     assert line.loss[3] == pytest.approx(loss_far, rel=1e-12) and line.acc[3] == acc_far
-    assert line.loss[3] != pytest.approx(loss0, rel=1e-3)         # the direction moves the loss
+    assert line.loss[3] != pytest.approx(loss0, rel=1e-3)  # the direction moves the loss
     betas = np.array([-1.0, 0.0, 0.5])
     surf = loss_surface(model, w, d1, d2, x, y, alphas, betas)
     assert surf.loss.shape == (4, 3)
@@ -181,8 +202,8 @@ def test_identical_clients_have_zero_discrepancy(digits):
     model, w = stacked(tiny_mlp, ds)
     local = w.expand(4, -1).clone()
     res = flatness_discrepancy(model, w, local, [(x, y)] * 4, rho=0.5, steps=5)
-    assert res.global_sharpness > 0.05                            # the terms themselves are not zero
-    assert res.global_sharpness > res.global_sharpness_one_step   # and PGA moved
+    assert res.global_sharpness > 0.05  # the terms themselves are not zero
+    assert res.global_sharpness > res.global_sharpness_one_step  # and PGA moved
     assert res.delta_f < 1e-10
     assert res.delta_f_one_step < 1e-10
 
@@ -204,10 +225,9 @@ def test_discrepancy_terms_maxima_and_ball(digits):
     assert float(res.local_delta.norm(dim=1).max()) <= rho * (1 + 1e-9)
     n = np.array([len(c[1]) for c in clients])
     np.testing.assert_allclose(res.weights, n / n.sum(), rtol=1e-15)
-    F_w = evaluate_model(model, w, x, y)[1]                      # F: the union's mean loss
+    F_w = evaluate_model(model, w, x, y)[1]  # F: the union's mean loss
     assert res.global_loss == pytest.approx(F_w, rel=1e-12)
-    assert res.global_sharpness == pytest.approx(evaluate_model(model, w + res.global_delta, x, y)[1] - F_w,
-                                                 rel=1e-10)
+    assert res.global_sharpness == pytest.approx(evaluate_model(model, w + res.global_delta, x, y)[1] - F_w, rel=1e-10)
     for i, (xi, yi) in enumerate(clients):
         Fi = evaluate_model(model, local[i], xi, yi)[1]
         top = evaluate_model(model, local[i] + res.local_delta[i], xi, yi)[1]
@@ -250,7 +270,7 @@ def test_pga_keeps_its_best_point():
 
     res = ball_max(concave, torch.zeros(1, 1, dtype=F64), 1.0, steps=1, step_size=1.5)
     assert float(res.one_step) == pytest.approx(-0.16)
-    assert float(res.pga) == float(res.one_step)              # the last iterate (−1.21) is not reported
+    assert float(res.pga) == float(res.one_step)  # the last iterate (−1.21) is not reported
     assert float(res.delta) == pytest.approx(1.0)
     # with the default schedule PGA settles near the interior maximum at 0.6
     assert float(ball_max(concave, torch.zeros(1, 1, dtype=F64), 1.0, steps=10).pga) > -0.01
@@ -259,14 +279,25 @@ def test_pga_keeps_its_best_point():
 def test_from_simulation_decentralized_and_centralized(small_sim):
     sim = small_sim
     res = flatness_from_simulation(sim, rho=0.1, steps=5)
-    direct = flatness_discrepancy(sim.model, sim.x.mean(0), sim.x, [client_data(sim, i) for i in range(4)],
-                                  rho=0.1, steps=5)
+    direct = flatness_discrepancy(
+        sim.model, sim.x.mean(0), sim.x, [client_data(sim, i) for i in range(4)], rho=0.1, steps=5
+    )
     assert res.delta_f == pytest.approx(direct.delta_f, rel=1e-9)
     assert res.global_sharpness == pytest.approx(direct.global_sharpness, rel=1e-9)
     np.testing.assert_allclose(res.client_sharpness, direct.client_sharpness, rtol=1e-9)
     # centralized: the local models are recomputed without disturbing the run
-    cfg = Config(dataset="digits", model="linear", num_clients=4, train_size=200, test_size=50, dtype="float64",
-                 rounds=2, algorithm="fedsam", rho=0.05, clients_per_round=2)
+    cfg = Config(
+        dataset="digits",
+        model="linear",
+        num_clients=4,
+        train_size=200,
+        test_size=50,
+        dtype="float64",
+        rounds=2,
+        algorithm="fedsam",
+        rho=0.05,
+        clients_per_round=2,
+    )
     probe, plain = Simulation(cfg), Simulation(cfg)
     res = flatness_from_simulation(probe, steps=5)
     assert len(res.weights) == 2 and res.rho == 0.05

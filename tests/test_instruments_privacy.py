@@ -3,6 +3,7 @@
 Margins: with n members and n non-members the AUC of a random guess has
 standard error sqrt((2n + 1) / (12 n²)): 0.024 for n = 300, 0.058 for n = 50.
 """
+
 from __future__ import annotations
 
 from functools import partial
@@ -15,8 +16,13 @@ from sklearn.metrics import roc_auc_score
 from dfl_core import Config, Simulation
 from dfl_core.data import load_dataset
 from dfl_core.instruments import privacy
-from dfl_core.instruments.privacy import (attack_features, client_membership_auc, membership_auc, roc_auc,
-                                          train_classifier)
+from dfl_core.instruments.privacy import (
+    attack_features,
+    client_membership_auc,
+    membership_auc,
+    roc_auc,
+    train_classifier,
+)
 from dfl_core.models import build_model
 from dfl_core.stacked import StackedModel
 
@@ -27,7 +33,7 @@ def test_roc_auc_equals_sklearn(n, levels):
     rng = np.random.default_rng(n)
     labels = rng.integers(0, 2, n)
     labels[:2] = [0, 1]
-    scores = rng.integers(0, levels, n) + 0.3 * labels           # many ties when levels is small
+    scores = rng.integers(0, levels, n) + 0.3 * labels  # many ties when levels is small
     assert roc_auc(scores, labels) == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
     assert roc_auc(torch.as_tensor(scores), torch.as_tensor(labels)) == pytest.approx(roc_auc_score(labels, scores))
 
@@ -47,21 +53,21 @@ def test_attack_features_are_sorted_top_probabilities():
     f = attack_features(logits)
     assert f.shape == (2, 3) and f.dtype == torch.float64
     assert torch.allclose(f[0], torch.softmax(torch.tensor([3.0, 2.0, 1.0, 0.0], dtype=torch.float64), 0)[:3])
-    assert attack_features(logits[:, :2]).shape == (2, 2)      # binary task: two probabilities
+    assert attack_features(logits[:, :2]).shape == (2, 2)  # binary task: two probabilities
 
 
 # ---------------------------------------------------------------------- attack
 @pytest.fixture(scope="module")
 def digits():
     ds = load_dataset("digits")
-    x, y = torch.cat([ds.x_train, ds.x_test]), torch.cat([ds.y_train, ds.y_test])     # 1797 samples
+    x, y = torch.cat([ds.x_train, ds.x_test]), torch.cat([ds.y_train, ds.y_test])  # 1797 samples
     model = StackedModel(partial(build_model, "2nn", ds.input_shape, ds.num_classes))
     return x, y, model
 
 
 def _parts(x, y, n, seed, k=5):
     perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
-    return [(x[perm[i * n:(i + 1) * n]], y[perm[i * n:(i + 1) * n]]) for i in range(k)]
+    return [(x[perm[i * n : (i + 1) * n]], y[perm[i * n : (i + 1) * n]]) for i in range(k)]
 
 
 def _trained(model, xy, seed, steps):
@@ -80,7 +86,7 @@ def test_auc_is_near_half_when_the_target_saw_neither_set(digits):
     assert acc == 1.0
     r = membership_auc(model, model.flatten(net), b, c, d, e, seed=0, shadow_steps=150)
     assert abs(r.auc - 0.5) < 0.1, r
-    assert r.shadow_auc > 0.55                     # the attack did learn something on the shadow's data
+    assert r.shadow_auc > 0.55  # the attack did learn something on the shadow's data
 
 
 def test_auc_is_high_for_a_model_overfitted_on_its_members(digits):
@@ -118,7 +124,7 @@ def test_client_membership_auc_on_a_simulation(monkeypatch):
     n = len(r.member_scores)
     assert n == len(r.nonmember_scores) and 0 < n <= int(sim.data.train.counts[2])
     assert 0.0 <= r.auc <= 1.0 and 0.0 <= r.shadow_auc <= 1.0
-    assert client_membership_auc(sim, client=2, seed=0, attack_steps=100).auc == r.auc   # a function of the seed
+    assert client_membership_auc(sim, client=2, seed=0, attack_steps=100).auc == r.auc  # a function of the seed
     # the four sets: where they come from, disjoint, and with one label histogram
     seen = {}
     monkeypatch.setattr(privacy, "membership_auc", lambda model, params, *sets, **kw: seen.update(sets=sets))
@@ -126,8 +132,9 @@ def test_client_membership_auc_on_a_simulation(monkeypatch):
     members, nonmembers, shadow_in, shadow_out = seen["sets"]
     train, test = sim.data.train, sim.data.test
 
-    def rows(x, pool):                                   # which rows of ``pool`` the samples are
+    def rows(x, pool):  # which rows of ``pool`` the samples are
         return {int((pool.flatten(1) == v.flatten()).all(1).nonzero()[0]) for v in x}
+
     assert rows(members[0], train.x) <= set(train.client_indices()[2].tolist())
     others = set(np.concatenate([p for j, p in enumerate(train.client_indices()) if j != 2]).tolist())
     s_in, s_out = rows(shadow_in[0], train.x), rows(shadow_out[0], train.x)
@@ -140,6 +147,7 @@ def test_client_membership_auc_on_a_simulation(monkeypatch):
 def test_a_diverging_shadow_model_is_reported_not_turned_into_nan_scores():
     from dfl_core import DivergenceError
     from dfl_core.instruments.privacy import train_classifier
+
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(4, 3))
     x, y = torch.randn(40, 4) * 100, torch.randint(0, 3, (40,))
@@ -152,11 +160,12 @@ def test_the_divergence_message_reads_the_loss_without_an_autograd_warning():
     import warnings
 
     from dfl_core import DivergenceError
+
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(4, 3))
     x, y = torch.randn(40, 4) * 100, torch.randint(0, 3, (40,))
     with warnings.catch_warnings():
-        warnings.simplefilter("error")                  # any warning fails the test
+        warnings.simplefilter("error")  # any warning fails the test
         with pytest.raises(DivergenceError, match="loss (nan|inf)"):
             train_classifier(net, x, y, steps=50, lr=1e38)
 

@@ -5,6 +5,7 @@ client row), and on the engine's trainer: SGD evaluates once per step, SAM
 twice (at y, then at y + ρg/‖g‖ on the same batch); states are NamedTuples
 that survive row selection, cloning, checkpoint files and the format before them.
 """
+
 from __future__ import annotations
 
 import io
@@ -15,9 +16,24 @@ import torch
 from dfl_core.checkpoint import to_cpu, to_device
 from dfl_core.engine.trainer import tree_assign_rows, tree_rows
 from dfl_core.errors import DivergenceError
-from dfl_core.local import (EMPTY, EmptyState, LocalStep, Momentum, asam, chain, control_variate, corrected_sam,
-                            fedgf_perturbation, local_step, map_state, sam, sam_perturbation, sgd, trace,
-                            typed_state)
+from dfl_core.local import (
+    EMPTY,
+    EmptyState,
+    LocalStep,
+    Momentum,
+    asam,
+    chain,
+    control_variate,
+    corrected_sam,
+    fedgf_perturbation,
+    local_step,
+    map_state,
+    sam,
+    sam_perturbation,
+    sgd,
+    trace,
+    typed_state,
+)
 
 M, D = 3, 5
 
@@ -56,7 +72,7 @@ def test_sgd_evaluates_the_gradient_once_at_y():
     u, state, step = one_step(sgd(), y, q)
     assert len(q.points) == len(step.losses) == 1 and torch.equal(q.points[0], y)
     assert torch.equal(u, -0.1 * q.grad(y))
-    assert state == (EMPTY,)                                             # chain(scale_by_lr()): one empty state
+    assert state == (EMPTY,)  # chain(scale_by_lr()): one empty state
 
 
 def test_sam_evaluates_at_y_then_at_the_perturbed_point_of_the_same_step():
@@ -73,11 +89,15 @@ def test_sam_evaluates_at_y_then_at_the_perturbed_point_of_the_same_step():
 @pytest.mark.parametrize("name", ["asam", "corrected_sam", "fedgf_perturbation"])
 def test_every_sharpness_aware_piece_evaluates_twice_first_at_y(name):
     q, y = Quadratic(), start()
-    piece = {"asam": lambda: asam(0.05, 0.01),
-             "corrected_sam": lambda: corrected_sam(0.05, torch.zeros(M, D, dtype=torch.float64),
-                                                    torch.zeros(D, dtype=torch.float64)),
-             "fedgf_perturbation": lambda: fedgf_perturbation(0.05, 0.5, torch.zeros(D, dtype=torch.float64),
-                                                              torch.zeros(D, dtype=torch.float64))}[name]()
+    piece = {
+        "asam": lambda: asam(0.05, 0.01),
+        "corrected_sam": lambda: corrected_sam(
+            0.05, torch.zeros(M, D, dtype=torch.float64), torch.zeros(D, dtype=torch.float64)
+        ),
+        "fedgf_perturbation": lambda: fedgf_perturbation(
+            0.05, 0.5, torch.zeros(D, dtype=torch.float64), torch.zeros(D, dtype=torch.float64)
+        ),
+    }[name]()
     assert piece.forms_gradient
     one_step(chain(piece, sgd()), y, q)
     assert len(q.points) == 2 and torch.equal(q.points[0], y) and not torch.equal(q.points[1], y)
@@ -87,7 +107,7 @@ def test_pieces_after_the_gradient_transform_it_in_order():
     q, y = Quadratic(), start()
     c_i = torch.randn(M, D, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
     u, state, _ = one_step(chain(control_variate(c_i), sgd(weight_decay=0.01, momentum=0.9)), y, q)
-    v = q.grad(y) - c_i + 0.01 * y                                        # momentum 0.9 · 0 + g
+    v = q.grad(y) - c_i + 0.01 * y  # momentum 0.9 · 0 + g
     assert torch.equal(u, -0.1 * v) and len(q.points) == 1
     assert torch.equal(state[1][1].velocity, v)
 
@@ -124,7 +144,7 @@ def test_one_sam_perturbation_for_sam_asam_and_the_point():
 def test_a_gradient_forming_piece_must_come_first():
     with pytest.raises(ValueError, match=r"piece 1 \(sam\) of the chain forms its own gradient"):
         chain(sgd(), sam(0.1))
-    assert chain(chain(sam(0.1)), sgd()).forms_gradient                 # first, inside a nested chain: fine
+    assert chain(chain(sam(0.1)), sgd()).forms_gradient  # first, inside a nested chain: fine
     assert not chain(control_variate(), sgd()).forms_gradient
 
 
@@ -151,11 +171,11 @@ def test_checkpoint_files_hold_plain_tuples_and_load_back_typed():
     rule = chain(sam(0.1), sgd(momentum=0.9))
     state = rule.init(torch.ones(M, D))
     written = to_cpu(state)
-    assert written[0] == () and written[1][1] == () and type(written[1][0]) is tuple     # Momentum(v) -> (v,)
+    assert written[0] == () and written[1][1] == () and type(written[1][0]) is tuple  # Momentum(v) -> (v,)
     buffer = io.BytesIO()
     torch.save({"rule_state": written}, buffer)
     buffer.seek(0)
-    loaded = torch.load(buffer, weights_only=True)["rule_state"]        # no classes built
+    loaded = torch.load(buffer, weights_only=True)["rule_state"]  # no classes built
     typed = typed_state(rule, loaded, torch.ones(M, D))
     assert type(typed[0]) is EmptyState and type(typed[1][0]) is Momentum and type(typed[1][1]) is EmptyState
     assert torch.equal(typed[1][0].velocity, state[1][0].velocity)
@@ -163,14 +183,20 @@ def test_checkpoint_files_hold_plain_tuples_and_load_back_typed():
 
 def test_a_state_of_another_structure_is_refused_with_both_structures():
     v = torch.randn(M, D)
-    untyped = ((), (v, ()))                                             # a bare tensor where Momentum(v) is
+    untyped = ((), (v, ()))  # a bare tensor where Momentum(v) is
     with pytest.raises(ValueError, match=r"state \(\(\), \(tensor, \(\)\)\) does not fit the rule"):
         typed_state(chain(sam(0.1), sgd(momentum=0.9)), untyped, v)
-    with pytest.raises(ValueError, match=r"does not fit the rule, whose state is \(EmptyState\(\), "
-                                         r"\(Momentum\(velocity=tensor\), EmptyState\(\)\)\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"does not fit the rule, whose state is \(EmptyState\(\), "
+        r"\(Momentum\(velocity=tensor\), EmptyState\(\)\)\)",
+    ):
         typed_state(chain(sam(0.1), sgd(momentum=0.9)), ((), ()), v)
-    with pytest.raises(ValueError, match=r"state \(\(\(\),\),\) does not fit the rule, whose state is "
-                                         r"\(Momentum\(velocity=tensor\),\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"state \(\(\(\),\),\) does not fit the rule, whose state is "
+        r"\(Momentum\(velocity=tensor\),\)",
+    ):
         typed_state(chain(trace(0.9)), (((),),), v)
 
 
@@ -179,6 +205,7 @@ def test_a_state_of_another_structure_is_refused_with_both_structures():
 def sim():
     from benchmarks.round import engine_config, synthetic_data
     from dfl_core.engine import Simulation
+
     return Simulation(engine_config("2nn", "dfedavg", 4, K=3, B=4), data=synthetic_data((1, 28, 28), 4, 8, 2))
 
 
@@ -194,10 +221,10 @@ def test_the_trainer_evaluates_as_often_as_the_rule_asks(sim, rule, per_step):
     y = sim.tools(0).local_train(sim.x, clients, rule=rule, gradient=counted).clone()
     plain = sim.tools(0).local_train(sim.x, clients, rule=rule)
     assert len(calls) == per_step * sim.config.params.local_steps
-    assert torch.equal(y, plain)                                        # the replacement changes nothing here
-    if per_step == 2:                                                   # SAM's two evaluations: the same batch
+    assert torch.equal(y, plain)  # the replacement changes nothing here
+    if per_step == 2:  # SAM's two evaluations: the same batch
         assert all(calls[k][1] is calls[k + 1][1] for k in range(0, len(calls), 2))
-        assert not torch.equal(calls[0][1], calls[2][1])                # the next step: the next batch
+        assert not torch.equal(calls[0][1], calls[2][1])  # the next step: the next batch
 
 
 def test_divergence_names_the_evaluation_that_gave_a_nan(sim):

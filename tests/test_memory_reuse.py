@@ -1,4 +1,5 @@
 """Memory reuse in a round: the malloc settings (dfl_core/engine/allocator.py) and the trainer's reused output."""
+
 import json
 import os
 import platform
@@ -39,8 +40,9 @@ LOW_THRESHOLDS = "glibc.malloc.mmap_threshold=131072:glibc.malloc.trim_threshold
 
 def _round_faults(retain: str) -> dict:
     env = {**os.environ, allocator.ENV_VAR: retain, "GLIBC_TUNABLES": LOW_THRESHOLDS}
-    out = subprocess.run([sys.executable, "-c", ROUND_FAULTS], env=env, capture_output=True, text=True,
-                         check=True, cwd=ROOT, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", ROUND_FAULTS], env=env, capture_output=True, text=True, check=True, cwd=ROOT, timeout=300
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -69,6 +71,7 @@ def test_applied_once(monkeypatch):
         def mallopt(self, option, value):
             calls.append((option, value))
             return 1
+
     monkeypatch.setattr(allocator.ctypes, "CDLL", lambda name: FakeLibc())
     first, second = allocator.retain_freed_memory(), allocator.retain_freed_memory()
     assert first == second == GLIBC
@@ -79,27 +82,29 @@ def test_trainer_reuses_its_output_only_when_nobody_holds_it():
     from benchmarks.round import engine_config, synthetic_data
     from dfl_core.engine import Simulation
     from dfl_core.local import sgd
+
     sim = Simulation(engine_config("2nn", "dfedavg", 4, K=1, B=4), data=synthetic_data((1, 28, 28), 4, 8, 2))
     clients, rule = torch.arange(4), sgd()
     kept = sim.tools(0).local_train(sim.x, clients, rule=rule)
     snapshot = kept.clone()
     second = sim.tools(1).local_train(sim.x, clients, rule=rule)
-    assert second.data_ptr() != kept.data_ptr() and torch.equal(kept, snapshot)   # held: never overwritten
+    assert second.data_ptr() != kept.data_ptr() and torch.equal(kept, snapshot)  # held: never overwritten
     ptr = second.data_ptr()
     del second
     third = sim.tools(2).local_train(sim.x, clients, rule=rule)
-    assert third.data_ptr() == ptr and torch.equal(kept, snapshot)                 # free again: reused
+    assert third.data_ptr() == ptr and torch.equal(kept, snapshot)  # free again: reused
 
 
 @pytest.mark.parametrize("same_init", [True, False])
 def test_equal_initial_rows_are_stored_once(same_init):
     from benchmarks.round import engine_config, synthetic_data
     from dfl_core.engine import Simulation
+
     cfg = engine_config("2nn", "dfedavg", 4, K=1, B=4).replace(same_init=same_init)
     sim = Simulation(cfg, data=synthetic_data((1, 28, 28), 4, 8, 2))
     assert sim.x0.shape == (4, sim.model.d) and (sim.x0.stride(0) == 0) == same_init
     assert torch.equal(sim.x0[0], sim.x0[3]) == same_init
     sim.step()
-    sim.restart()                                    # the run starts again from a writable copy of x0
+    sim.restart()  # the run starts again from a writable copy of x0
     assert torch.equal(sim.x, sim.x0) and sim.x.is_contiguous() and sim.x.data_ptr() != sim.x0.data_ptr()
     sim.step()

@@ -11,6 +11,7 @@ The StackedModel checks load the same float64 parameters into ordinary
 ``nn.Module`` copies, one per client, and compare logits and gradients with
 the engine's forward strategies (m = 2 clients, batch 2).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -32,16 +33,17 @@ def linear(fin: int, fout: int) -> int:
 
 
 def gn(c: int) -> int:
-    return 2 * c                                         # affine weight and bias
+    return 2 * c  # affine weight and bias
 
 
 def count_cnn_cifar(num_classes: int, c: int = 3, side: int = 5) -> int:
-    return (conv(c, 64, 5) + conv(64, 64, 5)
-            + linear(64 * side * side, 384) + linear(384, 192) + linear(192, num_classes))
+    return (
+        conv(c, 64, 5) + conv(64, 64, 5) + linear(64 * side * side, 384) + linear(384, 192) + linear(192, num_classes)
+    )
 
 
 def count_vgg11_gn(num_classes: int) -> int:
-    widths = [64, 128, 256, 256, 512, 512, 512, 512]     # cfg A without the pools
+    widths = [64, 128, 256, 256, 512, 512, 512, 512]  # cfg A without the pools
     total, cin = 0, 3
     for w in widths:
         total += conv(cin, w, 3, bias=True) + gn(w)
@@ -50,7 +52,7 @@ def count_vgg11_gn(num_classes: int) -> int:
 
 
 def count_resnet18_gn(num_classes: int) -> int:
-    total = conv(3, 64, 3, bias=False) + gn(64)          # CIFAR stem
+    total = conv(3, 64, 3, bias=False) + gn(64)  # CIFAR stem
     cin = 64
     for planes, stride in [(64, 1), (128, 2), (256, 2), (512, 2)]:
         for s in (stride, 1):
@@ -73,15 +75,18 @@ def test_mnist_models_match_dfedavgm_counts():
     assert numel(build_model("cnn-mnist", (1, 28, 28), 10)) == 1_663_370
 
 
-@pytest.mark.parametrize("name, formula, literal10, literal100", [
-    # No paper states these; the literals are the formulas' values. The two deep
-    # ones equal the often-quoted counts of the BatchNorm CIFAR VGG-11 and
-    # ResNet-18 (e.g. kuangliu/pytorch-cifar), since BatchNorm and GroupNorm both
-    # have 2C affine parameters.
-    ("cnn-cifar", count_cnn_cifar, 797_962, 815_332),
-    ("vgg11-gn", count_vgg11_gn, 9_231_114, 9_277_284),
-    ("resnet18-gn", count_resnet18_gn, 11_173_962, 11_220_132),
-])
+@pytest.mark.parametrize(
+    "name, formula, literal10, literal100",
+    [
+        # No paper states these; the literals are the formulas' values. The two deep
+        # ones equal the often-quoted counts of the BatchNorm CIFAR VGG-11 and
+        # ResNet-18 (e.g. kuangliu/pytorch-cifar), since BatchNorm and GroupNorm both
+        # have 2C affine parameters.
+        ("cnn-cifar", count_cnn_cifar, 797_962, 815_332),
+        ("vgg11-gn", count_vgg11_gn, 9_231_114, 9_277_284),
+        ("resnet18-gn", count_resnet18_gn, 11_173_962, 11_220_132),
+    ],
+)
 def test_cifar_model_counts(name, formula, literal10, literal100):
     assert formula(10) == literal10 and formula(100) == literal100
     assert numel(build_model(name, (3, 32, 32), 10)) == literal10
@@ -94,7 +99,9 @@ def test_cnn_cifar_matches_reference_layers():
     assert isinstance(net, nn.Sequential)
     convs = [m for m in net if isinstance(m, nn.Conv2d)]
     assert [(c.in_channels, c.out_channels, c.kernel_size, c.padding) for c in convs] == [
-        (3, 64, (5, 5), (0, 0)), (64, 64, (5, 5), (0, 0))]
+        (3, 64, (5, 5), (0, 0)),
+        (64, 64, (5, 5), (0, 0)),
+    ]
     pools = [m for m in net if isinstance(m, nn.MaxPool2d)]
     assert [(p.kernel_size, p.stride) for p in pools] == [(2, 2), (2, 2)]
     lins = [m for m in net if isinstance(m, nn.Linear)]
@@ -105,7 +112,7 @@ def test_cnn_cifar_matches_reference_layers():
 def test_gn_backbones_have_groupnorm_32_and_no_state():
     vgg = build_model("vgg11-gn", (3, 32, 32), 10)
     res = build_model("resnet18-gn", (3, 32, 32), 10)
-    for net, n_norm in [(vgg, 8), (res, 20)]:            # VGG: one per conv; ResNet: 17 + 3 shortcuts
+    for net, n_norm in [(vgg, 8), (res, 20)]:  # VGG: one per conv; ResNet: 17 + 3 shortcuts
         norms = [m for m in net.modules() if isinstance(m, nn.GroupNorm)]
         assert len(norms) == n_norm and all(m.num_groups == 32 for m in norms)
         assert not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in net.modules())
@@ -123,7 +130,7 @@ def test_vgg_init_follows_dispfl():
     lin = vgg.classifier[0]
     assert torch.all(lin.bias == 0) and abs(lin.weight.std().item() - 0.01) < 0.002
     conv_last = [m for m in vgg.modules() if isinstance(m, nn.Conv2d)][-1]
-    fan_out = 512 * 3 * 3                                # Kaiming normal, fan_out: std = sqrt(2 / fan_out)
+    fan_out = 512 * 3 * 3  # Kaiming normal, fan_out: std = sqrt(2 / fan_out)
     assert abs(conv_last.weight.std().item() - (2 / fan_out) ** 0.5) < 0.002
     assert torch.all(conv_last.bias == 0)
 
@@ -134,12 +141,21 @@ def test_registry_and_help_agree():
 
 
 # -------------------------------------------------------------- output shapes
-@pytest.mark.parametrize("name, shape", [
-    ("2nn", (1, 28, 28)), ("cnn-mnist", (1, 28, 28)),
-    ("cnn-cifar", (3, 32, 32)), ("cnn-cifar", (1, 28, 28)), ("cnn-cifar", (3, 16, 16)),
-    ("vgg11-gn", (3, 32, 32)), ("vgg11-gn", (3, 64, 40)),
-    ("resnet18-gn", (3, 32, 32)), ("resnet18-gn", (1, 28, 28)), ("resnet18-gn", (1, 8, 8)),
-])
+@pytest.mark.parametrize(
+    "name, shape",
+    [
+        ("2nn", (1, 28, 28)),
+        ("cnn-mnist", (1, 28, 28)),
+        ("cnn-cifar", (3, 32, 32)),
+        ("cnn-cifar", (1, 28, 28)),
+        ("cnn-cifar", (3, 16, 16)),
+        ("vgg11-gn", (3, 32, 32)),
+        ("vgg11-gn", (3, 64, 40)),
+        ("resnet18-gn", (3, 32, 32)),
+        ("resnet18-gn", (1, 28, 28)),
+        ("resnet18-gn", (1, 8, 8)),
+    ],
+)
 def test_output_shape(name, shape):
     net = build_model(name, shape, 7)
     with torch.no_grad():
@@ -153,16 +169,19 @@ def test_unknown_model_name():
         build_model("resnet50", (3, 32, 32), 10)
 
 
-@pytest.mark.parametrize("name, shape, message", [
-    ("cnn-cifar", (3, 15, 32), "at least 16x16"),
-    ("cnn-cifar", (3072,), r"image input \(C, H, W\)"),
-    ("vgg11-gn", (3, 28, 28), "at least 32x32"),
-    ("vgg11-gn", (3, 32, 31), "at least 32x32"),
-    ("vgg11-gn", (3, 32), r"image input \(C, H, W\)"),
-    ("resnet18-gn", (3, 7, 32), "at least 8x8"),
-    ("resnet18-gn", (0, 32, 32), r"image input \(C, H, W\)"),
-    ("cnn-mnist", (784,), r"image input \(C, H, W\)"),
-])
+@pytest.mark.parametrize(
+    "name, shape, message",
+    [
+        ("cnn-cifar", (3, 15, 32), "at least 16x16"),
+        ("cnn-cifar", (3072,), r"image input \(C, H, W\)"),
+        ("vgg11-gn", (3, 28, 28), "at least 32x32"),
+        ("vgg11-gn", (3, 32, 31), "at least 32x32"),
+        ("vgg11-gn", (3, 32), r"image input \(C, H, W\)"),
+        ("resnet18-gn", (3, 7, 32), "at least 8x8"),
+        ("resnet18-gn", (0, 32, 32), r"image input \(C, H, W\)"),
+        ("cnn-mnist", (784,), r"image input \(C, H, W\)"),
+    ],
+)
 def test_wrong_input_shape(name, shape, message):
     with pytest.raises(ModelError, match=message):
         build_model(name, shape, 10)
@@ -178,8 +197,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("name, shape, strategy",
-                         [(n, s, st) for n, s, sts in CASES for st in sts])
+@pytest.mark.parametrize("name, shape, strategy", [(n, s, st) for n, s, sts in CASES for st in sts])
 def test_stacked_equals_per_client_modules(name, shape, strategy):
     m, batch, classes = 2, 2, 10
     sm = StackedModel(lambda: build_model(name, shape, classes), strategy=strategy)
@@ -194,7 +212,7 @@ def test_stacked_equals_per_client_modules(name, shape, strategy):
     loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="sum")
     grad = sm.gather_grads(torch.autograd.grad(loss, list(leaves.values())), x0)
 
-    for i in range(m):                                   # the same parameters in an ordinary module
+    for i in range(m):  # the same parameters in an ordinary module
         net = build_model(name, shape, classes).to(torch.float64)
         views = sm.unflatten(x0[i])
         with torch.no_grad():
@@ -230,13 +248,13 @@ def test_hand_written_mlp_gradient_equals_autograd(model):
     x = torch.randn(4, 6, 1, 28, 28, generator=gen, dtype=torch.float64)
     y = torch.randint(0, 10, (4, 6), generator=gen)
     w = torch.ones(4, 6, dtype=torch.float64)
-    w[1, 3:] = 0                                                   # client 1 has 3 samples, then padding
+    w[1, 3:] = 0  # client 1 has 3 samples, then padding
     g, loss = by_hand.loss_and_grad(p, x, y, w)
     g_ref, loss_ref = reference.loss_and_grad(p, x, y, w)
     assert by_hand.strategy == "mlp" and float(g.abs().max()) > 1e-3
     assert float((g - g_ref).abs().max()) < 1e-12 and float((loss - loss_ref).abs().max()) < 1e-12
     x_changed = x.clone()
-    x_changed[1, 3:] += 1.0                                        # padding never matters
+    x_changed[1, 3:] += 1.0  # padding never matters
     assert torch.allclose(by_hand.loss_and_grad(p, x_changed, y, w)[0], g, atol=1e-14, rtol=0)
 
 
@@ -253,14 +271,20 @@ def test_mlp_strategy_refuses_other_models():
     assert choose_strategy(cnn(), torch.device("cpu")) == "loop"
 
 
-POOLS = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=3, stride=2, ceil_mode=True),
-         dict(kernel_size=2, stride=1, dilation=2), dict(kernel_size=(2, 3), stride=(2, 1))]
+POOLS = [
+    dict(kernel_size=2),
+    dict(kernel_size=3, stride=2, padding=1),
+    dict(kernel_size=3, stride=2, ceil_mode=True),
+    dict(kernel_size=2, stride=1, dilation=2),
+    dict(kernel_size=(2, 3), stride=(2, 1)),
+]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("kwargs", POOLS)
 def test_channels_last_pool_equals_maxpool_bit_for_bit(kwargs, dtype):
     from dfl_core.stacked import ChannelsLastMaxPool2d
+
     gen = torch.Generator().manual_seed(0)
     # after a ReLU most windows tie at 0, and halves make ties among positive values too
     x = torch.relu((torch.randn(4, 6, 11, 13, generator=gen, dtype=dtype) * 2).round() / 2)
@@ -281,13 +305,14 @@ def test_channels_last_pool_equals_maxpool_bit_for_bit(kwargs, dtype):
 
 def test_single_model_pools_channels_last_on_cpu_only_and_shares_the_layers():
     from dfl_core.stacked import ChannelsLastMaxPool2d
+
     sm = StackedModel(lambda: build_model("cnn-mnist", (1, 28, 28), 10))
     pools = [c for c in sm.single if isinstance(c, nn.MaxPool2d)]
     assert len(pools) == 2 and all(type(c) is ChannelsLastMaxPool2d for c in pools)
     assert [n for n, _ in sm.single.named_parameters()] == sm.names
     assert all(a is b for a, b in zip(sm.single, sm.template) if not isinstance(a, nn.MaxPool2d))
     mlp = StackedModel(lambda: build_model("2nn", (1, 28, 28), 10))
-    assert mlp.single is mlp.template                                     # nothing to replace
+    assert mlp.single is mlp.template  # nothing to replace
     p = sm.init_params(1, seed=0, dtype=torch.float64)[0]
     x = torch.randn(5, 1, 28, 28, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     plain = torch.func.functional_call(sm.template, sm.unflatten(p), (x,))

@@ -1,4 +1,5 @@
 """The book's notation table (dfl_book.notation): one symbol per thing, and the Config help texts agree with it."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,7 +14,7 @@ def test_the_table_and_the_config_agree():
     assert notation.problems() == []
     symbols = notation.config_symbols()
     assert symbols["num_clients"] == "m" and symbols["fedgf_window"] == "W_c" and symbols["server_momentum"] == "θ_g"
-    assert "device" not in symbols and "algorithm" not in symbols          # no symbol: not checked
+    assert "device" not in symbols and "algorithm" not in symbols  # no symbol: not checked
 
 
 def _with(field, **changes):
@@ -21,13 +22,13 @@ def _with(field, **changes):
 
 
 def test_a_symbol_naming_two_things_is_caught():
-    found = notation.problems(_with("fedgf_window", symbol="W"))           # FedGF's own W: the mixing matrix's
+    found = notation.problems(_with("fedgf_window", symbol="W"))  # FedGF's own W: the mixing matrix's
     assert any("symbol W names two things" in p for p in found), found
     assert any("fedgf_window: its help says W_c, the table says W" in p for p in found), found
 
 
 def test_a_help_text_that_disagrees_or_a_missing_field_is_caught():
-    fields = {**notation.config_symbols(), "server_momentum": "β"}         # the clash the table removed
+    fields = {**notation.config_symbols(), "server_momentum": "β"}  # the clash the table removed
     found = notation.problems(fields=fields)
     assert found == ["field server_momentum: its help says β, the table says θ_g"]
     rows = tuple(s for s in notation.SYMBOLS if "quant_step" not in s.fields)
@@ -41,17 +42,34 @@ def test_an_index_counts_as_a_symbol():
     assert any("symbol t names two things" in p for p in notation.problems(clash))
 
 
-@pytest.mark.parametrize("text, symbol", [("K, local steps per round", "K"), ("α_Mo, MoFedSAM's weight", "α_Mo"),
-                                          ("|S_t|, number of clients", "|S_t|"), ("'auto', 'cpu' or 'cuda'", None),
-                                          ("algorithm name", None), ("DisPFL: density, ERK", None),
-                                          ("decay of η per round: η_t = η·lr_decay^t", None)])
+@pytest.mark.parametrize(
+    "text, symbol",
+    [
+        ("K, local steps per round", "K"),
+        ("α_Mo, MoFedSAM's weight", "α_Mo"),
+        ("|S_t|, number of clients", "|S_t|"),
+        ("'auto', 'cpu' or 'cuda'", None),
+        ("algorithm name", None),
+        ("DisPFL: density, ERK", None),
+        ("decay of η per round: η_t = η·lr_decay^t", None),
+    ],
+)
 def test_help_symbol(text, symbol):
     assert notation.help_symbol(text) == symbol
 
 
-@pytest.mark.parametrize("latex, plain", [("\\alpha_{\\mathrm{Mo}}", "α_Mo"), ("\\eta_g", "η_g"), ("W_c", "W_c"),
-                                          ("\\lvert S_t \\rvert", "|S_t|"), ("\\mathcal Q", "𝒬"),
-                                          ("\\lambda_{\\max}", "λ_max"), ("y^{t,k}(i)", "y^{t,k}(i)")])
+@pytest.mark.parametrize(
+    "latex, plain",
+    [
+        ("\\alpha_{\\mathrm{Mo}}", "α_Mo"),
+        ("\\eta_g", "η_g"),
+        ("W_c", "W_c"),
+        ("\\lvert S_t \\rvert", "|S_t|"),
+        ("\\mathcal Q", "𝒬"),
+        ("\\lambda_{\\max}", "λ_max"),
+        ("y^{t,k}(i)", "y^{t,k}(i)"),
+    ],
+)
 def test_plain(latex, plain):
     assert notation.plain(latex) == plain
 
@@ -61,5 +79,8 @@ def test_the_markdown_table_has_one_row_per_symbol_and_no_stray_column():
     assert len(lines) == len(notation.SYMBOLS) + 2
     columns = {line.replace("\\|", "").count("|") for line in lines}
     assert columns == {len(notation.PAPERS) + 4}
-    assert all(f"`{f.name}`" in notation.markdown_table() for f in dataclasses.fields(Config)
-               if f.name in notation.config_symbols())
+    assert all(
+        f"`{f.name}`" in notation.markdown_table()
+        for f in dataclasses.fields(Config)
+        if f.name in notation.config_symbols()
+    )

@@ -1,4 +1,5 @@
 """pyproject.toml and environment.yml list the same dependencies; nothing reads ../shared."""
+
 from __future__ import annotations
 
 import re
@@ -7,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CONDA_NAMES = {"torch": "pytorch"}       # conda-forge's name for the same package
+CONDA_NAMES = {"torch": "pytorch"}  # conda-forge's name for the same package
 
 
 def _norm(spec: str) -> str:
@@ -19,8 +20,11 @@ def test_environment_yml_matches_pyproject():
     extras = project["optional-dependencies"]
     wanted = list(project["dependencies"]) + extras["test"] + extras["book"] + extras["lint"]
     text = (ROOT / "environment.yml").read_text().split("dependencies:", 1)[1]
-    listed = {_norm(line.strip()[2:]) for line in text.splitlines()
-              if line.strip().startswith("- ") and not line.strip().startswith("- -")}
+    listed = {
+        _norm(line.strip()[2:])
+        for line in text.splitlines()
+        if line.strip().startswith("- ") and not line.strip().startswith("- -")
+    }
     expected = set()
     for spec in wanted:
         name = re.match(r"[A-Za-z0-9_.-]+", spec).group(0)
@@ -38,6 +42,11 @@ def test_repository_url_is_kept_in_one_place():
 
 def test_nothing_in_the_repository_reads_shared():
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
-    offenders = [f for f in files if f.endswith((".py", ".md", ".toml", ".yml", ".sh", ".cfg"))
-                 and f != "tests/test_packaging.py" and "../shared" in (ROOT / f).read_text(errors="ignore")]
+    offenders = [
+        f
+        for f in files
+        if f.endswith((".py", ".md", ".toml", ".yml", ".sh", ".cfg"))
+        and f != "tests/test_packaging.py"
+        and "../shared" in (ROOT / f).read_text(errors="ignore")
+    ]
     assert offenders == []

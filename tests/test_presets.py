@@ -2,6 +2,7 @@
 
 Only configs are built here (no data, no Simulation), so these tests are fast.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,13 +14,23 @@ from dfl_core.config import ALGORITHM_FIELDS, Config, ConfigError
 from dfl_book.presets import PRESETS, Preset, epochs_to_steps, get_preset
 
 EXPECTED_PRESETS = {
-    "dfedsam-table1-cifar10", "dfedsam-table1-cifar100", "dfedsam-table2-cifar10",
-    "dfedsam-table3-cifar10", "dfedsam-table3-cifar100", "fedgf-table1-cifar10", "fedgf-table1-cifar100",
-    "fedsam-cifar10", "fedsam-cifar100", "fedsam-emnist", "dfedavgm-mnist-2nn", "dfedavgm-mnist-cnn",
+    "dfedsam-table1-cifar10",
+    "dfedsam-table1-cifar100",
+    "dfedsam-table2-cifar10",
+    "dfedsam-table3-cifar10",
+    "dfedsam-table3-cifar100",
+    "fedgf-table1-cifar10",
+    "fedgf-table1-cifar100",
+    "fedsam-cifar10",
+    "fedsam-cifar100",
+    "fedsam-emnist",
+    "dfedavgm-mnist-2nn",
+    "dfedavgm-mnist-cnn",
 }
 
-CASES = [(name, algo, setting) for name, p in PRESETS.items()
-         for algo in p.algorithms for setting in (None, *p.settings)]
+CASES = [
+    (name, algo, setting) for name, p in PRESETS.items() for algo in p.algorithms for setting in (None, *p.settings)
+]
 
 
 def test_the_expected_presets_exist():
@@ -70,19 +81,19 @@ def test_dfedsam_table1_matches_appendix_b(dataset, model):
         assert (c.lr, c.lr_decay, c.batch_size) == (0.1, 0.998, 128)
         assert (c.partition, c.alpha) == ("dirichlet", 0.6)
         assert c.weight_decay == (0.0 if a == "fedsam" else 5e-4)
-        assert c.params.local_steps == (1 if a == "dpsgd" else 20)          # 5 * ceil(500 / 128)
+        assert c.params.local_steps == (1 if a == "dpsgd" else 20)  # 5 * ceil(500 / 128)
     assert cfgs["dfedsam"].params.rho == cfgs["dfedsam-mgs"].params.rho == 0.01
     assert cfgs["dfedsam"].params.gossip_steps == 1 and cfgs["dfedsam-mgs"].params.gossip_steps == 4
     assert cfgs["dfedavgm"].params.momentum == 0.9
     for a in ("dpsgd", "dfedavg", "dfedavgm", "dfedsam", "dfedsam-mgs"):
         assert cfgs[a].params.topology == "random-symmetric" and cfgs[a].max_degree == 10
-        assert not hasattr(cfgs[a].params, "client_fraction")              # decentralized: no sampling
+        assert not hasattr(cfgs[a].params, "client_fraction")  # decentralized: no sampling
     for a in ("fedavg", "fedsam"):
-        assert not hasattr(cfgs[a].params, "topology")                      # centralized: no graph
+        assert not hasattr(cfgs[a].params, "topology")  # centralized: no graph
         assert (cfgs[a].params.client_fraction, cfgs[a].params.server_lr) == (0.1, 1.0)
     assert p.config("dfedsam", "iid").partition == "iid"
     assert p.config("dfedsam", "dir0.3").alpha == 0.3
-    assert any("dfedavg" in n and "local_steps=4" in n for n in p.notes)      # D-PSGD's 1 epoch
+    assert any("dfedavg" in n and "local_steps=4" in n for n in p.notes)  # D-PSGD's 1 epoch
     assert any("random-as-coded" in n for n in p.notes)
 
 
@@ -105,15 +116,26 @@ def test_dfedsam_table3_is_pathological(dataset):
     for a in p.algorithms:
         c = p.config(a, "pathological")
         assert (c.partition, c.shards_per_client, c.rounds) == ("shards", 2, 500)
-        assert c.num_clients * c.shards_per_client == 200                  # App. C: 200 partitions
-    assert p.algorithms[3] == "dispfl" and p.not_implemented == ()      # Table 3's row order
+        assert c.num_clients * c.shards_per_client == 200  # App. C: 200 partitions
+    assert p.algorithms[3] == "dispfl" and p.not_implemented == ()  # Table 3's row order
 
 
 @pytest.mark.parametrize("dataset, rounds", [("cifar10", 10_000), ("cifar100", 20_000)])
 def test_fedgf_table1_grid(dataset, rounds):
     p = get_preset(f"fedgf-table1-{dataset}")
-    assert p.algorithms == ("fedavg", "fedavgm", "fedprox", "scaffold", "feddyn", "fedsam", "fedasam", "mofedsam",
-                            "fedgamma", "fedsmoo", "fedgf")
+    assert p.algorithms == (
+        "fedavg",
+        "fedavgm",
+        "fedprox",
+        "scaffold",
+        "feddyn",
+        "fedsam",
+        "fedasam",
+        "mofedsam",
+        "fedgamma",
+        "fedsmoo",
+        "fedgf",
+    )
     assert p.not_implemented == ()
     assert p.config("fedprox").params.prox_mu == 0.01 and p.config("fedavgm").params.server_momentum == 0.9
     assert len(p.settings) == 9
@@ -122,7 +144,13 @@ def test_fedgf_table1_grid(dataset, rounds):
             s = p.settings[f"alpha{alpha:g}-n{n}"]
             assert (s["alpha"], s["clients_per_round"]) == (alpha, n)
     c = p.config("fedsam", "alpha0.005-n20")
-    assert (c.model, c.num_clients, c.rounds, c.alpha, c.params.clients_per_round) == ("cnn-cifar", 100, rounds, 0.005, 20)
+    assert (c.model, c.num_clients, c.rounds, c.alpha, c.params.clients_per_round) == (
+        "cnn-cifar",
+        100,
+        rounds,
+        0.005,
+        20,
+    )
     assert (c.lr, c.lr_decay, c.weight_decay, c.batch_size, c.params.local_steps) == (0.01, 1.0, 4e-4, 64, 8)
     asam = p.config("fedasam", "alpha0-n10")
     assert asam.params.sam_variant == "asam" and asam.params.asam_eta == 0.2
@@ -139,11 +167,17 @@ def test_fedsam_presets():
         assert (base.dataset, base.model, base.num_clients) == (dataset, model, 100)
         assert (base.partition, base.alpha, base.params.client_fraction) == ("dirichlet", 0.6, 0.2)
         assert base.params.mofedsam_alpha == 0.1
-        assert (base.batch_size, base.lr, base.lr_decay, base.weight_decay, base.params.rho) == (50, 0.1, 0.998, 1e-3, 0.1)
+        assert (base.batch_size, base.lr, base.lr_decay, base.weight_decay, base.params.rho) == (
+            50,
+            0.1,
+            0.998,
+            1e-3,
+            0.1,
+        )
         assert any("public code" in n for n in p.notes)
     emnist = get_preset("fedsam-emnist").config("fedavg")
     assert emnist.train_size == 139_586 and emnist.params.local_steps == 5 * math.ceil(139_586 // 100 / 50)
-    assert get_preset("fedsam-cifar10").config("fedavg").params.local_steps == 50     # 5 * ceil(500/50)
+    assert get_preset("fedsam-cifar10").config("fedavg").params.local_steps == 50  # 5 * ceil(500/50)
 
 
 @pytest.mark.parametrize("model", ["2nn", "cnn-mnist"])
@@ -155,7 +189,7 @@ def test_dfedavgm_mnist(model):
         assert (c.dataset, c.model, c.num_clients, c.params.topology) == ("mnist", model, 20, "ring")
         assert (c.batch_size, c.lr, c.params.momentum) == (50, 0.01, 0.9)
         epochs = int(setting.split("-e")[1])
-        assert c.params.local_steps == 60 * epochs                                   # E * ceil(3000 / 50)
+        assert c.params.local_steps == 60 * epochs  # E * ceil(3000 / 50)
         if setting.startswith("noniid"):
             assert c.partition == "shards" and c.num_clients * c.shards_per_client == 40
         else:
@@ -224,4 +258,4 @@ def test_preset_definitions_are_validated_and_read_only():
         Preset(algorithms=("dfedavg",), per_algorithm={}, **{**kw, "base": {"learning_rate": 0.1}})
     p = get_preset("dfedavgm-mnist-cnn")
     with pytest.raises(TypeError):
-        p.base["lr"] = 1.0                                                    # type: ignore[index]
+        p.base["lr"] = 1.0  # type: ignore[index]

@@ -9,6 +9,7 @@ Quickstart's commands are the ones .ci/run and the guide run, and what it quotes
 prints; the README's figure is chapter 02's. (The architecture section's names: tests/test_architecture.py.
 The GPU timings the guide quotes: tests/test_benchmarks.py.)
 """
+
 from __future__ import annotations
 
 import base64
@@ -26,7 +27,7 @@ GUIDE = sorted((ROOT / "docs").glob("*.md"))
 sys.path.insert(0, str(ROOT / "tools"))
 import book as book_tool  # noqa: E402  (tools/book.py)
 
-MAX_LINES = 250                      # issue 42: a README under 250 lines
+MAX_LINES = 250  # issue 42: a README under 250 lines
 SETUP_AND_RUN = "bash scripts/setup.sh && .venv/bin/python -m dfl_core run"
 TEST_SUITE = ".venv/bin/python -m pytest"
 FIGURE = "docs/images/fl_vs_dfl_round.png"
@@ -84,8 +85,9 @@ def test_every_relative_link_lands(page: Path):
         file = (page.parent / path).resolve() if path else page
         assert file.is_file(), f"{page.name}: link to a missing file: {target}"
         if page in GUIDE:
-            assert file.suffix in (".md", ".ipynb") and file.parent.name in ("docs", "book"), \
+            assert file.suffix in (".md", ".ipynb") and file.parent.name in ("docs", "book"), (
                 f"{page.name}: {target}: the site builds only the chapters and the guide; link other files by URL"
+            )
         if anchor:
             assert anchor in heading_anchors(file.read_text()), f"{page.name}: {target}: no such heading"
 
@@ -119,6 +121,7 @@ def test_the_quickstart_commands_are_the_ones_ci_and_the_guide_run():
 
 def test_a_second_run_stops_with_the_message_the_guide_quotes(tmp_path, monkeypatch, capsys):
     from dfl_core.cli import main
+
     quoted = re.search(r"^(error: dfl_results already holds .*)$", (ROOT / "docs" / "install.md").read_text(), re.M)
     assert quoted, "docs/install.md quotes the refusal of a second run"
     monkeypatch.chdir(tmp_path)
@@ -133,9 +136,13 @@ def test_the_readme_figure_is_chapter_02s():
     """The README shows the figure chapter 02 draws, as its committed notebook holds it."""
     assert f"]({FIGURE})" in README.read_text()
     notebook, call = FIGURE_CELL
-    cells = [c for c in json.loads((ROOT / notebook).read_text())["cells"]
-             if c["cell_type"] == "code" and call in "".join(c["source"])]
+    cells = [
+        c
+        for c in json.loads((ROOT / notebook).read_text())["cells"]
+        if c["cell_type"] == "code" and call in "".join(c["source"])
+    ]
     pngs = [o["data"]["image/png"] for c in cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert len(pngs) == 1, f"{notebook}: no single figure drawn by {call}"
-    assert (ROOT / FIGURE).read_bytes() == base64.b64decode(pngs[0]), \
+    assert (ROOT / FIGURE).read_bytes() == base64.b64decode(pngs[0]), (
         f"{FIGURE} is not {notebook}'s figure: copy the output of its cell calling {call} there"
+    )

@@ -1,5 +1,6 @@
 """The showcase experiments: the command, resuming it, the results files' coverage and provenance, and the
 paired comparisons the chapters read from them."""
+
 from __future__ import annotations
 
 import json
@@ -18,16 +19,16 @@ COMMITTED = sorted(RESULTS_DIR.glob("*.json"))
 
 def test_every_experiment_builds_valid_configs_at_every_profile():
     for name, exp in EXPERIMENTS.items():
-        assert len(exp.arms) >= 2 and len(exp.seeds) >= 5, name       # a comparison, over at least 5 seeds
+        assert len(exp.arms) >= 2 and len(exp.seeds) >= 5, name  # a comparison, over at least 5 seeds
         for profile in ("fast", "showcase"):
             for arm in exp.arms:
                 cfg = exp.config(arm, 0, get_profile(profile))
                 assert isinstance(cfg, Config) and cfg.seed == 0
         big = exp.config(next(iter(exp.arms)), 0, get_profile("showcase"))
         assert big.dataset == "fashion-mnist" and big.rounds >= 100
-        if name in REGIME_MAPS or name == "dfedsam-topology":     # the papers' local work, 20 clients of 500 images
+        if name in REGIME_MAPS or name == "dfedsam-topology":  # the papers' local work, 20 clients of 500 images
             assert (big.train_size, big.num_clients, big.batch_size, big.weight_decay) == (10_000, 20, 128, 5e-4)
-        elif name == "dsgd-batch":       # D-SGD against centralized SGD: 20 IID clients of 500 images, one step a round
+        elif name == "dsgd-batch":  # D-SGD against centralized SGD: 20 IID clients of 500 images, one step a round
             assert (big.train_size, big.num_clients, big.partition, big.params.local_steps) == (10_000, 20, "iid", 1)
         else:
             assert big.train_size is None
@@ -43,9 +44,9 @@ def stored_config_matches(stored: dict, current: dict) -> list[str]:
 def test_committed_results_cover_their_configs_and_seeds(path):
     doc = json.loads(path.read_text())
     assert doc["schema"] == SCHEMA and doc["profile"] == "showcase"
-    exp = EXPERIMENTS[path.stem]                 # the file is named after the experiment, under its current name
+    exp = EXPERIMENTS[path.stem]  # the file is named after the experiment, under its current name
     assert doc["experiment"] == path.stem and doc["chapter"] == exp.chapter
-    assert path.stem in doc["provenance"]["command"].split()        # the command that regenerates it, as it is now
+    assert path.stem in doc["provenance"]["command"].split()  # the command that regenerates it, as it is now
     assert list(doc["arms"]) == list(exp.arms) and tuple(doc["seeds"]) == exp.seeds
     for key in ("command", "seeds", "versions", "machine", "date", "wall_time_s"):
         assert doc["provenance"][key] not in (None, ""), key
@@ -56,7 +57,7 @@ def test_committed_results_cover_their_configs_and_seeds(path):
         current = exp.config(arm, seed, profile).to_dict()
         assert stored_config_matches(run["config"], current) == [], (arm, seed)
         assert run["wall_time_s"] > 0
-        if "diverged" in run:                                        # an outcome, recorded with its round
+        if "diverged" in run:  # an outcome, recorded with its round
             assert run["history"][-1]["round"] < run["diverged"]["round"] <= current["rounds"], (arm, seed)
             continue
         assert run["history"][-1]["round"] == current["rounds"]
@@ -64,10 +65,14 @@ def test_committed_results_cover_their_configs_and_seeds(path):
             assert run["measures"], (arm, seed)
 
 
-TINY = Experiment("tiny", "test", "Does a tiny experiment run and resume?",
-                  arms={"DFedAvg": dict(algorithm="dfedavg"), "DFedSAM": dict(algorithm="dfedsam")},
-                  base=dict(dataset="digits", train_size=None, test_size=None, num_clients=4, rounds=2,
-                            eval_every=1), seeds=(0, 1))
+TINY = Experiment(
+    "tiny",
+    "test",
+    "Does a tiny experiment run and resume?",
+    arms={"DFedAvg": dict(algorithm="dfedavg"), "DFedSAM": dict(algorithm="dfedsam")},
+    base=dict(dataset="digits", train_size=None, test_size=None, num_clients=4, rounds=2, eval_every=1),
+    seeds=(0, 1),
+)
 
 
 def test_an_experiment_runs_writes_provenance_and_resumes(tmp_path, monkeypatch):
@@ -75,34 +80,39 @@ def test_an_experiment_runs_writes_provenance_and_resumes(tmp_path, monkeypatch)
     path = run_experiment("tiny", "fast", out=tmp_path, checkpoints=tmp_path / "ck", seeds=(0,), progress=False)
     first = json.loads(path.read_text())
     assert [(r["arm"], r["seed"]) for r in first["runs"]] == [("DFedAvg", 0), ("DFedSAM", 0)]
-    run_experiment("tiny", "fast", out=tmp_path, checkpoints=tmp_path / "ck", progress=False)   # both seeds now
+    run_experiment("tiny", "fast", out=tmp_path, checkpoints=tmp_path / "ck", progress=False)  # both seeds now
     second = json.loads(path.read_text())
     assert len(second["runs"]) == 4
     kept = {(r["arm"], r["seed"]): r for r in second["runs"]}
-    for r in first["runs"]:                                          # finished runs are not rerun
+    for r in first["runs"]:  # finished runs are not rerun
         assert kept[(r["arm"], r["seed"])]["wall_time_s"] == r["wall_time_s"]
     result = load("tiny", tmp_path)
     assert result.seeds == (0, 1) and len(result.curve("DFedSAM")[1]) == 2
-    assert not list((tmp_path / "ck").glob("*.pt"))                 # checkpoints of finished runs are removed
+    assert not list((tmp_path / "ck").glob("*.pt"))  # checkpoints of finished runs are removed
 
     from dfl_book.showcase.report import rerun_matches
+
     monkeypatch.setenv("DFL_SHOWCASE_RESULTS", str(tmp_path))
-    check = rerun_matches("tiny", "DFedSAM", seed=1, rounds=2)      # reruns at the file's own profile
+    check = rerun_matches("tiny", "DFedSAM", seed=1, rounds=2)  # reruns at the file's own profile
     assert check["round"] == 2 and check["agree"] and check["rerun"] == pytest.approx(check["committed"], abs=1e-6)
-    early = rerun_matches("tiny", "DFedSAM", seed=1, rounds=1)      # the rerun stops at round 1 of 2
+    early = rerun_matches("tiny", "DFedSAM", seed=1, rounds=1)  # the rerun stops at round 1 of 2
     assert early["round"] == 1 and early["rerun"] == pytest.approx(early["committed"], abs=1e-6)
     doc = json.loads(path.read_text())
     for r in doc["runs"]:
-        r["history"][-1]["test_acc"] += 0.01                         # a file the code no longer reproduces
+        r["history"][-1]["test_acc"] += 0.01  # a file the code no longer reproduces
     path.write_text(json.dumps(doc))
     assert not rerun_matches("tiny", "DFedSAM", seed=1, rounds=2)["agree"]
 
 
 def test_a_diverging_arm_is_recorded_and_the_other_runs_go_on(tmp_path, monkeypatch):
-    blowup = Experiment("blowup", "test", "Does a diverging arm stop the experiment?",
-                        arms={"DFedAvg": dict(algorithm="dfedavg"), "huge lr": dict(algorithm="dfedavg", lr=1e12)},
-                        base=dict(dataset="digits", train_size=None, test_size=None, num_clients=4, rounds=3,
-                                  eval_every=1), seeds=(0, 1))
+    blowup = Experiment(
+        "blowup",
+        "test",
+        "Does a diverging arm stop the experiment?",
+        arms={"DFedAvg": dict(algorithm="dfedavg"), "huge lr": dict(algorithm="dfedavg", lr=1e12)},
+        base=dict(dataset="digits", train_size=None, test_size=None, num_clients=4, rounds=3, eval_every=1),
+        seeds=(0, 1),
+    )
     monkeypatch.setitem(EXPERIMENTS, "blowup", blowup)
     run_experiment("blowup", "fast", out=tmp_path, checkpoints=tmp_path / "ck", progress=False)
     result = load("blowup", tmp_path)
@@ -113,20 +123,21 @@ def test_a_diverging_arm_is_recorded_and_the_other_runs_go_on(tmp_path, monkeypa
     assert len(result.per_seed("DFedAvg")) == 2
     with pytest.raises(ValueError, match=r"arm 'huge lr' diverged in seed\(s\) \[0, 1\]"):
         result.per_seed("huge lr")
-    steps, curves = result.curve("huge lr")                         # every seed diverged: the schedule all the same
+    steps, curves = result.curve("huge lr")  # every seed diverged: the schedule all the same
     assert steps == result.curve("DFedAvg")[0] == [0, 1, 2, 3]
-    assert all(len(c) == 4 and math.isnan(c[-1]) for c in curves)   # NaN from the divergence on
+    assert all(len(c) == 4 and math.isnan(c[-1]) for c in curves)  # NaN from the divergence on
 
 
 def test_no_experiment_is_named_after_a_chapter_number():
     """Chapters get renumbered; an experiment's name says what it runs (``dfedsam-regime``, not ``ch05-regime``)."""
     import re
+
     assert not [name for name in EXPERIMENTS if re.search(r"\d", name)]
 
 
 def test_a_mislabelled_results_file_is_refused(tmp_path):
     doc = json.loads((RESULTS_DIR / "privacy.json").read_text())
-    (tmp_path / "fedgf.json").write_text(json.dumps(doc))          # privacy's runs under fedgf's name
+    (tmp_path / "fedgf.json").write_text(json.dumps(doc))  # privacy's runs under fedgf's name
     with pytest.raises(ValueError, match="holds the results of experiment 'privacy', not of 'fedgf'"):
         load("fedgf", tmp_path)
     with pytest.raises(FileNotFoundError, match="no showcase results for 'ch03b-privacy'"):
@@ -143,10 +154,28 @@ def test_the_command_lists_and_refuses_unknown_experiments(capsys):
 
 def fake(values: dict[str, list[float]]) -> ShowcaseResult:
     """A results document whose final test accuracy (in %) per arm and seed is ``values``."""
-    runs = [{"arm": arm, "seed": s, "config": {}, "wall_time_s": 1.0, "measures": {},
-             "history": [{"round": 1, "test_acc": v / 100}]} for arm, vs in values.items() for s, v in enumerate(vs)]
-    return ShowcaseResult({"schema": SCHEMA, "experiment": "fake", "provenance": {}, "arms": dict.fromkeys(values),
-                           "seeds": list(range(len(next(iter(values.values()))))), "runs": runs})
+    runs = [
+        {
+            "arm": arm,
+            "seed": s,
+            "config": {},
+            "wall_time_s": 1.0,
+            "measures": {},
+            "history": [{"round": 1, "test_acc": v / 100}],
+        }
+        for arm, vs in values.items()
+        for s, v in enumerate(vs)
+    ]
+    return ShowcaseResult(
+        {
+            "schema": SCHEMA,
+            "experiment": "fake",
+            "provenance": {},
+            "arms": dict.fromkeys(values),
+            "seeds": list(range(len(next(iter(values.values()))))),
+            "runs": runs,
+        }
+    )
 
 
 def test_compare_is_the_per_seed_paired_difference():
@@ -168,17 +197,22 @@ def test_a_record_written_before_a_field_existed_matches_its_planned_config_once
     old = {k: v for k, v in planned.items() if k != "local_epochs"}
     assert stored_config({"config": planned}) == planned
     assert "local_epochs" not in old and stored_config({"config": convert_config(old)}) == planned
-    assert stored_config({"config": {**planned, "rounds": 3}}) != planned      # a real change still reruns
+    assert stored_config({"config": {**planned, "rounds": 3}}) != planned  # a real change still reruns
 
 
 #: Committed runs whose start is rerun with today's code: the chapters read these files (04, 05 and 06), so
 #: the files must still be what the code produces. Other chapters (07 to 09) rerun theirs in a cell.
-RERUN = [("dfedavg", "D-PSGD"), ("compressed-gossip", "8 bits"), ("compressed-gossip", "4 bits, stochastic"),
-         ("privacy", "K = 5")]
+RERUN = [
+    ("dfedavg", "D-PSGD"),
+    ("compressed-gossip", "8 bits"),
+    ("compressed-gossip", "4 bits, stochastic"),
+    ("privacy", "K = 5"),
+]
 
 
 @pytest.mark.parametrize("name, arm", RERUN, ids=[f"{n}/{a}" for n, a in RERUN])
 def test_the_start_of_a_committed_run_still_reproduces(name, arm):
     from dfl_book.showcase.report import rerun_matches
-    check = rerun_matches(name, arm)                   # seed 0, to its first evaluation at round 10 or later
+
+    check = rerun_matches(name, arm)  # seed 0, to its first evaluation at round 10 or later
     assert check["round"] >= 10 and check["agree"], check

@@ -1,4 +1,5 @@
 """tools/stale_numbers.py: the numbers a chapter states that none of its cells produces."""
+
 from __future__ import annotations
 
 import sys
@@ -8,11 +9,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import stale_numbers as numbers_tool  # noqa: E402  (tools/stale_numbers.py)
 
 
-
 def notebook(markdown: str, code: str = "", output: str = "") -> dict:
-    return {"cells": [{"cell_type": "markdown", "metadata": {}, "source": markdown},
-                      {"cell_type": "code", "metadata": {}, "source": code,
-                       "outputs": [{"output_type": "stream", "name": "stdout", "text": output}]}]}
+    return {
+        "cells": [
+            {"cell_type": "markdown", "metadata": {}, "source": markdown},
+            {
+                "cell_type": "code",
+                "metadata": {},
+                "source": code,
+                "outputs": [{"output_type": "stream", "name": "stdout", "text": output}],
+            },
+        ]
+    }
 
 
 def flagged(nb: dict, **kw) -> list[str]:
@@ -20,20 +28,28 @@ def flagged(nb: dict, **kw) -> list[str]:
 
 
 def test_a_number_no_cell_produces_is_listed_and_a_printed_one_is_not():
-    nb = notebook("Accuracy rose from 0.812 to 0.934 [(Shi et al., 2023)](cite:shi2023dfedsam).",
-                  code="print(acc)", output="0.934\n")
+    nb = notebook(
+        "Accuracy rose from 0.812 to 0.934 [(Shi et al., 2023)](cite:shi2023dfedsam).",
+        code="print(acc)",
+        output="0.934\n",
+    )
     assert flagged(nb) == ["0.812"]
 
 
 def test_rounding_signs_and_code_count_as_evidence():
-    nb = notebook("about 13 points; a loss of 0.30; 1,000 rounds; lr 0.05", code="lr = 0.05\nrounds = 1_000",
-                  output="gap 13.2\nΔ loss -0.300\n")
+    nb = notebook(
+        "about 13 points; a loss of 0.30; 1,000 rounds; lr 0.05",
+        code="lr = 0.05\nrounds = 1_000",
+        output="gap 13.2\nΔ loss -0.300\n",
+    )
     assert flagged(nb) == []
 
 
 def test_places_citations_links_and_one_digit_counts_are_not_claims():
-    nb = notebook("Table 2 of §6, Theorem 4.5, eq. (7), [(3)](#eq-x), [Sun et al. (2022)](cite:sun2022dfedavgm), "
-                  "[next](08_dfedsam.ipynb#sec-x), 5 seeds")
+    nb = notebook(
+        "Table 2 of §6, Theorem 4.5, eq. (7), [(3)](#eq-x), [Sun et al. (2022)](cite:sun2022dfedavgm), "
+        "[next](08_dfedsam.ipynb#sec-x), 5 seeds"
+    )
     assert flagged(nb) == []
     assert flagged(nb, all_numbers=True) == ["5"]
 

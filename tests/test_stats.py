@@ -1,4 +1,5 @@
 """Paired comparisons over seeds (dfl_book.stats) on cases whose answer is known."""
+
 from __future__ import annotations
 
 import math
@@ -9,8 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from dfl_book.stats import (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, PairedComparison, compare_paired, markdown_table,
-                            summarize)
+from dfl_book.stats import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    PairedComparison,
+    compare_paired,
+    markdown_table,
+    summarize,
+)
 
 
 def test_t_interval_by_hand():
@@ -35,7 +42,7 @@ def test_symmetric_differences_give_an_interval_around_zero():
     assert c.mean == pytest.approx(0) and c.low < 0 < c.high
     assert c.low == pytest.approx(-c.high)
     assert c.verdict == "UNRESOLVED"
-    assert c.detectable > c.high                   # 80% power needs more than the half-width
+    assert c.detectable > c.high  # 80% power needs more than the half-width
 
 
 def test_a_large_consistent_effect_is_reproduced_and_its_mirror_reversed():
@@ -74,10 +81,9 @@ def test_mde_formula_and_power_by_monte_carlo():
     assert exact == pytest.approx(0.791, abs=0.002)
     # ... and a simulated design with true effect = MDE is resolved about 80% of the time
     rng = np.random.default_rng(12345)
-    trials = 5000                                                # about 1 s; Monte Carlo sd ≈ 0.006
-    hits = sum(compare_paired(rng.normal(mde, sigma, n), np.zeros(n)).verdict == "REPRODUCED"
-               for _ in range(trials))
-    assert hits / trials == pytest.approx(exact, abs=0.025)      # ≈ 4 Monte Carlo sd (this seed: 0.784)
+    trials = 5000  # about 1 s; Monte Carlo sd ≈ 0.006
+    hits = sum(compare_paired(rng.normal(mde, sigma, n), np.zeros(n)).verdict == "REPRODUCED" for _ in range(trials))
+    assert hits / trials == pytest.approx(exact, abs=0.025)  # ≈ 4 Monte Carlo sd (this seed: 0.784)
     assert hits / trials == pytest.approx(0.8, abs=0.03)
 
 
@@ -91,7 +97,7 @@ def test_mde_scales_like_one_over_root_n():
 def test_bootstrap_on_a_fixed_seed():
     a, b = [11, 12, 13, 14, 15], [10] * 5
     c = compare_paired(a, b, method="bootstrap")
-    assert c.method == "bootstrap" and c == compare_paired(a, b, method="bootstrap")   # reproducible
+    assert c.method == "bootstrap" and c == compare_paired(a, b, method="bootstrap")  # reproducible
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     d = np.array([1.0, 2, 3, 4, 5])
     means = d[rng.integers(0, 5, size=(BOOTSTRAP_RESAMPLES, 5))].mean(axis=1)
@@ -123,9 +129,11 @@ def test_one_line_format():
 
 
 def test_summarize_and_markdown_table():
-    cs = [compare_paired([5, 6, 7], [1, 2, 3.5], label="A beats B"),
-          compare_paired([1, 2, 3.5], [5, 6, 7], label="B beats A"),
-          compare_paired([1, -1, 2], [0, 0, 0], label="C beats D")]
+    cs = [
+        compare_paired([5, 6, 7], [1, 2, 3.5], label="A beats B"),
+        compare_paired([1, 2, 3.5], [5, 6, 7], label="B beats A"),
+        compare_paired([1, -1, 2], [0, 0, 0], label="C beats D"),
+    ]
     assert summarize(cs) == {"REPRODUCED": 1, "REVERSED": 1, "EQUIVALENT": 0, "UNRESOLVED": 1}
     assert summarize([]) == {"REPRODUCED": 0, "REVERSED": 0, "EQUIVALENT": 0, "UNRESOLVED": 0}
     md = markdown_table(cs).splitlines()
@@ -155,20 +163,23 @@ def test_a_verdict_table_names_its_endpoint_and_corrects_its_family():
         markdown_table(weak, corrected=["UNRESOLVED"])
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(a=[1, 2, 3], b=[1, 2]), "one value per seed for the same seeds; got 3 and 2 values"),
-    (dict(a=[1], b=[2]), "needs at least 2 seeds (the book's rule: 5); got 1"),
-    (dict(a=[], b=[]), "needs at least 2 seeds"),
-    (dict(a=[1, float("nan")], b=[1, 2]), "a[1] is nan; every value must be a finite number"),
-    (dict(a=[1, 2], b=[float("inf"), 2]), "b[0] is inf; every value must be a finite number"),
-    (dict(a=[1e308, 1], b=[-1e308, 2]), "a[0] − b[0] overflows to inf"),
-    (dict(a=[1, 2], b=[2, 3], expect="bigger"), "expect must be one of 'greater', 'less'; got 'bigger'"),
-    (dict(a=[1, 2], b=[2, 3], method="z"), "method must be one of 't', 'bootstrap'; got 'z'"),
-    (dict(a=[1, 2], b=[2, 3], confidence=95), "confidence must be a number strictly between 0 and 1; got 95"),
-    (dict(a=[1, 2], b=[2, 3], confidence=1.0), "confidence must be a number strictly between 0 and 1; got 1.0"),
-    (dict(a=[1, 2], b=[2, 3], power=0), "power must be a number strictly between 0 and 1; got 0"),
-    (dict(a=[1, 2], b=[2, 3], power="high"), "power must be a number strictly between 0 and 1; got 'high'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(a=[1, 2, 3], b=[1, 2]), "one value per seed for the same seeds; got 3 and 2 values"),
+        (dict(a=[1], b=[2]), "needs at least 2 seeds (the book's rule: 5); got 1"),
+        (dict(a=[], b=[]), "needs at least 2 seeds"),
+        (dict(a=[1, float("nan")], b=[1, 2]), "a[1] is nan; every value must be a finite number"),
+        (dict(a=[1, 2], b=[float("inf"), 2]), "b[0] is inf; every value must be a finite number"),
+        (dict(a=[1e308, 1], b=[-1e308, 2]), "a[0] − b[0] overflows to inf"),
+        (dict(a=[1, 2], b=[2, 3], expect="bigger"), "expect must be one of 'greater', 'less'; got 'bigger'"),
+        (dict(a=[1, 2], b=[2, 3], method="z"), "method must be one of 't', 'bootstrap'; got 'z'"),
+        (dict(a=[1, 2], b=[2, 3], confidence=95), "confidence must be a number strictly between 0 and 1; got 95"),
+        (dict(a=[1, 2], b=[2, 3], confidence=1.0), "confidence must be a number strictly between 0 and 1; got 1.0"),
+        (dict(a=[1, 2], b=[2, 3], power=0), "power must be a number strictly between 0 and 1; got 0"),
+        (dict(a=[1, 2], b=[2, 3], power="high"), "power must be a number strictly between 0 and 1; got 'high'"),
+    ],
+)
 def test_bad_input_is_refused_with_a_clear_message(kwargs, message):
     a, b = kwargs.pop("a"), kwargs.pop("b")
     with pytest.raises(ValueError) as err:
@@ -180,8 +191,11 @@ values = st.floats(-1000, 1000, allow_nan=False, allow_subnormal=False)
 
 
 @settings(max_examples=150, deadline=None)
-@given(pairs=st.lists(st.tuples(values, values), min_size=2, max_size=10),
-       method=st.sampled_from(["t", "bootstrap"]), expect=st.sampled_from(["greater", "less"]))
+@given(
+    pairs=st.lists(st.tuples(values, values), min_size=2, max_size=10),
+    method=st.sampled_from(["t", "bootstrap"]),
+    expect=st.sampled_from(["greater", "less"]),
+)
 def test_swapping_a_and_b_negates_the_difference_and_swaps_the_verdict(pairs, method, expect):
     a, b = [p[0] for p in pairs], [p[1] for p in pairs]
     ab = compare_paired(a, b, method=method, expect=expect)
@@ -254,14 +268,17 @@ from dfl_book.stats import holm, holm_adjust, p_value, tost_p_value  # noqa: E40
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.floats(-5, 5, allow_nan=False), min_size=5, max_size=8),
-       st.lists(st.floats(-5, 5, allow_nan=False), min_size=5, max_size=8), st.floats(0.05, 3))
+@given(
+    st.lists(st.floats(-5, 5, allow_nan=False), min_size=5, max_size=8),
+    st.lists(st.floats(-5, 5, allow_nan=False), min_size=5, max_size=8),
+    st.floats(0.05, 3),
+)
 def test_the_p_values_agree_with_the_intervals(a, b, margin):
     n = min(len(a), len(b))
     c = compare_paired(a[:n], b[:n], margin=margin)
     assume(c.std > 1e-6)
     p, q = p_value(c), tost_p_value(c)
-    edge = 1e-9                                   # a p-value within rounding of α is either side
+    edge = 1e-9  # a p-value within rounding of α is either side
     if abs(p - 0.05) > edge:
         assert (p < 0.05) == (c.low > 0 or c.high < 0), (p, c)
     if abs(q - 0.05) > edge:
@@ -295,11 +312,11 @@ def test_holm_adjusted_p_values_are_monotone_and_between_raw_and_bonferroni(p):
 
 
 def test_holm_keeps_strong_differences_and_drops_weak_ones():
-    strong = compare_paired([5.1, 5.3, 4.9, 5.2, 5.0], [0, 0, 0, 0, 0])            # p ≈ 1e-7
-    weak = compare_paired([0.9, 0.1, 0.6, 0.3, 0.8], [0, 0, 0, 0, 0])              # p ≈ 0.02
+    strong = compare_paired([5.1, 5.3, 4.9, 5.2, 5.0], [0, 0, 0, 0, 0])  # p ≈ 1e-7
+    weak = compare_paired([0.9, 0.1, 0.6, 0.3, 0.8], [0, 0, 0, 0, 0])  # p ≈ 0.02
     assert weak.verdict == "REPRODUCED" and 0.01 < p_value(weak) < 0.05
     nulls = [compare_paired([0.3, -0.2, 0.1, -0.4, 0.2], [0] * 5) for _ in range(8)]
-    assert holm([strong, weak]) == ["REPRODUCED", "REPRODUCED"]          # a family of 2: 2·0.02 < 0.05
-    assert holm([strong, weak, *nulls])[:2] == ["REPRODUCED", "UNRESOLVED"]   # of 10: 9·0.02 > 0.05
+    assert holm([strong, weak]) == ["REPRODUCED", "REPRODUCED"]  # a family of 2: 2·0.02 < 0.05
+    assert holm([strong, weak, *nulls])[:2] == ["REPRODUCED", "UNRESOLVED"]  # of 10: 9·0.02 > 0.05
     with pytest.raises(ValueError, match="bootstrap"):
         p_value(compare_paired([1, 2, 3], [0, 0, 0], method="bootstrap"))

@@ -1,4 +1,5 @@
 """theory.phi and theory.bounds: symbolic identities by sympy, numbers against direct formulas."""
+
 import itertools
 
 import numpy as np
@@ -45,8 +46,9 @@ def test_phi_table_rows():
 
 
 def test_alpha_differs_from_appendix_by_one_eta2_term():
-    lhs = bd.ALPHA * bd.D_DENOM - (bd.eta * bd.L**2 * bd.K * bd.C1 / 2
-                                   + 3 * bd.eta**2 * bd.K * bd.L / 2 * (bd.L**2 * bd.rho**2 + bd.sigma_l**2))
+    lhs = bd.ALPHA * bd.D_DENOM - (
+        bd.eta * bd.L**2 * bd.K * bd.C1 / 2 + 3 * bd.eta**2 * bd.K * bd.L / 2 * (bd.L**2 * bd.rho**2 + bd.sigma_l**2)
+    )
     expected = -bd.K * bd.L * bd.eta**2 * (bd.L**2 * bd.rho**2 + bd.sigma_l**2)
     assert sp.simplify(lhs - expected) == 0
 
@@ -98,10 +100,12 @@ def test_predictions_match_terms():
     from theory.problems import shifted_quadratics
 
     c = shifted_quadratics(m=8, d=4, seed=0).constants()
-    p = bd.predictions(c, K=5, T=50, eta=0.01, rho=0.01, lam_value=0.9, m_value=8, Q_value=2, f_x1=c.f_star + 3.0,
-                       G2_value=1.0)
-    t = bd.theorem45_terms(K=5, T=50, eta=0.01, rho=0.01, L=c.L, sigma_l=c.sigma_l, sigma_g=c.sigma_g, Delta=3.0,
-                           lam=0.9, m=8, Q=2)
+    p = bd.predictions(
+        c, K=5, T=50, eta=0.01, rho=0.01, lam_value=0.9, m_value=8, Q_value=2, f_x1=c.f_star + 3.0, G2_value=1.0
+    )
+    t = bd.theorem45_terms(
+        K=5, T=50, eta=0.01, rho=0.01, L=c.L, sigma_l=c.sigma_l, sigma_g=c.sigma_g, Delta=3.0, lam=0.9, m=8, Q=2
+    )
     assert p["min_grad_norm_sq_bound"] == pytest.approx(t["bound"])
     assert p["contraction_per_round"] == pytest.approx(0.81)
     assert p["stepsize_condition"] == (0.01 <= 1 / (50 * c.L))

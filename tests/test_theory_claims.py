@@ -1,4 +1,5 @@
 """theory.claims and ``python -m theory check``: format, required IDs, key verdicts, data provenance."""
+
 import dataclasses
 import re
 
@@ -8,7 +9,9 @@ from theory import claims as cl
 from theory.__main__ import main
 from theory.tables import TABLES, load_quotes, load_table
 
-LINE = re.compile(r"^(?P<id>[^\s|]+) \| (?P<verdict>HOLDS|FAILS|NOT CHECKABLE) \| (?P<claim>.+\[.+\]) \| (?P<computed>.+)$")
+LINE = re.compile(
+    r"^(?P<id>[^\s|]+) \| (?P<verdict>HOLDS|FAILS|NOT CHECKABLE) \| (?P<claim>.+\[.+\]) \| (?P<computed>.+)$"
+)
 
 
 @pytest.fixture(scope="module")
@@ -55,14 +58,20 @@ def test_key_verdicts(claims):
     t1 = [c for c in claims if c.id.startswith("table1-gen-error/")]
     assert len(t1) == 48
     assert {c.id for c in t1 if c.verdict == "FAILS"} == {
-        "table1-gen-error/CIFAR-10/FedSAM/Dir0.3", "table1-gen-error/CIFAR-10/DFedAvgM/Dir0.6",
-        "table1-gen-error/CIFAR-100/D-PSGD/IID", "table1-gen-error/CIFAR-100/DFedAvg/Dir0.3",
-        "table1-gen-error/CIFAR-100/DFedAvg/IID"}
+        "table1-gen-error/CIFAR-10/FedSAM/Dir0.3",
+        "table1-gen-error/CIFAR-10/DFedAvgM/Dir0.6",
+        "table1-gen-error/CIFAR-100/D-PSGD/IID",
+        "table1-gen-error/CIFAR-100/DFedAvg/Dir0.3",
+        "table1-gen-error/CIFAR-100/DFedAvg/IID",
+    }
     bold = [c.id for c in claims if c.id.startswith("fedgf-bold/") and c.verdict == "FAILS"]
     assert bold == ["fedgf-bold/CIFAR-100/alpha=10/clients=10"]
     fs = {c.id: c.verdict for c in claims if c.id.startswith("fedsam-text/")}
     assert [k for k, x in fs.items() if x == "FAILS"] == [
-        "fedsam-text/accuracy/Dir0.6", "fedsam-text/rounds/Dir0.6", "fedsam-text/rounds/Dir0.3"]
+        "fedsam-text/accuracy/Dir0.6",
+        "fedsam-text/rounds/Dir0.6",
+        "fedsam-text/rounds/Dir0.3",
+    ]
 
 
 def test_quadratic_bound_holds(claims):
@@ -80,23 +89,47 @@ def test_data_files_cite_their_source():
 
 
 NEW_VERDICTS = {
-    "thm45-step-21": "FAILS", "thm45-step-22": "FAILS", "thm45-step-24": "HOLDS", "thm45-step-25": "FAILS",
-    "thm45-step-telescope": "FAILS", "thm45-step-d3-second": "FAILS",
-    "thm45-term-denominator": "FAILS", "thm45-term-init": "HOLDS", "thm45-term-sigma-l": "FAILS",
-    "thm45-term-sigma-g": "FAILS", "thm45-term-rho": "FAILS", "thm45-term-consensus": "FAILS", "thm45-vs-proof": "FAILS",
-    "cor46-term-init": "HOLDS", "cor46-term-heterogeneity": "HOLDS", "cor46-term-L2": "FAILS", "cor46-term-topology": "FAILS",
-    "cor48-term-init": "HOLDS", "cor48-term-heterogeneity": "HOLDS", "cor48-term-L2": "FAILS", "cor48-term-topology": "FAILS",
-    "d2-rate-term-init": "FAILS", "d2-rate-term-heterogeneity": "HOLDS", "d2-rate-term-rho4-topology": "FAILS",
-    "d2-rate-term-topology": "FAILS", "d2-rate-tail": "NOT CHECKABLE",
-    "d3-rate-term-init": "FAILS", "d3-rate-term-heterogeneity": "HOLDS", "d3-rate-term-topology": "FAILS",
+    "thm45-step-21": "FAILS",
+    "thm45-step-22": "FAILS",
+    "thm45-step-24": "HOLDS",
+    "thm45-step-25": "FAILS",
+    "thm45-step-telescope": "FAILS",
+    "thm45-step-d3-second": "FAILS",
+    "thm45-term-denominator": "FAILS",
+    "thm45-term-init": "HOLDS",
+    "thm45-term-sigma-l": "FAILS",
+    "thm45-term-sigma-g": "FAILS",
+    "thm45-term-rho": "FAILS",
+    "thm45-term-consensus": "FAILS",
+    "thm45-vs-proof": "FAILS",
+    "cor46-term-init": "HOLDS",
+    "cor46-term-heterogeneity": "HOLDS",
+    "cor46-term-L2": "FAILS",
+    "cor46-term-topology": "FAILS",
+    "cor48-term-init": "HOLDS",
+    "cor48-term-heterogeneity": "HOLDS",
+    "cor48-term-L2": "FAILS",
+    "cor48-term-topology": "FAILS",
+    "d2-rate-term-init": "FAILS",
+    "d2-rate-term-heterogeneity": "HOLDS",
+    "d2-rate-term-rho4-topology": "FAILS",
+    "d2-rate-term-topology": "FAILS",
+    "d2-rate-tail": "NOT CHECKABLE",
+    "d3-rate-term-init": "FAILS",
+    "d3-rate-term-heterogeneity": "HOLDS",
+    "d3-rate-term-topology": "FAILS",
 }
 
 
 def test_theorem45_and_rate_verdicts(claims):
     v = {c.id: c.verdict for c in claims}
     assert {k: v.get(k) for k in NEW_VERDICTS} == NEW_VERDICTS
-    assert not [i for i in v if i.startswith(("thm45-term-", "thm45-step-", "cor46-term-", "cor48-term-", "d2-rate", "d3-rate"))
-                and i not in NEW_VERDICTS]
+    assert not [
+        i
+        for i in v
+        if i.startswith(("thm45-term-", "thm45-step-", "cor46-term-", "cor48-term-", "d2-rate", "d3-rate"))
+        and i not in NEW_VERDICTS
+    ]
     by_id = {c.id: c for c in claims}
     assert "fails on thm45-term-denominator, thm45-term-sigma-l" in by_id["thm45-vs-proof"].reason
     assert by_id["thm45-term-sigma-g"].computed.endswith("derived/printed = 2")
@@ -106,12 +139,16 @@ def test_thm45_vs_proof_follows_the_term_checks(monkeypatch):
     from theory import derivation as dv
 
     real = dv.theorem45_terms
-    monkeypatch.setattr(dv, "theorem45_terms",
-                        lambda name="printed-22": tuple(dataclasses.replace(t, implied=True) for t in real(name)))
+    monkeypatch.setattr(
+        dv, "theorem45_terms", lambda name="printed-22": tuple(dataclasses.replace(t, implied=True) for t in real(name))
+    )
     out = {c.id: c.verdict for c in cl.check_theorem45_terms()}
     assert set(out.values()) == {"HOLDS"}
-    monkeypatch.setattr(dv, "theorem45_terms", lambda name="printed-22": tuple(
-        dataclasses.replace(t, implied=(t.key != "init")) for t in real(name)))
+    monkeypatch.setattr(
+        dv,
+        "theorem45_terms",
+        lambda name="printed-22": tuple(dataclasses.replace(t, implied=(t.key != "init")) for t in real(name)),
+    )
     out = {c.id: c.verdict for c in cl.check_theorem45_terms()}
     assert out["thm45-vs-proof"] == "FAILS" and out["thm45-term-init"] == "FAILS"
 
@@ -127,8 +164,11 @@ def test_lemma_d1_detail_is_machine_independent(monkeypatch):
 
     def run(noise):
         monkeypatch.setattr(spc, "STATIC", ())
-        monkeypatch.setattr(spc, "lemma_d1_product", lambda name, m, t_max: dict(
-            worst_ratio=1.0, first_fail=None, final_norm=noise, final_bound=5.099e-07))
+        monkeypatch.setattr(
+            spc,
+            "lemma_d1_product",
+            lambda name, m, t_max: dict(worst_ratio=1.0, first_fail=None, final_norm=noise, final_bound=5.099e-07),
+        )
         return [c.computed for c in cl.check_lemma_d1()]
 
     assert run(8.896e-16) == run(8.897e-16)

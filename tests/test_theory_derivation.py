@@ -1,4 +1,5 @@
 """theory.derivation and theory.rates: each step of Theorem 4.5's proof as a sympy identity; perturbations flip verdicts."""
+
 import dataclasses
 
 import numpy as np
@@ -139,8 +140,14 @@ def test_sign():
 
 def test_theorem45_terms_verdicts():
     got = {t.key: t.implied for t in dv.theorem45_terms()}
-    assert got == {"denominator": False, "init": True, "sigma-l": False, "sigma-g": False, "rho": False,
-                   "consensus": False}
+    assert got == {
+        "denominator": False,
+        "init": True,
+        "sigma-l": False,
+        "sigma-g": False,
+        "rho": False,
+        "consensus": False,
+    }
     r = {t.key: t.ratio for t in dv.theorem45_terms()}
     assert r["sigma-g"] == 2 and r["init"] == 1
     assert zero(r["consensus"] - 2 / (1 - 32 * L**2 * eta**2 * K**2 * Gamma))
@@ -156,15 +163,21 @@ def test_printing_the_derived_terms_would_hold():
 def test_perturbed_sigma_g_constant_flips_the_verdict():
     p = dv.THEOREM_4_5_PARTS
     doubled = dataclasses.replace(p, alpha=sp.expand(p.alpha + 8 * eta**3 * K**3 * L**2 * sg**2))  # 8 → 16
-    slightly_less = dataclasses.replace(p, alpha=sp.expand(p.alpha + sp.Rational(79, 10) * eta**3 * K**3 * L**2 * sg**2))
+    slightly_less = dataclasses.replace(
+        p, alpha=sp.expand(p.alpha + sp.Rational(79, 10) * eta**3 * K**3 * L**2 * sg**2)
+    )
     verdict = lambda printed: {t.key: t.implied for t in dv.compare_terms(dv.derive_final(), printed)}["sigma-g"]
     assert verdict(doubled) is True and verdict(slightly_less) is False
 
 
 def test_proof_with_half_the_constants_gives_the_printed_alpha():
     # a (22) with (ηL²K/4)C₁ and (η²KL/4)(L²ρ²+σ_l²+G) would give exactly eq. (7)'s α: the factors 2 and 6 are real
-    descent = (-eta * K / 2 * g2 + eta * L**2 * K / 4 * bd.C1 + 8 * eta**3 * K**2 * L**2 * G
-               + eta**2 * K * L / 4 * (L**2 * rho**2 + sl**2 + G))
+    descent = (
+        -eta * K / 2 * g2
+        + eta * L**2 * K / 4 * bd.C1
+        + 8 * eta**3 * K**2 * L**2 * G
+        + eta**2 * K * L / 4 * (L**2 * rho**2 + sl**2 + G)
+    )
     got = {t.key: t.implied for t in dv.compare_terms(dv.derive_final(descent))}
     assert got["sigma-l"] and got["sigma-g"] and got["rho"]
 
@@ -201,7 +214,7 @@ def test_rate_expansion_leading_terms():
 
 
 def test_covers_rule():
-    mono = lambda p, k, topo=0: rates.Monomial(sp.Rational(p), sl**2, topo, K**sp.Rational(k), sp.Rational(k))
+    mono = lambda p, k, topo=0: rates.Monomial(sp.Rational(p), sl**2, topo, K ** sp.Rational(k), sp.Rational(k))
     assert rates.covers(mono(1, 1), mono("3/2", "1/2"))  # √K/T^{3/2} ≤ K/T for K ≤ T
     assert not rates.covers(mono("3/2", "-1/2"), mono("3/2", "1/2"))
     assert rates.covers(mono(1, 1, topo=1), mono(1, 1))  # Γ ≥ 1
@@ -211,8 +224,12 @@ def test_covers_rule():
 def test_corrected_corollary_terms_would_hold():
     _, _, tied, terms = rates.DISPLAYS["cor46"]
     fixed = list(terms)
-    fixed[2] = rates.RateTerm("L2", "L²/T + Γ√K L²/T^{3/2}", L**2 / T + Gamma * sp.sqrt(K) * L**2 / T ** sp.Rational(3, 2))
-    fixed[3] = rates.RateTerm("topology", "√K(β²+σ_l²)Γ/T^{3/2}", sp.sqrt(K) * (sg**2 + sl**2) * Gamma / T ** sp.Rational(3, 2))
+    fixed[2] = rates.RateTerm(
+        "L2", "L²/T + Γ√K L²/T^{3/2}", L**2 / T + Gamma * sp.sqrt(K) * L**2 / T ** sp.Rational(3, 2)
+    )
+    fixed[3] = rates.RateTerm(
+        "topology", "√K(β²+σ_l²)Γ/T^{3/2}", sp.sqrt(K) * (sg**2 + sl**2) * Gamma / T ** sp.Rational(3, 2)
+    )
     assert all(v.holds for v in rates.check_terms(tuple(fixed), rho_tied=tied))
     # and a K^{-1/2} (the printed power) fails again
     fixed[3] = terms[3]

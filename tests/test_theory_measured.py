@@ -1,4 +1,5 @@
 """theory.measured: dfl_core runs on softmax regression against DFedSAM's bounds; the constants against brute force."""
+
 import math
 
 import numpy as np
@@ -75,7 +76,7 @@ def test_softmax_L_bound_against_autograd_hessian():
     parts = _numpy_softmax_parts(sim)
     Li = [np.linalg.eigvalsh(xt.T @ xt).max() / (2 * len(xt)) for xt, _ in parts]
     assert c.L == pytest.approx(max(Li), rel=1e-12)
-    i = int(np.argmin([len(y) for _, y in parts]))              # a small client: its Hessian is cheap
+    i = int(np.argmin([len(y) for _, y in parts]))  # a small client: its Hessian is cheap
     train = sim.data.train
     idx = torch.as_tensor(train.client_indices()[i])
     xi, yi = train.x[idx], train.y[idx]
@@ -85,17 +86,20 @@ def test_softmax_L_bound_against_autograd_hessian():
 
     rng = np.random.default_rng(0)
     two_class = torch.zeros(sim.model.d, dtype=torch.float64)
-    two_class[-10:-8] = 40.0                                      # bias: p = (1/2, 1/2, 0, ...) on every sample
-    points = {"x0": sim.x0[0], "random": torch.as_tensor(rng.standard_normal(sim.model.d) * 0.3),
-              "two-class": two_class}
+    two_class[-10:-8] = 40.0  # bias: p = (1/2, 1/2, 0, ...) on every sample
+    points = {
+        "x0": sim.x0[0],
+        "random": torch.as_tensor(rng.standard_normal(sim.model.d) * 0.3),
+        "two-class": two_class,
+    }
     ratios = {}
     for name, p in points.items():
         H = torch.autograd.functional.hessian(fi, p.clone(), vectorize=True).numpy()
         top = np.linalg.eigvalsh((H + H.T) / 2).max()
         assert top <= Li[i] * (1 + 1e-12), name
         ratios[name] = Li[i] / top
-    assert ratios["x0"] < 10, ratios                              # near uniform p: about C/2 = 5x loose
-    assert ratios["two-class"] == pytest.approx(1.0, abs=1e-9)    # the 1/2 of ‖diag(p) − ppᵀ‖ is attained
+    assert ratios["x0"] < 10, ratios  # near uniform p: about C/2 = 5x loose
+    assert ratios["two-class"] == pytest.approx(1.0, abs=1e-9)  # the 1/2 of ‖diag(p) − ppᵀ‖ is attained
     print(f"L_i bound / Hessian top eigenvalue: {ratios}")
 
 
@@ -121,7 +125,7 @@ def test_engine_gradient_matches_numpy():
     """∇f with f = (1/m)Σ f_i (DFedSAM eq. (1)), unequal client sizes, float64, to 1e-10."""
     sim = _sim(dirichlet_method="hsu", topology="ring")
     counts = sim.data.train.counts.numpy()
-    assert counts.min() != counts.max()                          # else the pooled mean would agree too
+    assert counts.min() != counts.max()  # else the pooled mean would agree too
     for _ in range(3):
         sim.step()
     xbar = sim.x.mean(0)
@@ -131,12 +135,14 @@ def test_engine_gradient_matches_numpy():
     assert float(f[0]) == pytest.approx(fn, abs=1e-10)
     assert np.abs(g[0].numpy() - _V_to_flat(gn)).max() < 1e-10
     assert float((g[0] ** 2).sum()) == pytest.approx((gn**2).sum(), abs=1e-10)
-    pooled = _numpy_f_grad(_flat_to_V(xbar.numpy(), 10),
-                           [(np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))])[1]
-    assert np.abs(pooled - gn).max() > 1e-6                      # the weighting is visible
+    pooled = _numpy_f_grad(
+        _flat_to_V(xbar.numpy(), 10), [(np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))]
+    )[1]
+    assert np.abs(pooled - gn).max() > 1e-6  # the weighting is visible
     # the same computation inside measure_against_bounds, at x̄¹ = x0
-    res = measure_against_bounds(Config(**{**BASE, "algorithm": "dfedsam", "dirichlet_method": "hsu",
-                                           "rounds": 1}), eta="max")
+    res = measure_against_bounds(
+        Config(**{**BASE, "algorithm": "dfedsam", "dirichlet_method": "hsu", "rounds": 1}), eta="max"
+    )
     f0, g0 = _numpy_f_grad(_flat_to_V(sim.x0[0].numpy(), 10), parts)
     assert res["grad_norm_sq"][0] == pytest.approx((g0**2).sum(), abs=1e-10)
     assert res["f_x1"] == pytest.approx(f0, abs=1e-10)
@@ -155,7 +161,7 @@ def test_dfedsam_measured_against_bounds(topology, Q):
     assert meas["min_grad_norm_sq"] == r["grad_norm_sq"][:20].min() > 0
     assert meas["min_grad_norm_sq"] <= pred["min_grad_norm_sq_bound"]
     assert meas["max_consensus_distance"] <= pred["consensus_distance_bound"]
-    assert r["consensus"][0] == 0.0                              # same x¹ on every client
+    assert r["consensus"][0] == 0.0  # same x¹ on every client
     # Lemma D.1 on the run's own iterates: ‖(I−P)W^Q z‖ ≤ λ^Q ‖(I−P)z‖
     assert np.all(r["run_contraction_per_round"] <= r["lam"] ** Q + 1e-12)
     if topology == "ring":
@@ -179,8 +185,12 @@ def test_config_adjustments_and_refusals():
     cfg, adjusted = theory_config(Config(**BASE, algorithm="dfedsam"))
     assert all(getattr(cfg, k) == v for k, v in REQUIRED_SETTINGS.items())
     assert adjusted["model"] == ("2nn", "linear") and adjusted["full_batch"] == (False, True)
-    for bad in (dict(algorithm="dfedavgm"), dict(algorithm="fedavg"), dict(algorithm="dfedsam", weight_decay=1e-4),
-                dict(algorithm="dfedsam", sam_variant="asam")):
+    for bad in (
+        dict(algorithm="dfedavgm"),
+        dict(algorithm="fedavg"),
+        dict(algorithm="dfedsam", weight_decay=1e-4),
+        dict(algorithm="dfedsam", sam_variant="asam"),
+    ):
         with pytest.raises(ConfigError):
             theory_config(Config(**{**BASE, **bad}))
 

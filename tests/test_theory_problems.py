@@ -1,4 +1,5 @@
 """theory.problems: the constants against brute force, the measurements against known cases."""
+
 import itertools
 import math
 

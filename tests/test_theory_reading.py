@@ -3,6 +3,7 @@
 Hand values: issue 41 at the theory chapter's setting (K = 5, T = 1000, L = 1, η = 1/(10KL), ρ = 0.01,
 σ_l = σ_g = Δ = 1, m = 100) on the engine's ring of 100 (λ = (1 + 2cos(2π/100))/3).
 """
+
 import math
 
 import numpy as np
@@ -32,8 +33,9 @@ def ring_lam() -> float:
 
 
 def test_chapter_setting_is_the_issue_setting():
-    assert rd.CHAPTER_SETTING == dict(K=5, T=1000, L=1.0, eta=0.02, rho=0.01, sigma_l=1.0, sigma_g=1.0, Delta=1.0,
-                                      m=100)
+    assert rd.CHAPTER_SETTING == dict(
+        K=5, T=1000, L=1.0, eta=0.02, rho=0.01, sigma_l=1.0, sigma_g=1.0, Delta=1.0, m=100
+    )
 
 
 # ---- vacuity -----------------------------------------------------------------
@@ -154,7 +156,7 @@ def test_stepsize_condition_at_the_chapters_eta():
     """η = 1/(10KL): 32L²η²K² = 0.32, so (24) needs λ < 1 − √0.32 ≈ 0.434 (theory.claims' stepsize-eq24)."""
     assert rd.stepsize_condition(0.43, 100, 1, K=5, L=1.0, eta=0.02)["holds"]
     assert not rd.stepsize_condition(0.44, 100, 1, K=5, L=1.0, eta=0.02)["holds"]
-    assert rd.stepsize_condition(0.0, 100, 1, K=5, L=1.0, T=161)["holds"]   # complete graph: T > 32K = 160
+    assert rd.stepsize_condition(0.0, 100, 1, K=5, L=1.0, T=161)["holds"]  # complete graph: T > 32K = 160
     assert not rd.stepsize_condition(0.0, 100, 1, K=5, L=1.0, T=159)["holds"]
 
 
@@ -181,8 +183,9 @@ def test_bound_grows_with_rho_and_is_dfedavgs_at_zero(lam):
     bounds = [r["bound"] for r in rows]
     assert all(b1 < b2 for b1, b2 in zip(bounds, bounds[1:]))
     assert rows[0]["bound"] == pytest.approx(rows[0]["dfedavg_bound"], rel=1e-12)
-    assert rows[0]["bound"] == pytest.approx(bd.evaluate(bd.THEOREM_4_5, **dict(SETTING, rho=0.0), lam=lam, m=100, Q=1),
-                                             rel=1e-12)
+    assert rows[0]["bound"] == pytest.approx(
+        bd.evaluate(bd.THEOREM_4_5, **dict(SETTING, rho=0.0), lam=lam, m=100, Q=1), rel=1e-12
+    )
     assert all(r["cost"] > 0 for r in rows[1:])
 
 
@@ -222,7 +225,7 @@ def test_shared_hessian_average_path_does_not_depend_on_the_topology(seed):
     runs = _paths(shared=True, seed=seed)
     for method in ("dsgd", "dfedavg"):
         assert _spread(runs, method) < 1e-12, method
-    assert runs["dfedavg", "ring"]["consensus"].max() > 0.1   # the clients do disagree on the ring
+    assert runs["dfedavg", "ring"]["consensus"].max() > 0.1  # the clients do disagree on the ring
     # DFedSAM's normalised perturbation is not linear in the model: a small dependence remains
     het = _paths(shared=False, seed=seed)
     assert 1e-6 < _spread(runs, "dfedsam") < 0.1 * _spread(het, "dfedsam")

@@ -1,4 +1,5 @@
 """theory.spectral: closed forms against independent numpy eigenvalues, not against themselves."""
+
 import math
 
 import numpy as np

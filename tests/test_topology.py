@@ -3,6 +3,7 @@
 λ is checked against closed forms (ring, complete, exponential) and against an
 independent eigen-solver; graphs are checked against networkx builders.
 """
+
 import math
 
 import networkx as nx
@@ -93,9 +94,7 @@ def test_static_topologies_return_the_same_matrix():
 
 def test_complete_and_full_are_the_same():
     np.testing.assert_array_equal(make_topology("full", 7).matrix(0).W, np.full((7, 7), 1 / 7))
-    np.testing.assert_array_equal(
-        make_topology("complete", 7).matrix(0).W, make_topology("full", 7).matrix(0).W
-    )
+    np.testing.assert_array_equal(make_topology("complete", 7).matrix(0).W, make_topology("full", 7).matrix(0).W)
 
 
 # --------------------------------------------------------------------------- #
@@ -182,9 +181,7 @@ def test_ring_matches_networkx_cycle():
     np.testing.assert_allclose(make_topology("ring", 12).matrix(0).W, metropolis_hastings(nx.cycle_graph(12)))
 
 
-@pytest.mark.parametrize(
-    "m,shape", [(100, (10, 10)), (12, (3, 4)), (6, (2, 3)), (4, (2, 2)), (1000, (25, 40))]
-)
+@pytest.mark.parametrize("m,shape", [(100, (10, 10)), (12, (3, 4)), (6, (2, 3)), (4, (2, 2)), (1000, (25, 40))])
 def test_grid_and_torus_match_networkx(m, shape):
     rows, cols = shape
     grid = make_topology("grid", m).matrix(0).W
@@ -255,7 +252,7 @@ def test_random_symmetric_properties():
         assert A.sum(axis=1).max() <= 10
         assert nx.is_connected(nx.from_numpy_array(A.astype(int)))
         assert all(mm.satisfies_definition_4_1().values())
-    deg = ((make_topology("random-symmetric", 50, max_degree=4).matrix(0).W > 0).sum(axis=1) - 1)
+    deg = (make_topology("random-symmetric", 50, max_degree=4).matrix(0).W > 0).sum(axis=1) - 1
     assert deg.max() <= 4 and deg.min() >= 2
 
 

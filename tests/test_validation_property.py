@@ -5,6 +5,7 @@ with one of dfl_core's own errors, whose message names the offending field or
 value. None may crash with a traceback from deep inside torch or numpy, and
 none may hang (each run is at most 2 rounds of at most 12 small clients).
 """
+
 from __future__ import annotations
 
 import math
@@ -35,7 +36,7 @@ def one_of_names(valid: list, bad: str):
 
 COMMON = {
     "dataset": one_of_names(["digits"], "mnist-9"),
-    "model": one_of_names(["2nn", "2nn", "linear"], "resnet-1") | st.just("cnn-mnist"),   # cnn-mnist: 8x8 is too small
+    "model": one_of_names(["2nn", "2nn", "linear"], "resnet-1") | st.just("cnn-mnist"),  # cnn-mnist: 8x8 is too small
     "num_clients": sometimes_bad(st.integers(1, 12), 0, -1, 5000, 2.5),
     "rounds": sometimes_bad(st.integers(0, 2), -1),
     "seed": sometimes_bad(st.integers(0, 2**31), -1),
@@ -96,18 +97,24 @@ def _named(message: str, changes: dict) -> bool:
     """Does the message name one of the fields set, or a value given?"""
     words = {name for name in changes} | {name.replace("_", " ") for name in changes}
     words |= {str(v) for v in changes.values() if v is not None and str(v)}
-    words |= {"round", "client", "samples", "lr"}                 # divergence and too-small-data messages
+    words |= {"round", "client", "samples", "lr"}  # divergence and too-small-data messages
     return any(w in message for w in words)
 
 
-@settings(max_examples=200, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(changes=configs())
 def test_every_config_runs_or_is_refused_with_a_message(changes):
     try:
         cfg = Config().replace(**changes, device="cpu")
-        Simulation(cfg.replace(rounds=min(cfg.rounds, 2) if isinstance(cfg.rounds, int) and
-                               not isinstance(cfg.rounds, bool) else cfg.rounds)).run()
+        Simulation(
+            cfg.replace(
+                rounds=min(cfg.rounds, 2)
+                if isinstance(cfg.rounds, int) and not isinstance(cfg.rounds, bool)
+                else cfg.rounds
+            )
+        ).run()
         event("ran")
     except REFUSALS + (DivergenceError,) as err:
         event(f"refused: {type(err).__name__}")

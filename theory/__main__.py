@@ -7,6 +7,7 @@ Usage::
     python -m theory check --json     # the same records as JSON
     python -m theory tables           # λ table of the engine's topologies and Φ at m = 100, Q = 1..4
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,18 +27,26 @@ def _tables() -> str:
         out.append(f"{s.name:<17} {s.lam:<10.6f} {s.gap:<10.3e} {s.op_norm:<9.6f} {str(ok):<8} {cf}")
     for name in TIME_VARYING:
         st = mean_square_contraction(name, 100, draws=100)
-        out.append(f"{name:<17} mean SLEM {st.mean_slem:.4f}; rho_ms {st.rho_ms:.5f} (sqrt {st.rho_ms ** 0.5:.4f}); "
-                   f"drift {st.drift:.2e}")
+        out.append(
+            f"{name:<17} mean SLEM {st.mean_slem:.4f}; rho_ms {st.rho_ms:.5f} (sqrt {st.rho_ms**0.5:.4f}); "
+            f"drift {st.drift:.2e}"
+        )
     out.append("")
-    out.append("Phi(lambda, m=100, Q)   Q=1          Q=2          Q=3          Q=4          Q for Phi<=1.1  lambda used")
+    out.append(
+        "Phi(lambda, m=100, Q)   Q=1          Q=2          Q=3          Q=4          Q for Phi<=1.1  lambda used"
+    )
     for r in phi_table(100):
-        out.append(f"{r.name:<22} " + " ".join(f"{v:<12.5g}" for v in r.values) + f" {str(r.q_for_1_1):<15} "
-                   f"{r.lam:.4f} ({r.lam_kind})")
+        out.append(
+            f"{r.name:<22} " + " ".join(f"{v:<12.5g}" for v in r.values) + f" {str(r.q_for_1_1):<15} "
+            f"{r.lam:.4f} ({r.lam_kind})"
+        )
     return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m theory", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m theory", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("check", help="print the claims table")
     c.add_argument("--only", action="append", default=[], help="keep claims whose ID starts with this (repeatable)")

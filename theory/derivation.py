@@ -28,6 +28,7 @@ printed although (21) is wrong by a factor K (:func:`eq21_counterexample`);
 here survives in the seed; two have a stray parenthesis, (24) and (25), and
 are read with it dropped (noted where used). Nothing is reconstructed.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,12 +41,39 @@ from .bounds import ALPHA, BETA_TERM, C1, C2, C3, D_DENOM, LEMMA_D4, Delta, G2, 
 from .phi import PHI, Q, lam
 
 __all__ = [
-    "g2", "G", "Gamma", "GAMMA_D5", "GAMMA_D6",
-    "eq20_inner_product", "eq21_second_order", "EQ22_PRINTED", "eq22_from_19_20_21", "eq21_counterexample",
-    "consensus_bound", "eq23_local_gradients", "eq24_solved", "eq24_validity", "EQ24_PRINTED", "EQ33_PRINTED",
-    "PerRound", "eq25_per_round", "EQ25_PRINTED", "telescoped_mean", "FinalBound", "final_from", "derive_final",
-    "THEOREM_4_5_PARTS", "D2_FINAL_PRINTED", "D3_FINAL_PRINTED", "D3_SECOND_DISPLAY",
-    "TermCheck", "THEOREM_4_5_TEXTS", "compare_terms", "theorem45_terms", "q1_consensus_region", "sign",
+    "g2",
+    "G",
+    "Gamma",
+    "GAMMA_D5",
+    "GAMMA_D6",
+    "eq20_inner_product",
+    "eq21_second_order",
+    "EQ22_PRINTED",
+    "eq22_from_19_20_21",
+    "eq21_counterexample",
+    "consensus_bound",
+    "eq23_local_gradients",
+    "eq24_solved",
+    "eq24_validity",
+    "EQ24_PRINTED",
+    "EQ33_PRINTED",
+    "PerRound",
+    "eq25_per_round",
+    "EQ25_PRINTED",
+    "telescoped_mean",
+    "FinalBound",
+    "final_from",
+    "derive_final",
+    "THEOREM_4_5_PARTS",
+    "D2_FINAL_PRINTED",
+    "D3_FINAL_PRINTED",
+    "D3_SECOND_DISPLAY",
+    "TermCheck",
+    "THEOREM_4_5_TEXTS",
+    "compare_terms",
+    "theorem45_terms",
+    "q1_consensus_region",
+    "sign",
 ]
 
 g2 = sp.Symbol("g2", nonnegative=True)  # E‖∇f(x̄ᵗ)‖²
@@ -78,8 +106,12 @@ def eq21_second_order() -> sp.Expr:
 
 
 #: (22) as printed: E f(x̄ᵗ⁺¹) − E f(x̄ᵗ) ≤ −(ηK/2)g2 + (ηL²K/2)C₁ + 8η³K²L²·G + (3η²KL/2)(L²ρ² + σ_l² + G)
-EQ22_PRINTED = (-eta * K / 2 * g2 + eta * L**2 * K / 2 * C1 + 8 * eta**3 * K**2 * L**2 * G
-                + 3 * eta**2 * K * L / 2 * (L**2 * rho**2 + sigma_l**2 + G))
+EQ22_PRINTED = (
+    -eta * K / 2 * g2
+    + eta * L**2 * K / 2 * C1
+    + 8 * eta**3 * K**2 * L**2 * G
+    + 3 * eta**2 * K * L / 2 * (L**2 * rho**2 + sigma_l**2 + G)
+)
 
 
 def eq22_from_19_20_21() -> sp.Expr:
@@ -106,8 +138,15 @@ def eq21_counterexample(K_value: int = 10, s: Fraction = Fraction(1, 10)) -> dic
     lhs = sp.Rational(1, 2) * (1 - (1 - eta_v) ** K_value) ** 2
     rhs = sp.Rational(3, 2) * eta_v**2 * K_value
     rhs_with_K = rhs * K_value  # the same bound with the factor K the Cauchy-Schwarz step needs
-    return {"K": K_value, "s": s, "lhs": lhs, "rhs": rhs, "ratio": lhs / rhs, "holds": bool(lhs <= rhs),
-            "holds_with_K": bool(lhs <= rhs_with_K)}
+    return {
+        "K": K_value,
+        "s": s,
+        "lhs": lhs,
+        "rhs": rhs,
+        "ratio": lhs / rhs,
+        "holds": bool(lhs <= rhs),
+        "holds_with_K": bool(lhs <= rhs_with_K),
+    }
 
 
 # --------------------------------------------------------------------------- #
@@ -186,8 +225,11 @@ def eq25_per_round(descent: sp.Expr = EQ22_PRINTED, gamma: sp.Expr = Gamma) -> P
 #: (25) as printed (stray parenthesis dropped), with (1−λ)^-2 written Γ; (34) is the same with Γ = Φ
 EQ25_PRINTED = PerRound(
     progress=eta * K / 2 - 16 * eta**3 * K**2 * L**2 - 3 * eta**2 * K * L,
-    noise=(3 * eta**2 * K * L / 2 * (L**2 * rho**2 + sigma_l**2) + eta * K * L**2 * C1 / 2
-           + (16 * eta**5 * K**2 * L**4 * C3 + 3 * eta**4 * K * L**3 * C3) * Gamma),
+    noise=(
+        3 * eta**2 * K * L / 2 * (L**2 * rho**2 + sigma_l**2)
+        + eta * K * L**2 * C1 / 2
+        + (16 * eta**5 * K**2 * L**4 * C3 + 3 * eta**4 * K * L**3 * C3) * Gamma
+    ),
 )
 
 
@@ -221,9 +263,12 @@ class FinalBound:
 def final_from(step: PerRound) -> FinalBound:
     """(Δ + T·noise)/(T·progress) written over the denominator D = 2·progress, as in eq. (7)."""
     noise_without_topology = step.noise.subs(Gamma, 0)
-    return FinalBound(denominator=sp.together(2 * step.progress), init=2 * Delta / T,
-                      alpha=sp.expand(2 * noise_without_topology),
-                      consensus=sp.together(2 * (step.noise - noise_without_topology)))
+    return FinalBound(
+        denominator=sp.together(2 * step.progress),
+        init=2 * Delta / T,
+        alpha=sp.expand(2 * noise_without_topology),
+        consensus=sp.together(2 * (step.noise - noise_without_topology)),
+    )
 
 
 @lru_cache(maxsize=None)
@@ -241,17 +286,27 @@ def derive_final(descent: sp.Expr = EQ22_PRINTED) -> FinalBound:
 # --------------------------------------------------------------------------- #
 
 #: Theorem 4.5, eq. (7), over its denominator D; the topology factor Φ written Γ
-THEOREM_4_5_PARTS = FinalBound(denominator=D_DENOM, init=2 * Delta / T, alpha=sp.expand(sp.cancel(ALPHA * D_DENOM)),
-                               consensus=sp.cancel(BETA_TERM * D_DENOM) * Gamma)
+THEOREM_4_5_PARTS = FinalBound(
+    denominator=D_DENOM,
+    init=2 * Delta / T,
+    alpha=sp.expand(sp.cancel(ALPHA * D_DENOM)),
+    consensus=sp.cancel(BETA_TERM * D_DENOM) * Gamma,
+)
 #: the final display of Appendix D.2 (Γ = 1/(1−λ)²) and the first final display of D.3 (Γ = Φ): the same shape
-D2_FINAL_PRINTED = FinalBound(denominator=D_DENOM, init=2 * Delta / T,
-                              alpha=sp.expand(eta * L**2 * K * C1 / 2 + 3 * eta**2 * K * L / 2 * (L**2 * rho**2 + sigma_l**2)),
-                              consensus=eta**4 * K * L**3 * C3 * (16 * eta * K * L + 3) * Gamma)
+D2_FINAL_PRINTED = FinalBound(
+    denominator=D_DENOM,
+    init=2 * Delta / T,
+    alpha=sp.expand(eta * L**2 * K * C1 / 2 + 3 * eta**2 * K * L / 2 * (L**2 * rho**2 + sigma_l**2)),
+    consensus=eta**4 * K * L**3 * C3 * (16 * eta * K * L + 3) * Gamma,
+)
 D3_FINAL_PRINTED = D2_FINAL_PRINTED
 #: the second final display of D.3 ("Summing the inequality (34) ... again"): D without 6η²KL, C₂ in place of C₃
-D3_SECOND_DISPLAY = FinalBound(denominator=eta * K - 32 * eta**3 * K**2 * L**2, init=2 * Delta / T,
-                               alpha=sp.expand(eta * L**2 * K * C1 / 2),
-                               consensus=16 * C2 * eta**5 * K**2 * L**4 * Gamma)
+D3_SECOND_DISPLAY = FinalBound(
+    denominator=eta * K - 32 * eta**3 * K**2 * L**2,
+    init=2 * Delta / T,
+    alpha=sp.expand(eta * L**2 * K * C1 / 2),
+    consensus=16 * C2 * eta**5 * K**2 * L**4 * Gamma,
+)
 
 
 # --------------------------------------------------------------------------- #
@@ -305,8 +360,9 @@ class TermCheck:
     note: str = ""
 
 
-def _compare(key: str, text: str, printed: sp.Expr, derived: sp.Expr, *, larger_is_weaker: bool = True,
-             note: str = "") -> TermCheck:
+def _compare(
+    key: str, text: str, printed: sp.Expr, derived: sp.Expr, *, larger_is_weaker: bool = True, note: str = ""
+) -> TermCheck:
     """A printed numerator is implied if it is ≥ the derived one; a printed denominator if it is ≤."""
     ratio = sp.factor(sp.cancel(sp.together(derived / printed)))
     slack = sign(printed - derived if larger_is_weaker else derived - printed)
@@ -339,9 +395,17 @@ def compare_terms(derived: FinalBound, printed: FinalBound = THEOREM_4_5_PARTS) 
     (Φ·β·D, Φ written Γ in both).
     """
     tx = THEOREM_4_5_TEXTS
-    out = [_compare("denominator", tx["denominator"], printed.denominator, derived.denominator, larger_is_weaker=False,
-                    note="the printed D is what is left when (25) drops (24)'s denominator 1 − 32L²η²K²Γ"),
-           _compare("init", tx["init"], printed.init, derived.init)]
+    out = [
+        _compare(
+            "denominator",
+            tx["denominator"],
+            printed.denominator,
+            derived.denominator,
+            larger_is_weaker=False,
+            note="the printed D is what is left when (25) drops (24)'s denominator 1 − 32L²η²K²Γ",
+        ),
+        _compare("init", tx["init"], printed.init, derived.init),
+    ]
     pp, dp = _parts(printed.alpha), _parts(derived.alpha)
     out += [_compare(k, tx[k], pp[k], dp[k]) for k in ("sigma-l", "sigma-g", "rho")]
     out.append(_compare("consensus", tx["consensus"], printed.consensus, derived.consensus, note="Γ = Φ (Lemma D.6)"))
@@ -371,5 +435,11 @@ def q1_consensus_region() -> dict:
     crit = [r for r in sp.solve(sp.diff(h, lam), lam) if r.is_real and 0 < r < 1]
     lam_star = crit[0]
     h_max = sp.nsimplify(sp.simplify(h.subs(lam, lam_star)))
-    return {"ratio": ratio, "condition": sp.Le(32 * sv**2 * (1 + lam), lam * (1 - lam) ** 2), "h": h,
-            "lam_star": lam_star, "h_max": h_max, "s_max": sp.sqrt(h_max / 32)}
+    return {
+        "ratio": ratio,
+        "condition": sp.Le(32 * sv**2 * (1 + lam), lam * (1 - lam) ** 2),
+        "h": h,
+        "lam_star": lam_star,
+        "h_max": h_max,
+        "s_max": sp.sqrt(h_max / 32),
+    }

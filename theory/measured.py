@@ -27,6 +27,7 @@ Example (the setting of ``tests/test_theory_measured.py``)::
                  topology="ring", local_steps=2, rounds=20, rho=0.01)
     print(format_report(measure_against_bounds(cfg, eta="max")))   # η = 1/(10KL)
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -44,8 +45,15 @@ from dfl_core.config import ConfigError
 from . import bounds as bd
 from .problems import ProblemConstants, consensus_distance, gossip_contraction, softmax_regression_constants
 
-__all__ = ["SUPPORTED_ALGORITHMS", "REQUIRED_SETTINGS", "theory_config", "simulation_constants",
-           "objective_and_gradients", "measure_against_bounds", "format_report"]
+__all__ = [
+    "SUPPORTED_ALGORITHMS",
+    "REQUIRED_SETTINGS",
+    "theory_config",
+    "simulation_constants",
+    "objective_and_gradients",
+    "measure_against_bounds",
+    "format_report",
+]
 
 #: The algorithms Theorem 4.5 covers: DFedSAM(-MGS), and DFedAvg as DFedSAM with ρ = 0.
 SUPPORTED_ALGORITHMS = ("dfedavg", "dfedsam", "dfedsam-mgs")
@@ -63,13 +71,14 @@ def theory_config(config: Config) -> tuple[Config, dict[str, tuple]]:
     weight decay, adaptive SAM.
     """
     if config.algorithm not in SUPPORTED_ALGORITHMS:
-        raise ConfigError(f"measure_against_bounds covers {', '.join(SUPPORTED_ALGORITHMS)} (Theorem 4.5), "
-                          f"not {config.algorithm!r}")
+        raise ConfigError(
+            f"measure_against_bounds covers {', '.join(SUPPORTED_ALGORITHMS)} (Theorem 4.5), not {config.algorithm!r}"
+        )
     adjusted = {k: (getattr(config, k), v) for k, v in REQUIRED_SETTINGS.items() if getattr(config, k) != v}
     cfg = config.replace(**REQUIRED_SETTINGS)
     if cfg.weight_decay:
         raise ConfigError(f"weight_decay={cfg.weight_decay}: the constants are for plain cross-entropy")
-    variant = getattr(cfg.params, "sam_variant", "sam")        # DFedAvg has no SAM step
+    variant = getattr(cfg.params, "sam_variant", "sam")  # DFedAvg has no SAM step
     if variant != "sam" and cfg.params.rho:
         raise ConfigError(f"sam_variant={variant!r}: Theorem 4.5 is for SAM's ρg/‖g‖ perturbation")
     return cfg, adjusted
@@ -100,10 +109,10 @@ def objective_and_gradients(sim: Simulation, points: Tensor) -> tuple[Tensor, Te
     per = max(1, _CHUNK_ELEMENTS // max(1, m * n_max * inputs[0, 0].numel()))
     fs, gs = [], []
     for lo in range(0, points.shape[0], per):
-        pts = points[lo:lo + per]
+        pts = points[lo : lo + per]
         k = pts.shape[0]
         with torch.enable_grad():
-            p = pts.repeat_interleave(m, 0).requires_grad_(True)      # row r: point r // m, client r % m
+            p = pts.repeat_interleave(m, 0).requires_grad_(True)  # row r: point r // m, client r % m
             logits = model.forward(p, inputs.repeat(k, *(1,) * (inputs.dim() - 1)))
             ce = F.cross_entropy(logits.flatten(0, 1), labels.repeat(k, 1).flatten(), reduction="none")
             fi = (ce.view(k * m, n_max) * w.repeat(k, 1)).sum(1) / w.sum(1).repeat(k)
@@ -132,9 +141,14 @@ def _deviation_norm(x: Tensor) -> float:
     return float(torch.linalg.vector_norm(x - x.mean(0)))
 
 
-def measure_against_bounds(config: Config, *, constants: ProblemConstants | None = None,
-                           eta: float | str | None = None, contraction_steps: int = 60,
-                           contraction_seed: int = 0) -> dict:
+def measure_against_bounds(
+    config: Config,
+    *,
+    constants: ProblemConstants | None = None,
+    eta: float | str | None = None,
+    contraction_steps: int = 60,
+    contraction_seed: int = 0,
+) -> dict:
     """Run ``config`` and return what it measures next to what DFedSAM's bounds predict.
 
     ``config`` is made to satisfy :data:`REQUIRED_SETTINGS` (the changes are
@@ -164,8 +178,8 @@ def measure_against_bounds(config: Config, *, constants: ProblemConstants | None
         if lr != cfg.lr:
             adjusted["lr"] = (cfg.lr, lr)
             cfg = cfg.replace(lr=lr)
-            sim = Simulation(cfg, data=sim.data)        # same split, same x¹
-    eta_v, rho_v = cfg.lr, getattr(cfg.params, "rho", 0.0)   # DFedAvg: ρ = 0
+            sim = Simulation(cfg, data=sim.data)  # same split, same x¹
+    eta_v, rho_v = cfg.lr, getattr(cfg.params, "rho", 0.0)  # DFedAvg: ρ = 0
 
     # the run's own mixing matrices: λ (max over the rounds for a time-varying scheme), Definition 4.1
     mats = [M for t in range(max(T, 1)) for M in sim.matrices(t)]
@@ -187,7 +201,7 @@ def measure_against_bounds(config: Config, *, constants: ProblemConstants | None
         g2.append(float(gn[1:].mean()))
         cons.append(consensus_distance(x.cpu().numpy()))
 
-    measure()                                            # t = 1: x¹
+    measure()  # t = 1: x¹
     for _ in range(T):
         sim.step(hooks=[contraction])
         measure()
@@ -202,19 +216,41 @@ def measure_against_bounds(config: Config, *, constants: ProblemConstants | None
 
     f_x1 = fval[0]
     f_ref = constants.f_star if constants.f_star is not None else constants.f_lower
-    delta_kind = "exact" if constants.f_star is not None else ("upper bound (f* >= f_lower)" if f_ref is not None
-                                                                 else "unknown")
+    delta_kind = (
+        "exact" if constants.f_star is not None else ("upper bound (f* >= f_lower)" if f_ref is not None else "unknown")
+    )
     consts_for_bound = dataclasses.replace(constants, f_star=f_ref)
     G2v = float(max(g2))
-    pred = bd.predictions(consts_for_bound, K=K, T=T, eta=eta_v, rho=rho_v, lam_value=lam_v, m_value=m,
-                          Q_value=Q, f_x1=f_x1 if f_ref is not None else None, G2_value=G2v)
+    pred = bd.predictions(
+        consts_for_bound,
+        K=K,
+        T=T,
+        eta=eta_v,
+        rho=rho_v,
+        lam_value=lam_v,
+        m_value=m,
+        Q_value=Q,
+        f_x1=f_x1 if f_ref is not None else None,
+        G2_value=G2v,
+    )
     terms = None
     if f_ref is not None:
-        terms = bd.theorem45_terms(K=K, T=T, eta=eta_v, rho=rho_v, L=constants.L, sigma_l=constants.sigma_l,
-                                   sigma_g=constants.sigma_g, Delta=f_x1 - f_ref, lam=lam_v, m=m, Q=Q)
+        terms = bd.theorem45_terms(
+            K=K,
+            T=T,
+            eta=eta_v,
+            rho=rho_v,
+            L=constants.L,
+            sigma_l=constants.sigma_l,
+            sigma_g=constants.sigma_g,
+            Delta=f_x1 - f_ref,
+            lam=lam_v,
+            m=m,
+            Q=Q,
+        )
 
     measured = {
-        "min_grad_norm_sq": float(min(gnorm[:T])) if T else math.nan,   # Theorem 4.5: min over t = 1..T
+        "min_grad_norm_sq": float(min(gnorm[:T])) if T else math.nan,  # Theorem 4.5: min over t = 1..T
         "argmin_round": int(np.argmin(gnorm[:T])) + 1 if T else 0,
         "max_consensus_distance": float(max(cons)),
         "G2": G2v,
@@ -227,28 +263,68 @@ def measure_against_bounds(config: Config, *, constants: ProblemConstants | None
     bound_g, bound_c = pred["min_grad_norm_sq_bound"], pred["consensus_distance_bound"]
     eta_max = 1 / (10 * K * constants.L)
     rows = [
-        ("min_t ||grad f(xbar_t)||^2  [Thm 4.5]", measured["min_grad_norm_sq"], bound_g,
-         None if bound_g is None else measured["min_grad_norm_sq"] <= bound_g),
-        ("max_t consensus distance  [Lemma D.6]", measured["max_consensus_distance"], bound_c,
-         measured["max_consensus_distance"] <= bound_c),
-        ("contraction/gossip step, random vectors  [lambda]", measured["contraction_per_gossip_step_random"], lam_v,
-         measured["contraction_per_gossip_step_random"] <= lam_v + tol),
-        ("contraction/gossip step, run, max_t  [lambda]", measured["contraction_per_gossip_step_run"], lam_v,
-         measured["contraction_per_gossip_step_run"] <= lam_v + tol),
-        ("contraction/round, run, max_t  [lambda^Q]", measured["contraction_per_round_run"], lam_v**Q,
-         measured["contraction_per_round_run"] <= lam_v**Q + tol),
+        (
+            "min_t ||grad f(xbar_t)||^2  [Thm 4.5]",
+            measured["min_grad_norm_sq"],
+            bound_g,
+            None if bound_g is None else measured["min_grad_norm_sq"] <= bound_g,
+        ),
+        (
+            "max_t consensus distance  [Lemma D.6]",
+            measured["max_consensus_distance"],
+            bound_c,
+            measured["max_consensus_distance"] <= bound_c,
+        ),
+        (
+            "contraction/gossip step, random vectors  [lambda]",
+            measured["contraction_per_gossip_step_random"],
+            lam_v,
+            measured["contraction_per_gossip_step_random"] <= lam_v + tol,
+        ),
+        (
+            "contraction/gossip step, run, max_t  [lambda]",
+            measured["contraction_per_gossip_step_run"],
+            lam_v,
+            measured["contraction_per_gossip_step_run"] <= lam_v + tol,
+        ),
+        (
+            "contraction/round, run, max_t  [lambda^Q]",
+            measured["contraction_per_round_run"],
+            lam_v**Q,
+            measured["contraction_per_round_run"] <= lam_v**Q + tol,
+        ),
         ("eta  [1/(10KL)]", eta_v, eta_max, pred["stepsize_condition"]),
     ]
     return {
-        "config": cfg, "adjusted": adjusted, "algorithm": cfg.algorithm, "topology": cfg.params.topology,
-        "K": K, "T": T, "Q": Q, "m": m, "eta": eta_v, "rho": rho_v, "lam": lam_v,
-        "static_topology": static, "definition_4_1": def41,
-        "constants": constants, "f_x1": f_x1, "delta": None if f_ref is None else f_x1 - f_ref,
+        "config": cfg,
+        "adjusted": adjusted,
+        "algorithm": cfg.algorithm,
+        "topology": cfg.params.topology,
+        "K": K,
+        "T": T,
+        "Q": Q,
+        "m": m,
+        "eta": eta_v,
+        "rho": rho_v,
+        "lam": lam_v,
+        "static_topology": static,
+        "definition_4_1": def41,
+        "constants": constants,
+        "f_x1": f_x1,
+        "delta": None if f_ref is None else f_x1 - f_ref,
         "delta_kind": delta_kind,
-        "grad_norm_sq": np.asarray(gnorm), "consensus": np.asarray(cons), "mean_grad_norm_sq": np.asarray(g2),
-        "f": np.asarray(fval), "run_contraction_per_round": run_ratio_arr, "run_contraction_per_step": run_step,
-        "random_contraction": gc, "measured": measured, "predictions": pred, "theorem45_terms": terms,
-        "stepsize_condition": pred["stepsize_condition"], "rows": rows,
+        "grad_norm_sq": np.asarray(gnorm),
+        "consensus": np.asarray(cons),
+        "mean_grad_norm_sq": np.asarray(g2),
+        "f": np.asarray(fval),
+        "run_contraction_per_round": run_ratio_arr,
+        "run_contraction_per_step": run_step,
+        "random_contraction": gc,
+        "measured": measured,
+        "predictions": pred,
+        "theorem45_terms": terms,
+        "stepsize_condition": pred["stepsize_condition"],
+        "rows": rows,
     }
 
 
@@ -259,12 +335,16 @@ def _num(v) -> str:
 def format_report(result: dict) -> str:
     """The comparison as a text table: quantity | measured | bound | bound/measured | holds?"""
     c: ProblemConstants = result["constants"]
-    head = (f"{result['algorithm']} on softmax regression, {result['topology']} m={result['m']}: K={result['K']} "
-            f"T={result['T']} Q={result['Q']} eta={result['eta']:.4g} rho={result['rho']:.4g} "
-            f"lambda={result['lam']:.4g}"
-            + ("" if result["definition_4_1"] else " (W not symmetric doubly stochastic: bounds do not apply)"))
-    consts = (f"L={c.L:.4g} sigma_l={c.sigma_l:.4g} sigma_g={c.sigma_g:.4g} beta={c.beta:.4g} "
-              f"f(x1)={result['f_x1']:.4g} Delta={_num(result['delta'])} ({result['delta_kind']})")
+    head = (
+        f"{result['algorithm']} on softmax regression, {result['topology']} m={result['m']}: K={result['K']} "
+        f"T={result['T']} Q={result['Q']} eta={result['eta']:.4g} rho={result['rho']:.4g} "
+        f"lambda={result['lam']:.4g}"
+        + ("" if result["definition_4_1"] else " (W not symmetric doubly stochastic: bounds do not apply)")
+    )
+    consts = (
+        f"L={c.L:.4g} sigma_l={c.sigma_l:.4g} sigma_g={c.sigma_g:.4g} beta={c.beta:.4g} "
+        f"f(x1)={result['f_x1']:.4g} Delta={_num(result['delta'])} ({result['delta_kind']})"
+    )
     lines = [head, consts]
     if result["adjusted"]:
         lines.append("adjusted: " + ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in result["adjusted"].items()))

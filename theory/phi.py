@@ -12,6 +12,7 @@ The paper states three properties: Φ(λ, m, 1) = 2(λ+1)/(1−λ)² ≤ 4/(1−
 term "is close to 1" (Remark 4.9). Each is *computed* below, symbolically
 where sympy can, numerically on a grid otherwise.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -73,8 +74,13 @@ def phi_q1() -> dict[str, object]:
     slack = sp.factor(sp.simplify(4 / (1 - lam) ** 2 - claimed))
     s = sp.Symbol("s", positive=True)  # λ = 1/(1+s) ranges over (0, 1) as s ranges over (0, ∞)
     slack_pos = sp.simplify(slack.subs(lam, 1 / (1 + s))).is_positive
-    return {"phi_at_q1": sp.simplify(at1), "difference": diff, "identity_holds": diff == 0,
-            "slack": slack, "slack_positive_on_0_1": bool(slack_pos)}
+    return {
+        "phi_at_q1": sp.simplify(at1),
+        "difference": diff,
+        "identity_holds": diff == 0,
+        "slack": slack,
+        "slack_positive_on_0_1": bool(slack_pos),
+    }
 
 
 @lru_cache(maxsize=None)
@@ -115,8 +121,12 @@ def phi_monotone_grid(lams=None, ms=(2, 10, 100, 1000), q_max: int = 20) -> dict
     # difference term by term: Φ(Q+1) − Φ(Q) as one subtraction loses term 1 (≈ m^(−2Q)) against term 2 (≈ 1)
     d = (_t1_np(L, M, QQ + 1) - _t1_np(L, M, QQ)) + (_t2_np(L, M, QQ + 1) - _t2_np(L, M, QQ))
     i = np.unravel_index(np.nanargmax(d), d.shape)
-    return {"max_difference": float(d[i]), "at": (float(L[i]), float(M[i]), int(QQ[i])),
-            "all_negative": bool(np.all(d < 0)), "points": int(d.size)}
+    return {
+        "max_difference": float(d[i]),
+        "at": (float(L[i]), float(M[i]), int(QQ[i])),
+        "all_negative": bool(np.all(d < 0)),
+        "points": int(d.size),
+    }
 
 
 @lru_cache(maxsize=None)
@@ -165,8 +175,9 @@ class PhiRow:
     lam_kind: str = "SLEM"  # "SLEM" (Definition 4.1's λ) or "sqrt(rho_ms)" for a time-varying scheme
 
 
-def phi_table(m_value: int = 100, qs=(1, 2, 3, 4), seed: int = 0, names=None,
-              time_varying: bool = True) -> list[PhiRow]:
+def phi_table(
+    m_value: int = 100, qs=(1, 2, 3, 4), seed: int = 0, names=None, time_varying: bool = True
+) -> list[PhiRow]:
     """Φ for the engine's topologies at m (default 100) and Q = 1..4 (the paper uses Q = 4).
 
     Static topologies use Definition 4.1's λ. Time-varying schemes have no

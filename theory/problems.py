@@ -27,6 +27,7 @@ as in ``dfl_core``. :func:`gossip_contraction`, :func:`consensus_distance`
 and :func:`reference_dfedsam` are the measurement side: the book's theory
 chapter puts them next to :mod:`theory.bounds`.
 """
+
 from __future__ import annotations
 
 import math
@@ -126,8 +127,11 @@ class ShiftedQuadratics:
         m, n, _ = self.b.shape
         if self.batch is None:
             return self.local_grads(X)
-        idx = (rng.integers(0, n, size=(m, self.batch)) if self.replace
-               else np.argsort(rng.random((m, n)), axis=1)[:, : self.batch])
+        idx = (
+            rng.integers(0, n, size=(m, self.batch))
+            if self.replace
+            else np.argsort(rng.random((m, n)), axis=1)[:, : self.batch]
+        )
         bb = np.take_along_axis(self.b, idx[:, :, None], axis=1).mean(1)  # (m, d)
         return (X - bb) @ self.A
 
@@ -157,8 +161,17 @@ class ShiftedQuadratics:
         )
 
 
-def shifted_quadratics(m: int = 16, d: int = 10, n: int = 1, spread: float = 1.0, noise: float = 0.0,
-                       L: float = 1.0, cond: float = 10.0, batch: int | None = None, seed: int = 0) -> ShiftedQuadratics:
+def shifted_quadratics(
+    m: int = 16,
+    d: int = 10,
+    n: int = 1,
+    spread: float = 1.0,
+    noise: float = 0.0,
+    L: float = 1.0,
+    cond: float = 10.0,
+    batch: int | None = None,
+    seed: int = 0,
+) -> ShiftedQuadratics:
     """A random instance: A with eigenvalues log-spaced in [L/cond, L], centers with std ``spread``.
 
     Per-sample shifts are b_i + ``noise``·ξ_ij, recentred so their mean is exactly b_i.
@@ -244,14 +257,26 @@ class DiagonalQuadratics:
             beta_v, sg = float(het.max()), float(math.sqrt((het**2).mean()))
         else:
             beta_v = sg = math.inf
-        return ProblemConstants(L=float(self.h.max()), sigma_l=0.0, sigma_g=sg, beta=beta_v,
-                                f_star=self.f(self.minimizer),
-                                exact={"L": True, "sigma_l": True, "sigma_g": shared, "beta": shared, "f_star": True},
-                                note="full batch; sigma_g, beta finite only with a shared Hessian")
+        return ProblemConstants(
+            L=float(self.h.max()),
+            sigma_l=0.0,
+            sigma_g=sg,
+            beta=beta_v,
+            f_star=self.f(self.minimizer),
+            exact={"L": True, "sigma_l": True, "sigma_g": shared, "beta": shared, "f_star": True},
+            note="full batch; sigma_g, beta finite only with a shared Hessian",
+        )
 
 
-def diagonal_quadratics(m: int = 16, d: int = 10, spread: float = 1.0, L: float = 1.0, cond: float = 10.0,
-                        shared_hessian: bool = False, seed: int = 0) -> DiagonalQuadratics:
+def diagonal_quadratics(
+    m: int = 16,
+    d: int = 10,
+    spread: float = 1.0,
+    L: float = 1.0,
+    cond: float = 10.0,
+    shared_hessian: bool = False,
+    seed: int = 0,
+) -> DiagonalQuadratics:
     """A random instance: Hessian entries log-uniform in [L/cond, L], minimisers with std ``spread``.
 
     ``shared_hessian=True`` draws one diagonal and gives it to every client (then the
@@ -311,9 +336,15 @@ class LeastSquares:
         Hbar, gbar = H.mean(0), g.mean(0)
         xs = np.linalg.lstsq(Hbar, gbar, rcond=None)[0]
         fstar = float(((np.einsum("mnd,d->mn", self.X, xs) - self.y) ** 2).mean() / 2)
-        return ProblemConstants(L=Lc, sigma_l=0.0, sigma_g=sg, beta=beta_v, f_star=fstar,
-                                exact={"L": True, "sigma_l": True, "sigma_g": shared, "beta": shared, "f_star": True},
-                                note="full batch; beta, sigma_g finite only with a shared Hessian")
+        return ProblemConstants(
+            L=Lc,
+            sigma_l=0.0,
+            sigma_g=sg,
+            beta=beta_v,
+            f_star=fstar,
+            exact={"L": True, "sigma_l": True, "sigma_g": shared, "beta": shared, "f_star": True},
+            note="full batch; beta, sigma_g finite only with a shared Hessian",
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -343,14 +374,20 @@ class LogisticRegression:
         G = norms.mean(1)
         bi = (1 - 1 / m) * G + (G.sum() - G) / m
         sl2 = minibatch_variance_factor(n, self.batch) * (norms**2).mean(1).max()
-        return ProblemConstants(L=float(Lc), sigma_l=float(math.sqrt(sl2)), sigma_g=float(math.sqrt((bi**2).mean())),
-                                beta=float(bi.max()), f_star=None,
-                                exact={"L": False, "sigma_l": False, "sigma_g": False, "beta": False, "f_star": False},
-                                note="all upper bounds (L <= ||X_i||^2/(4n) + mu)")
+        return ProblemConstants(
+            L=float(Lc),
+            sigma_l=float(math.sqrt(sl2)),
+            sigma_g=float(math.sqrt((bi**2).mean())),
+            beta=float(bi.max()),
+            f_star=None,
+            exact={"L": False, "sigma_l": False, "sigma_g": False, "beta": False, "f_star": False},
+            note="all upper bounds (L <= ||X_i||^2/(4n) + mu)",
+        )
 
 
-def softmax_regression_constants(X_parts: list[np.ndarray], num_classes: int,
-                                 batch: int | None = None) -> ProblemConstants:
+def softmax_regression_constants(
+    X_parts: list[np.ndarray], num_classes: int, batch: int | None = None
+) -> ProblemConstants:
     """Upper bounds on L, σ_l, σ_g, β for softmax regression (the engine's ``"linear"`` model).
 
     Client i holds inputs ``X_parts[i]`` (nᵢ samples of any shape, flattened
@@ -401,12 +438,17 @@ def softmax_regression_constants(X_parts: list[np.ndarray], num_classes: int,
     bi = (1 - 1 / m) * G + (G.sum() - G) / m
     sl2 = max(minibatch_variance_factor(int(ni), batch) * 2 * float((r**2).mean()) for ni, r in zip(n, norms))
     return ProblemConstants(
-        L=float(Li.max()), sigma_l=float(math.sqrt(sl2)), sigma_g=float(math.sqrt((bi**2).mean())),
-        beta=float(bi.max()), f_star=None,
+        L=float(Li.max()),
+        sigma_l=float(math.sqrt(sl2)),
+        sigma_g=float(math.sqrt((bi**2).mean())),
+        beta=float(bi.max()),
+        f_star=None,
         exact={"L": False, "sigma_l": False, "sigma_g": False, "beta": False, "f_star": False},
-        note=(f"softmax regression, C={num_classes}, p={parts[0].shape[1]}, m={m}, n_i in [{n.min()}, {n.max()}]; "
-              "upper bounds (L <= max_i lambda_max(X~_i'X~_i)/(2 n_i)); f* unknown, f_lower = 0 "
-              "(cross-entropy >= 0), so Delta = f(x1) - 0 is an upper bound"),
+        note=(
+            f"softmax regression, C={num_classes}, p={parts[0].shape[1]}, m={m}, n_i in [{n.min()}, {n.max()}]; "
+            "upper bounds (L <= max_i lambda_max(X~_i'X~_i)/(2 n_i)); f* unknown, f_lower = 0 "
+            "(cross-entropy >= 0), so Delta = f(x1) - 0 is an upper bound"
+        ),
         f_lower=0.0,
     )
 
@@ -446,14 +488,27 @@ def gossip_contraction(W: np.ndarray | Callable[[int], np.ndarray], steps: int =
         if new < 1e-10 * dev0:  # at the rounding floor further ratios are noise (the complete graph: step 1)
             break
     r = np.asarray(ratios)
-    tail = r[len(r) - max(1, len(r) // 3):]
+    tail = r[len(r) - max(1, len(r) // 3) :]
     geo = lambda a: float(np.exp(np.mean(np.log(np.maximum(a, 1e-300))))) if a.min() > 0 else 0.0
-    return {"ratios": r, "rate": geo(r), "asymptotic_rate": geo(tail),
-            "mean_drift": float(np.linalg.norm(x.mean(0) - mean0))}
+    return {
+        "ratios": r,
+        "rate": geo(r),
+        "asymptotic_rate": geo(tail),
+        "mean_drift": float(np.linalg.norm(x.mean(0) - mean0)),
+    }
 
 
-def reference_dfedsam(problem, W: np.ndarray | Callable[[int], np.ndarray], K: int, T: int, eta: float,
-                      rho: float, Q: int = 1, x0: np.ndarray | None = None, seed: int = 0) -> dict:
+def reference_dfedsam(
+    problem,
+    W: np.ndarray | Callable[[int], np.ndarray],
+    K: int,
+    T: int,
+    eta: float,
+    rho: float,
+    Q: int = 1,
+    x0: np.ndarray | None = None,
+    seed: int = 0,
+) -> dict:
     """A 20-line numpy DFedSAM / DFedSAM-MGS (DFedSAM Algorithm 1), for checking bounds offline.
 
     Not the engine: a transcription of Algorithm 1 on stacked (m, d) arrays.
@@ -484,16 +539,30 @@ def reference_dfedsam(problem, W: np.ndarray | Callable[[int], np.ndarray], K: i
         for _ in range(Q):
             y = Wt @ y
         x = y
-    return {"grad_norm_sq": np.asarray(gnorm), "consensus": np.asarray(cons), "mean_grad_norm_sq": np.asarray(g2),
-            "f_x1": problem.f(np.zeros(d) if x0 is None else np.asarray(x0, float))}
+    return {
+        "grad_norm_sq": np.asarray(gnorm),
+        "consensus": np.asarray(cons),
+        "mean_grad_norm_sq": np.asarray(g2),
+        "f_x1": problem.f(np.zeros(d) if x0 is None else np.asarray(x0, float)),
+    }
 
 
 #: the methods :func:`run_decentralized` runs
 DECENTRALIZED_METHODS = ("dsgd", "dfedavg", "dfedsam")
 
 
-def run_decentralized(problem, W: np.ndarray | Callable[[int], np.ndarray], method: str, *, T: int, eta: float,
-                      K: int = 1, rho: float = 0.0, Q: int = 1, x0: np.ndarray | None = None) -> dict:
+def run_decentralized(
+    problem,
+    W: np.ndarray | Callable[[int], np.ndarray],
+    method: str,
+    *,
+    T: int,
+    eta: float,
+    K: int = 1,
+    rho: float = 0.0,
+    Q: int = 1,
+    x0: np.ndarray | None = None,
+) -> dict:
     """D-SGD, DFedAvg or DFedSAM on ``problem`` with full-batch gradients, float64 numpy, and what moves.
 
     ``problem`` needs ``local_grads(X)`` (X of shape (m, d)), ``grad_f(x)`` and ``f(x)``
@@ -540,7 +609,7 @@ def run_decentralized(problem, W: np.ndarray | Callable[[int], np.ndarray], meth
     for t in range(T):
         Wt = get(t)
         if method == "dsgd":
-            step = -eta * problem.local_grads(x)   # the gradient at the client's own model, before mixing
+            step = -eta * problem.local_grads(x)  # the gradient at the client's own model, before mixing
             for _ in range(Q):
                 x = Wt @ x
             x = x + step
@@ -557,5 +626,10 @@ def run_decentralized(problem, W: np.ndarray | Callable[[int], np.ndarray], meth
                 y = Wt @ y
             x = y
         record(x)
-    return {"average": np.asarray(avg), "consensus": np.asarray(cons), "grad_norm_sq": np.asarray(gn),
-            "loss": np.asarray(loss), "models": x}
+    return {
+        "average": np.asarray(avg),
+        "consensus": np.asarray(cons),
+        "grad_norm_sq": np.asarray(gn),
+        "loss": np.asarray(loss),
+        "models": x,
+    }

@@ -26,6 +26,7 @@ lets a printed β² cover a derived σ_g². An uncovered monomial is charged to
 the printed term with the same atom and topology factor at the nearest
 power of T, else the same atom, else to no term (key ``uncovered``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,8 +37,18 @@ import sympy as sp
 from .bounds import Delta, K, L, T, eta, rho, sigma_g, sigma_l
 from .derivation import Gamma, derive_final
 
-__all__ = ["eps", "Monomial", "monomials", "covers", "RateTerm", "DISPLAYS", "TermVerdict", "derived_monomials",
-           "check_display", "check_terms"]
+__all__ = [
+    "eps",
+    "Monomial",
+    "monomials",
+    "covers",
+    "RateTerm",
+    "DISPLAYS",
+    "TermVerdict",
+    "derived_monomials",
+    "check_display",
+    "check_terms",
+]
 
 eps = sp.Symbol("epsilon", positive=True)  # T^(-1/2)
 
@@ -89,8 +100,11 @@ def monomials(expr: sp.Expr, *, rho_tied: bool, max_power: sp.Rational = sp.Rati
 
 def covers(printed: Monomial, derived: Monomial) -> bool:
     """Same atom, K^a T^{-p} ≤ K^b T^{-q} for all 1 ≤ K ≤ T, and no more powers of Γ than printed (Γ ≥ 1)."""
-    return (printed.atom == derived.atom and printed.topology >= derived.topology
-            and derived.power - printed.power >= max(derived.k_exponent - printed.k_exponent, 0))
+    return (
+        printed.atom == derived.atom
+        and printed.topology >= derived.topology
+        and derived.power - printed.power >= max(derived.k_exponent - printed.k_exponent, 0)
+    )
 
 
 @dataclass(frozen=True)
@@ -106,15 +120,27 @@ _per_sqrt_kt = 1 / sp.sqrt(K * T)
 _rho_free_d2 = (
     RateTerm("init", "(f(x̄¹)−f* + L²ρ² + σ_l²)/√(KT)", (Delta + L**2 * rho**2 + sigma_l**2) * _per_sqrt_kt),
     RateTerm("heterogeneity", "K(L²ρ² + σ_g² + σ_l²)/T", K * (L**2 * rho**2 + sigma_g**2 + sigma_l**2) / T),
-    RateTerm("rho4-topology", "K^{3/2}L²ρ⁴/(T^{3/2}(1−λ)²)",
-             K ** sp.Rational(3, 2) * L**2 * rho**4 * Gamma / T ** sp.Rational(3, 2)),
-    RateTerm("topology", "(L²ρ² + σ_g² + σ_l²)/(K^{1/2}T^{3/2}(1−λ)²)",
-             (L**2 * rho**2 + sigma_g**2 + sigma_l**2) * Gamma / (sp.sqrt(K) * T ** sp.Rational(3, 2))),
+    RateTerm(
+        "rho4-topology",
+        "K^{3/2}L²ρ⁴/(T^{3/2}(1−λ)²)",
+        K ** sp.Rational(3, 2) * L**2 * rho**4 * Gamma / T ** sp.Rational(3, 2),
+    ),
+    RateTerm(
+        "topology",
+        "(L²ρ² + σ_g² + σ_l²)/(K^{1/2}T^{3/2}(1−λ)²)",
+        (L**2 * rho**2 + sigma_g**2 + sigma_l**2) * Gamma / (sp.sqrt(K) * T ** sp.Rational(3, 2)),
+    ),
 )
 _rho_free_d3 = (
-    _rho_free_d2[0], _rho_free_d2[1],
-    RateTerm("topology", "Φ(K²L²ρ⁴ + L²ρ² + σ_g² + σ_l²)/(K^{1/2}T^{3/2})",
-             (K**2 * L**2 * rho**4 + L**2 * rho**2 + sigma_g**2 + sigma_l**2) * Gamma / (sp.sqrt(K) * T ** sp.Rational(3, 2))),
+    _rho_free_d2[0],
+    _rho_free_d2[1],
+    RateTerm(
+        "topology",
+        "Φ(K²L²ρ⁴ + L²ρ² + σ_g² + σ_l²)/(K^{1/2}T^{3/2})",
+        (K**2 * L**2 * rho**4 + L**2 * rho**2 + sigma_g**2 + sigma_l**2)
+        * Gamma
+        / (sp.sqrt(K) * T ** sp.Rational(3, 2)),
+    ),
 )
 
 
@@ -131,8 +157,18 @@ def _corollary(topology_text: str) -> tuple[RateTerm, ...]:
 DISPLAYS: dict[str, tuple[str, str, bool, tuple[RateTerm, ...]]] = {
     "cor46": ("Corollary 4.6", "Γ = 1/(1−λ)² (Lemma D.5)", True, _corollary("(β² + σ_l²)/(K^{1/2}T^{3/2}(1−λ)²)")),
     "cor48": ("Corollary 4.8", "Γ = Φ(λ,m,Q) (Lemma D.6)", True, _corollary("Φ(λ,m,Q)(β² + σ_l²)/(K^{1/2}T^{3/2})")),
-    "d2-rate": ("Appendix D.2, display after the final inequality (ρ free)", "Γ = 1/(1−λ)² (Lemma D.5)", False, _rho_free_d2),
-    "d3-rate": ("Appendix D.3, display after the final inequalities (ρ free)", "Γ = Φ(λ,m,Q) (Lemma D.6)", False, _rho_free_d3),
+    "d2-rate": (
+        "Appendix D.2, display after the final inequality (ρ free)",
+        "Γ = 1/(1−λ)² (Lemma D.5)",
+        False,
+        _rho_free_d2,
+    ),
+    "d3-rate": (
+        "Appendix D.3, display after the final inequalities (ρ free)",
+        "Γ = Φ(λ,m,Q) (Lemma D.6)",
+        False,
+        _rho_free_d3,
+    ),
 }
 
 
@@ -152,11 +188,16 @@ class TermVerdict:
 
 def _charge(m: Monomial, printed: dict[str, list[Monomial]]) -> str:
     """The printed term an uncovered monomial is charged to (see the module docstring)."""
-    for same in (lambda p: p.atom == m.atom and p.topology == m.topology and p.power == m.power,
-                 lambda p: p.atom == m.atom and p.topology == m.topology,
-                 lambda p: p.atom == m.atom):
-        distance = {k: min(abs(p.power - m.power) for p in ps if same(p)) for k, ps in printed.items()
-                    if any(same(p) for p in ps)}
+    for same in (
+        lambda p: p.atom == m.atom and p.topology == m.topology and p.power == m.power,
+        lambda p: p.atom == m.atom and p.topology == m.topology,
+        lambda p: p.atom == m.atom,
+    ):
+        distance = {
+            k: min(abs(p.power - m.power) for p in ps if same(p))
+            for k, ps in printed.items()
+            if any(same(p) for p in ps)
+        }
         if distance:
             return min(distance, key=distance.get)  # the nearest power of T; ties: the first printed term
     return "uncovered"
@@ -175,8 +216,9 @@ def check_display(name: str) -> tuple[TermVerdict, ...]:
     return check_terms(terms, rho_tied=tied)
 
 
-def check_terms(terms: tuple[RateTerm, ...], *, rho_tied: bool,
-                derived: tuple[Monomial, ...] | None = None) -> tuple[TermVerdict, ...]:
+def check_terms(
+    terms: tuple[RateTerm, ...], *, rho_tied: bool, derived: tuple[Monomial, ...] | None = None
+) -> tuple[TermVerdict, ...]:
     """Printed ``terms`` against ``derived`` monomials (default: the derived bound's, :func:`derived_monomials`)."""
     derived = derived_monomials(rho_tied) if derived is None else derived
     printed = {t.key: monomials(t.expr, rho_tied=rho_tied) for t in terms}
@@ -192,5 +234,7 @@ def check_terms(terms: tuple[RateTerm, ...], *, rho_tied: bool,
         mine = tuple(d for d in derived if (d.atom, d.topology, d.power) in keys)
         out.append(TermVerdict(t.key, t.text, mine, tuple(charged[t.key])))
     if charged["uncovered"]:
-        out.append(TermVerdict("uncovered", "(no printed term with the same contents)", (), tuple(charged["uncovered"])))
+        out.append(
+            TermVerdict("uncovered", "(no printed term with the same contents)", (), tuple(charged["uncovered"]))
+        )
     return tuple(out)

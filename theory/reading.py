@@ -21,6 +21,7 @@ for the graphs and Q values of the book's theory chapter. Nothing here changes
 * :func:`rho_only_costs` / :func:`rho_effect`: the bound grows with ρ, and at
   ρ = 0 it is the bound the same proof gives DFedAvg (:data:`DFEDAVG_BOUND`).
 """
+
 from __future__ import annotations
 
 import math
@@ -33,15 +34,26 @@ from .bounds import D_DENOM, THEOREM_4_5, evaluate, rho, theorem45_terms
 from .phi import PHI, PHI_TERM1, PHI_TERM2, phi
 
 __all__ = [
-    "CHAPTER_SETTING", "CHAPTER_GRAPHS", "CHAPTER_QS", "DFEDAVG_BOUND",
-    "trivial_gradient_bound", "vacuity", "transient_rounds", "transient_coefficients",
-    "stepsize_condition", "rho_only_costs", "rho_effect", "reading_table", "markdown_table",
+    "CHAPTER_SETTING",
+    "CHAPTER_GRAPHS",
+    "CHAPTER_QS",
+    "DFEDAVG_BOUND",
+    "trivial_gradient_bound",
+    "vacuity",
+    "transient_rounds",
+    "transient_coefficients",
+    "stepsize_condition",
+    "rho_only_costs",
+    "rho_effect",
+    "reading_table",
+    "markdown_table",
 ]
 
 #: the setting of the book's theory chapter (book/10_theory.md, ``UNIT``): m = 100, T = 1000,
 #: K = 5, the largest allowed step η = 1/(10KL), ρ = 0.01, every other constant 1
-CHAPTER_SETTING: dict[str, float] = dict(K=5, T=1000, L=1.0, eta=1 / (10 * 5 * 1.0), rho=0.01, sigma_l=1.0,
-                                         sigma_g=1.0, Delta=1.0, m=100)
+CHAPTER_SETTING: dict[str, float] = dict(
+    K=5, T=1000, L=1.0, eta=1 / (10 * 5 * 1.0), rho=0.01, sigma_l=1.0, sigma_g=1.0, Delta=1.0, m=100
+)
 #: the graphs and gossip steps per round the chapter evaluates the bound on
 CHAPTER_GRAPHS: tuple[str, ...] = ("ring", "grid", "exponential-mh", "complete")
 CHAPTER_QS: tuple[int, ...] = (1, 4)
@@ -103,8 +115,10 @@ def vacuity(lam: float, m: int, Q: int = 1, **values) -> dict[str, float | bool]
     if missing:
         raise ValueError(f"vacuity needs {sorted(missing)} as well (Theorem 4.5's constants)")
     if not 0 < values["eta"] <= 1 / (10 * values["K"] * values["L"]):  # else D may be ≤ 0 and the "bound" meaningless
-        raise ValueError(f"Theorem 4.5 holds for 0 < eta <= 1/(10KL) = {1 / (10 * values['K'] * values['L']):.4g}, "
-                         f"got eta={values['eta']!r}")
+        raise ValueError(
+            f"Theorem 4.5 holds for 0 < eta <= 1/(10KL) = {1 / (10 * values['K'] * values['L']):.4g}, "
+            f"got eta={values['eta']!r}"
+        )
     bound = theorem45_terms(**values, lam=_lam(lam), m=m, Q=_gossip_steps(Q))["bound"]
     trivial = trivial_gradient_bound(values["L"], values["Delta"])
     return {"bound": bound, "trivial": trivial, "ratio": bound / trivial, "vacuous": bool(bound >= trivial)}
@@ -134,8 +148,19 @@ def transient_coefficients() -> dict[str, sp.Expr]:
     return {"leading": sp.simplify(rate["T^-1/2"]), "topology": sp.simplify(rate["T^-3/2 (times Phi)"])}
 
 
-def transient_rounds(lam: float, m: int, Q: int = 1, *, K: float, L: float, sigma_l: float, sigma_g: float,
-                     Delta: float, beta: float | None = None, form: str = "corollary") -> float:
+def transient_rounds(
+    lam: float,
+    m: int,
+    Q: int = 1,
+    *,
+    K: float,
+    L: float,
+    sigma_l: float,
+    sigma_g: float,
+    Delta: float,
+    beta: float | None = None,
+    form: str = "corollary",
+) -> float:
     """Rounds T* after which the topology term of the rate falls below its leading 1/√(KT) term.
 
     Assumption (both forms): Corollary 4.6's choices η = 1/(L√(KT)) and ρ = 1/√T,
@@ -185,8 +210,9 @@ def transient_rounds(lam: float, m: int, Q: int = 1, *, K: float, L: float, sigm
 # --------------------------------------------------------------------------- #
 
 
-def stepsize_condition(lam: float, m: int, Q: int = 1, *, K: float, L: float, T: float | None = None,
-                       eta: float | None = None) -> dict[str, object]:
+def stepsize_condition(
+    lam: float, m: int, Q: int = 1, *, K: float, L: float, T: float | None = None, eta: float | None = None
+) -> dict[str, object]:
     """Is the denominator that the proof of Theorem 4.5 divides by positive?
 
     The seed text (Appendix D.2, eq. (24), Q = 1, from Lemma D.5) bounds the clients'
@@ -228,9 +254,15 @@ def stepsize_condition(lam: float, m: int, Q: int = 1, *, K: float, L: float, T:
         equation, denominator, min_rounds = "(24)", (1 - lam_v) ** 2 - s2, 32 * K / (1 - lam_v) ** 2
     else:
         equation, denominator, min_rounds = "(33)", 1 - s2 * phi_v, 32 * K * phi_v
-    return {"equation": equation, "eta": eta, "denominator": denominator, "holds": bool(denominator > 0),
-            "min_rounds": min_rounds, "theorem_condition": bool(eta <= 1 / (10 * K * L)),
-            "reconstructed": "threshold in T: eq. (24)/(33) with Corollary 4.6's eta = 1/(L sqrt(KT)), O-constant 1"}
+    return {
+        "equation": equation,
+        "eta": eta,
+        "denominator": denominator,
+        "holds": bool(denominator > 0),
+        "min_rounds": min_rounds,
+        "theorem_condition": bool(eta <= 1 / (10 * K * L)),
+        "reconstructed": "threshold in T: eq. (24)/(33) with Corollary 4.6's eta = 1/(L sqrt(KT)), O-constant 1",
+    }
 
 
 # --------------------------------------------------------------------------- #
@@ -268,15 +300,27 @@ def rho_only_costs() -> dict[str, object]:
     positive = {name: bool(sp.expand(c.subs(bd.K, (1 + j) / 2)).is_positive) for name, c in parts.items()}
     # Φ > 0 for λ ∈ (0, 1): term 1 with λ = 1/(1+s), term 2 with u = λ^Q = 1/(1+r) ∈ (0, 1)
     s_, r_ = sp.symbols("s r", positive=True)
-    phi_positive = bool(sp.simplify(PHI_TERM1.subs(bd.lam, 1 / (1 + s_))).is_positive
-                        and sp.simplify(PHI_TERM2.subs(bd.lam**bd.Q, 1 / (1 + r_))).is_positive)
-    recombined = sp.simplify(sum(parts[n] * rho ** int(n.split("^")[1]) * (PHI if n.startswith("omega") else 1)
-                                 for n in parts) - (THEOREM_4_5 - DFEDAVG_BOUND) * D_DENOM) == 0
+    phi_positive = bool(
+        sp.simplify(PHI_TERM1.subs(bd.lam, 1 / (1 + s_))).is_positive
+        and sp.simplify(PHI_TERM2.subs(bd.lam**bd.Q, 1 / (1 + r_))).is_positive
+    )
+    recombined = (
+        sp.simplify(
+            sum(parts[n] * rho ** int(n.split("^")[1]) * (PHI if n.startswith("omega") else 1) for n in parts)
+            - (THEOREM_4_5 - DFEDAVG_BOUND) * D_DENOM
+        )
+        == 0
+    )
     rho_free = not (2 * bd.Delta / (bd.T * D_DENOM)).has(rho) and not D_DENOM.has(rho)
-    return {"coefficients_times_D": parts, "coefficient_positive": positive, "phi_positive": phi_positive,
-            "recombines_to_bound": bool(recombined), "rho_free_first_term_and_D": bool(rho_free),
-            "only_costs": bool(all(positive.values()) and phi_positive and recombined and rho_free),
-            "dfedavg_bound_has_rho": bool(DFEDAVG_BOUND.has(rho))}
+    return {
+        "coefficients_times_D": parts,
+        "coefficient_positive": positive,
+        "phi_positive": phi_positive,
+        "recombines_to_bound": bool(recombined),
+        "rho_free_first_term_and_D": bool(rho_free),
+        "only_costs": bool(all(positive.values()) and phi_positive and recombined and rho_free),
+        "dfedavg_bound_has_rho": bool(DFEDAVG_BOUND.has(rho)),
+    }
 
 
 def rho_effect(rhos, lam: float, m: int, Q: int = 1, **values) -> list[dict[str, float]]:
@@ -323,15 +367,22 @@ def reading_table(graphs=CHAPTER_GRAPHS, qs=CHAPTER_QS, setting: dict | None = N
             consts = dict(K=s["K"], L=s["L"], sigma_l=s["sigma_l"], sigma_g=s["sigma_g"], Delta=s["Delta"])
             at_t = stepsize_condition(lam_v, m, q, K=s["K"], L=s["L"], T=s["T"])
             at_eta = stepsize_condition(lam_v, m, q, K=s["K"], L=s["L"], eta=s["eta"])
-            rows.append({
-                "graph": name, "Q": q, "lam": lam_v,
-                "bound": vac["bound"], "trivial": vac["trivial"], "vacuous": vac["vacuous"],
-                "phi": float(phi(lam_v, m, q)),
-                "transient_rounds": transient_rounds(lam_v, m, q, **consts, form="corollary"),
-                "transient_rounds_theorem": transient_rounds(lam_v, m, q, **consts, form="theorem"),
-                "stepsize_min_rounds": at_t["min_rounds"], "stepsize_holds": at_t["holds"],
-                "stepsize_holds_at_eta": at_eta["holds"],
-            })
+            rows.append(
+                {
+                    "graph": name,
+                    "Q": q,
+                    "lam": lam_v,
+                    "bound": vac["bound"],
+                    "trivial": vac["trivial"],
+                    "vacuous": vac["vacuous"],
+                    "phi": float(phi(lam_v, m, q)),
+                    "transient_rounds": transient_rounds(lam_v, m, q, **consts, form="corollary"),
+                    "transient_rounds_theorem": transient_rounds(lam_v, m, q, **consts, form="theorem"),
+                    "stepsize_min_rounds": at_t["min_rounds"],
+                    "stepsize_holds": at_t["holds"],
+                    "stepsize_holds_at_eta": at_eta["holds"],
+                }
+            )
     return rows
 
 
@@ -339,12 +390,33 @@ def markdown_table(rows: list[dict], T: int | None = None) -> str:
     """:func:`reading_table`'s rows as a Markdown table (3 significant digits), for a notebook's ``Markdown``."""
     T = CHAPTER_SETTING["T"] if T is None else T
     yes = {True: "yes", False: "no"}
-    head = ["graph", "Q", "λ", "bound", "2LΔ", "vacuous?", "Φ", "T* (Cor. 4.8)", "T* (eq. 7)",
-            "proof needs T >", f"holds at T = {T:g}?"]
+    head = [
+        "graph",
+        "Q",
+        "λ",
+        "bound",
+        "2LΔ",
+        "vacuous?",
+        "Φ",
+        "T* (Cor. 4.8)",
+        "T* (eq. 7)",
+        "proof needs T >",
+        f"holds at T = {T:g}?",
+    ]
     out = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * len(head)) + "|"]
     for r in rows:
-        cells = [r["graph"], str(r["Q"]), f"{r['lam']:.4f}", f"{r['bound']:.3g}", f"{r['trivial']:.3g}",
-                 yes[r["vacuous"]], f"{r['phi']:.3g}", f"{r['transient_rounds']:.3g}",
-                 f"{r['transient_rounds_theorem']:.3g}", f"{r['stepsize_min_rounds']:.3g}", yes[r["stepsize_holds"]]]
+        cells = [
+            r["graph"],
+            str(r["Q"]),
+            f"{r['lam']:.4f}",
+            f"{r['bound']:.3g}",
+            f"{r['trivial']:.3g}",
+            yes[r["vacuous"]],
+            f"{r['phi']:.3g}",
+            f"{r['transient_rounds']:.3g}",
+            f"{r['transient_rounds_theorem']:.3g}",
+            f"{r['stepsize_min_rounds']:.3g}",
+            yes[r["stepsize_holds"]],
+        ]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)

@@ -17,6 +17,7 @@ Appendix B.4 by their mean-square contraction per gossip step.
 Nothing here is asserted: every closed form is checked against numpy
 eigenvalues by :func:`check_closed_forms` (and by the tests).
 """
+
 from __future__ import annotations
 
 import math
@@ -51,6 +52,7 @@ __all__ = [
 ]
 
 m_sym = sp.Symbol("m", positive=True, integer=True)
+
 
 def _is_time_varying(name: str) -> bool:
     try:

@@ -5,6 +5,7 @@ seed file and table it transcribes (numbers exactly as printed, misprints
 included); ``quotes.json`` holds the numbers the papers state in prose.
 Nothing here reads the seed texts themselves.
 """
+
 from __future__ import annotations
 
 import csv
@@ -16,8 +17,17 @@ from importlib import resources
 __all__ = ["Table", "load_table", "TABLES", "load_quotes", "quote"]
 
 TABLES = (
-    "dfedsam_table1", "dfedsam_table1_poster", "dfedsam_table2", "dfedsam_table2_poster", "dfedsam_table3",
-    "fedgf_table1", "fedgf_table5", "fedsam_table1", "fedsam_table2", "fedsam_table4", "fedsam_table5",
+    "dfedsam_table1",
+    "dfedsam_table1_poster",
+    "dfedsam_table2",
+    "dfedsam_table2_poster",
+    "dfedsam_table3",
+    "fedgf_table1",
+    "fedgf_table5",
+    "fedsam_table1",
+    "fedsam_table2",
+    "fedsam_table4",
+    "fedsam_table5",
 )
 
 

@@ -40,6 +40,7 @@ and the first chapter's is ``<Book>/``). Run ``execute`` after changing a chapte
 or the engine's numbers, on a machine like CI's (2 CPU cores, the torch pinned in
 .ci/run), and commit the notebooks.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,21 +62,27 @@ BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\(https://colab\.research\.g
 INSTALL = re.compile(r'%pip install -q "dfl-book @ git\+[^"]*"')
 
 # The portable forms (see the module docstring).
-CITE_LINK = re.compile(r"\[([^\]]*)\]\(cite:([^)\s]+)\)")            # what authors write
-REF_LINK = re.compile(r'\[(?P<text>[^\]]*)\]\(#ref-(?P<first>[^)\s"]+)(?:[ \t]+"cite:(?P<keys>[^"]+)")?\)')  # what links writes
+CITE_LINK = re.compile(r"\[([^\]]*)\]\(cite:([^)\s]+)\)")  # what authors write
+REF_LINK = re.compile(
+    r'\[(?P<text>[^\]]*)\]\(#ref-(?P<first>[^)\s"]+)(?:[ \t]+"cite:(?P<keys>[^"]+)")?\)'
+)  # what links writes
 REF_PREFIX = "ref-"
 REFERENCES_MARKER = '+++ {"tags": ["references", "remove-cell"]}'
-REFERENCES_CELL = re.compile(r"^" + re.escape(REFERENCES_MARKER) + r"[ \t]*\n.*?(?=^\+\+\+|^```\{code-cell\}|\Z)",
-                             re.M | re.S)
+REFERENCES_CELL = re.compile(
+    r"^" + re.escape(REFERENCES_MARKER) + r"[ \t]*\n.*?(?=^\+\+\+|^```\{code-cell\}|\Z)", re.M | re.S
+)
 # A markdown cell whose content is generated from the package: the notation table of 90_notation
 # (dfl_book.notation, which the chapter's assert cell checks against the engine's Config).
 NOTATION_MARKER = '+++ {"tags": ["notation-table"]}'
-NOTATION_CELL = re.compile(r"^(" + re.escape(NOTATION_MARKER) + r"[ \t]*\n).*?(?=^\+\+\+|^```\{code-cell\}|\Z)",
-                           re.M | re.S)
+NOTATION_CELL = re.compile(
+    r"^(" + re.escape(NOTATION_MARKER) + r"[ \t]*\n).*?(?=^\+\+\+|^```\{code-cell\}|\Z)", re.M | re.S
+)
 CHAPTER_LINK = re.compile(r"(?<!!)\[(?P<text>[^\]]*)\]\((?P<file>[\w.-]+\.ipynb)(?:#(?P<anchor>[\w-]+))?\)")
 EQ_DEFINITION = re.compile(
     r'^(?P<indent>[ \t]*)<span id="(?P<label>eq-[\w-]+)"></span>[ \t]*\n[ \t]*\n'
-    r"(?P<open>[ \t]*\$\$[ \t]*\n)(?P<body>.*?)(?P<close>\n[ \t]*\$\$[ \t]*)$", re.M | re.S)
+    r"(?P<open>[ \t]*\$\$[ \t]*\n)(?P<body>.*?)(?P<close>\n[ \t]*\$\$[ \t]*)$",
+    re.M | re.S,
+)
 EQ_REFERENCE = re.compile(r"\[(?P<text>[^\]]*)\]\((?P<file>[\w.-]+\.ipynb)?#(?P<label>eq-[\w-]+)\)")
 EMPTY_CHAPTER_LINK = re.compile(r"\[\]\((?P<file>[\w.-]+\.ipynb)\)")
 TAG = re.compile(r"[ \t]*\\tag\{[^}]*\}")
@@ -83,7 +90,9 @@ SOLUTION_TAG = "solution"
 
 # MyST-only syntax that Jupyter and Colab would show raw (checked in markdown, outside code blocks).
 LEFTOVERS = {
-    "a MyST role ({cite:p}`...`, {eq}`...`, ...)": re.compile(r"\{(cite(:\w+)?|eq|numref|ref|doc|term|math|download)\}`"),
+    "a MyST role ({cite:p}`...`, {eq}`...`, ...)": re.compile(
+        r"\{(cite(:\w+)?|eq|numref|ref|doc|term|math|download)\}`"
+    ),
     "a MyST directive (```{name} or :::{name})": re.compile(r"^\s*(```+|:::+)\{", re.M),
     "a MyST target line ((label)=)": re.compile(r"^\s*\([\w-]+\)=\s*$", re.M),
     "an equation label after $$ ($$ (label))": re.compile(r"\$\$[ \t]*\([\w-]+\)"),
@@ -107,7 +116,7 @@ def book_url() -> str:
     """The book's site, ``[project.urls] Book`` of pyproject.toml, without a trailing slash."""
     url = project_urls().get("Book", "")
     if not re.match(r"https?://[^\s/]+", url):
-        raise ValueError(f'pyproject.toml: [project.urls] Book must be the http(s) URL of the book\'s site, not {url!r}')
+        raise ValueError(f"pyproject.toml: [project.urls] Book must be the http(s) URL of the book's site, not {url!r}")
     return url.rstrip("/")
 
 
@@ -129,8 +138,10 @@ def page_slug(stem: str) -> str:
     name = stem
     if not re.match(r"[12][0-9]{3}|[0-9]{5}", name):
         name = re.sub(r"^[0-9_.-]+", "", name) or name
-    marked = "".join(c if re.fullmatch(r"[a-z0-9-]", c) else "\u00b6"
-                     for c in ("\u00b6" + name.replace("&", "\u00b6and\u00b6")).lower())
+    marked = "".join(
+        c if re.fullmatch(r"[a-z0-9-]", c) else "\u00b6"
+        for c in ("\u00b6" + name.replace("&", "\u00b6and\u00b6")).lower()
+    )
     slug = re.sub("-+", "-", re.sub("\u00b6+", "\u00b6", marked)[1:].replace("\u00b6", "-"))
     slug = slug[1:] if slug.startswith("-") else slug
     slug = slug[:-1] if slug.endswith("-") else slug
@@ -141,7 +152,9 @@ def page_urls() -> dict[str, str]:
     """``{notebook: URL of its page on the book's site}``; the first chapter is the site's index, ``<Book>/``."""
     names = [md.with_suffix(".ipynb").name for md in chapters()]
     slugs = {name: ("" if i == 0 else page_slug(Path(name).stem)) for i, name in enumerate(names)}
-    clashes = sorted(n for n in names if list(slugs.values()).count(slugs[n]) > 1 or (slugs[n] == "index" and n != names[0]))
+    clashes = sorted(
+        n for n in names if list(slugs.values()).count(slugs[n]) > 1 or (slugs[n] == "index" and n != names[0])
+    )
     if clashes:
         raise ValueError(f"chapters whose pages would get the same slug on the site (rename one): {clashes}")
     return {name: f"{book_url()}/{slug}" for name, slug in slugs.items()}
@@ -159,8 +172,7 @@ def book_link(url: str) -> tuple[str | None, str] | None:
 
 
 def _book_link_pattern() -> re.Pattern:
-    return re.compile(r"(?<!!)\[(?P<text>[^\]]*)\]\((?P<url>" + re.escape(book_url())
-                      + r"(?:/[\w.-]*)?(?:#[\w-]+)?)\)")
+    return re.compile(r"(?<!!)\[(?P<text>[^\]]*)\]\((?P<url>" + re.escape(book_url()) + r"(?:/[\w.-]*)?(?:#[\w-]+)?)\)")
 
 
 def install_line() -> str:
@@ -194,9 +206,9 @@ def _rewrite_markdown(text: str, rewrite) -> str:
     """Apply ``rewrite(str) -> str`` to the parts of ``text`` outside fenced blocks (code cells, ```bash)."""
     out, last = [], 0
     for fence in FENCE.finditer(text):
-        if re.match(r"```+\{(?!code-cell)", fence.group(0)):   # a MyST directive: markdown, not code
+        if re.match(r"```+\{(?!code-cell)", fence.group(0)):  # a MyST directive: markdown, not code
             continue
-        out += [rewrite(text[last:fence.start()]), fence.group(0)]
+        out += [rewrite(text[last : fence.start()]), fence.group(0)]
         last = fence.end()
     return "".join(out + [rewrite(text[last:])])
 
@@ -210,6 +222,7 @@ def markdown_text(text: str) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # Citations: author-year text from book/references.bib, as MyST's default (APA) style prints it.
+
 
 @lru_cache(maxsize=1)
 def bibliography() -> dict[str, tuple[tuple[str, ...], str]]:
@@ -250,6 +263,7 @@ def _citations(text: str) -> str:
     def fix(m: re.Match) -> str:
         keys = [k.strip() for k in m.group(2).split(",")]
         return f"[{cite_text(keys, m.group(1).startswith('('))}](cite:{','.join(keys)})"
+
     return CITE_LINK.sub(fix, text)
 
 
@@ -262,6 +276,7 @@ def citation_link(text: str, keys: list[str]) -> str:
 
 # The reference list: the last cell of a chapter, one entry per cited work, each with its anchor.
 
+
 @lru_cache(maxsize=1)
 def bib_entries() -> dict[str, dict[str, str]]:
     """``{key: {field: raw value}}`` of book/references.bib (braces balanced, so nested ``{...}`` stay whole)."""
@@ -271,7 +286,9 @@ def bib_entries() -> dict[str, dict[str, str]]:
         while True:
             field = re.compile(r"[\s,]*(?:(\})|(\w+)\s*=\s*)").match(text, i)
             if field is None:
-                raise ValueError(f"book/references.bib: cannot read the entry {head.group(2)} near: {text[i:i + 60]!r}")
+                raise ValueError(
+                    f"book/references.bib: cannot read the entry {head.group(2)} near: {text[i : i + 60]!r}"
+                )
             if field.group(1):
                 break
             i = field.end()
@@ -282,10 +299,10 @@ def bib_entries() -> dict[str, dict[str, str]]:
                     if depth == 0:
                         break
                     j += 1
-                value, i = text[i + 1:j], j + 1
+                value, i = text[i + 1 : j], j + 1
             elif text[i] == '"':
                 j = text.index('"', i + 1)
-                value, i = text[i + 1:j], j + 1
+                value, i = text[i + 1 : j], j + 1
             else:
                 value = re.compile(r"[^,}\s]+").match(text, i).group(0)
                 i += len(value)
@@ -294,8 +311,20 @@ def bib_entries() -> dict[str, dict[str, str]]:
     return entries
 
 
-ACCENTS = {'"': "\u0308", "'": "\u0301", "`": "\u0300", "^": "\u0302", "~": "\u0303", "=": "\u0304", ".": "\u0307",
-           "u": "\u0306", "v": "\u030c", "H": "\u030b", "c": "\u0327", "k": "\u0328"}
+ACCENTS = {
+    '"': "\u0308",
+    "'": "\u0301",
+    "`": "\u0300",
+    "^": "\u0302",
+    "~": "\u0303",
+    "=": "\u0304",
+    ".": "\u0307",
+    "u": "\u0306",
+    "v": "\u030c",
+    "H": "\u030b",
+    "c": "\u0327",
+    "k": "\u0328",
+}
 
 
 def plain_text(latex: str) -> str:
@@ -324,10 +353,17 @@ def reference(key: str) -> str:
     names = authors[0] if len(authors) == 1 else ", ".join(authors[:-1]) + " and " + authors[-1]
     title = bib["title"] + ("" if bib["title"][-1:] in "?!." else ".")
     venue = bib.get("journal") or bib.get("booktitle") or bib.get("publisher") or bib.get("howpublished") or ""
-    details = "".join([f", {bib['series']} {bib['volume']}" if "series" in bib and "volume" in bib
-                       else f", {bib['volume']}" if "volume" in bib else "",
-                       f"({bib['number']})" if "number" in bib and "volume" in bib else "",
-                       f", {bib['pages'].replace('--', '–')}" if "pages" in bib else ""])
+    details = "".join(
+        [
+            f", {bib['series']} {bib['volume']}"
+            if "series" in bib and "volume" in bib
+            else f", {bib['volume']}"
+            if "volume" in bib
+            else "",
+            f"({bib['number']})" if "number" in bib and "volume" in bib else "",
+            f", {bib['pages'].replace('--', '–')}" if "pages" in bib else "",
+        ]
+    )
     links = []
     if "doi" in bib:
         links.append(f"[doi:{bib['doi']}](https://doi.org/{bib['doi'].replace('(', '%28').replace(')', '%29')})")
@@ -354,6 +390,7 @@ def references_cell(keys: set[str]) -> str:
 # ---------------------------------------------------------------------------------------------
 # Equations: the N-th labelled equation of a chapter is \tag{N}; references carry that number.
 
+
 def equation_numbers(text: str) -> dict[str, int]:
     """``{label: N}`` for the labelled equations of a chapter, in order."""
     labels = [m.group("label") for m in EQ_DEFINITION.finditer(markdown_text(text))]
@@ -363,8 +400,12 @@ def equation_numbers(text: str) -> dict[str, int]:
 def _tag_equations(text: str, numbers: dict[str, int]) -> str:
     def fix(m: re.Match) -> str:
         body = TAG.sub("", m.group("body")).rstrip()
-        return (m.group(0)[:m.start("body") - m.start()] + f"{body} \\tag{{{numbers[m.group('label')]}}}"
-                + m.group("close"))
+        return (
+            m.group(0)[: m.start("body") - m.start()]
+            + f"{body} \\tag{{{numbers[m.group('label')]}}}"
+            + m.group("close")
+        )
+
     return EQ_DEFINITION.sub(fix, text)
 
 
@@ -372,14 +413,16 @@ def _number_references(text: str, here: str, index: dict[str, dict[str, int]]) -
     def fix(m: re.Match) -> str:
         numbers = index.get(m.group("file") or here, {})
         if m.group("label") not in numbers:
-            return m.group(0)           # left for the checks and the site build to report
+            return m.group(0)  # left for the checks and the site build to report
         new = re.sub(r"\d+", str(numbers[m.group("label")]), m.group("text"), count=1)
         return m.group(0).replace(f"[{m.group('text')}]", f"[{new}]", 1)
+
     return EQ_REFERENCE.sub(fix, text)
 
 
 # ---------------------------------------------------------------------------------------------
 # Chapter links and derived text.
+
 
 def title(text: str) -> str:
     """A chapter's title: its first ``# `` heading."""
@@ -398,8 +441,9 @@ def _short_forms(part: str) -> str:
     def chapter(m: re.Match) -> str:
         notebook, anchor = book_link(m.group("url"))
         if notebook is None:
-            return m.group(0)           # a page the book does not have: left for the checks to report
+            return m.group(0)  # a page the book does not have: left for the checks to report
         return f"[{m.group('text')}]({notebook}{'#' + anchor if anchor else ''})"
+
     return _book_link_pattern().sub(chapter, part)
 
 
@@ -411,10 +455,11 @@ def _stored_forms(part: str, here: str) -> str:
     def chapter(m: re.Match) -> str:
         text, notebook, anchor = m.group("text", "file", "anchor")
         if notebook == here and anchor:
-            return f"[{text}](#{anchor})"       # a place in this chapter: an in-page anchor
+            return f"[{text}](#{anchor})"  # a place in this chapter: an in-page anchor
         if notebook not in pages:
-            return m.group(0)                   # not a chapter: left for the checks to report
+            return m.group(0)  # not a chapter: left for the checks to report
         return f"[{text}]({pages[notebook]}{'#' + anchor if anchor else ''})"
+
     return CHAPTER_LINK.sub(chapter, part)
 
 
@@ -433,7 +478,8 @@ def expected_text(md: Path, text: str | None = None) -> str:
         part = _number_references(part, here, index)
         part = EMPTY_CHAPTER_LINK.sub(
             lambda m: f"[{titles[m.group('file')]}]({m.group('file')})" if m.group("file") in titles else m.group(0),
-            part)
+            part,
+        )
         return _stored_forms(part, here)
 
     body, had_references = REFERENCES_CELL.subn("", text)
@@ -449,7 +495,7 @@ def expected_text(md: Path, text: str | None = None) -> str:
 
 def notation_table() -> str:
     """The notation table, as the package's :func:`dfl_book.notation.markdown_table` writes it."""
-    from dfl_book import notation             # only chapters with a notation cell need the package
+    from dfl_book import notation  # only chapters with a notation cell need the package
 
     return notation.markdown_table()
 
@@ -493,8 +539,10 @@ def broken_links(text: str, here: str) -> list[str]:
         elif m.group("anchor") and m.group("anchor") not in anchors(texts[target]):
             found.append(f"a link to an anchor that {target} does not define: {m.group(0)}")
     reserved = anchors(REFERENCES_CELL.sub("", text)) & {a for a in anchors(text) if a.startswith(REF_PREFIX)}
-    found += [f'an anchor id with the prefix {REF_PREFIX!r}, which only the reference list may use: {a}'
-              for a in sorted(reserved)]
+    found += [
+        f"an anchor id with the prefix {REF_PREFIX!r}, which only the reference list may use: {a}"
+        for a in sorted(reserved)
+    ]
     return found
 
 
@@ -519,7 +567,9 @@ def links(check: bool = False) -> int:
         except KeyError as unknown:
             broken.append(f"{md.name}: {unknown.args[0]}")
             continue
-        broken += [f"{md.name}: {problem}" for problem in leftovers(want) + broken_links(want, md.with_suffix(".ipynb").name)]
+        broken += [
+            f"{md.name}: {problem}" for problem in leftovers(want) + broken_links(want, md.with_suffix(".ipynb").name)
+        ]
         if md.read_text() != want:
             stale.append(md)
             if not check:
@@ -535,6 +585,7 @@ def links(check: bool = False) -> int:
 # ---------------------------------------------------------------------------------------------
 # Solutions: cells tagged `solution` are collapsed everywhere, and still executed and compared.
 
+
 def solution_metadata(cell: dict) -> dict:
     """The metadata a cell tagged ``solution`` gets in the notebook, for each reader.
 
@@ -546,8 +597,11 @@ def solution_metadata(cell: dict) -> dict:
     meta = dict(cell.get("metadata", {}))
     tags = list(meta.get("tags", []))
     meta["tags"] = tags + [t for t in ("hide-cell",) if t not in tags]
-    meta["jupyter"] = {**meta.get("jupyter", {}), "source_hidden": True,
-                       **({"outputs_hidden": True} if cell["cell_type"] == "code" else {})}
+    meta["jupyter"] = {
+        **meta.get("jupyter", {}),
+        "source_hidden": True,
+        **({"outputs_hidden": True} if cell["cell_type"] == "code" else {}),
+    }
     if cell["cell_type"] == "code":
         meta["cellView"] = "form"
     return meta
@@ -569,9 +623,10 @@ def sync(names: list[str] | None = None) -> int:
     for changes to markdown cells only, such as those ``links`` makes."""
     jupytext = Path(sys.executable).with_name("jupytext")
     for md in chapters(names):
-        subprocess.run([str(jupytext), "--update", "--to", "ipynb", md.name], cwd=BOOK, check=True,
-                       stdout=subprocess.DEVNULL)
-        apply_solution_metadata(md.with_suffix(".ipynb"))     # --update keeps only the source's metadata
+        subprocess.run(
+            [str(jupytext), "--update", "--to", "ipynb", md.name], cwd=BOOK, check=True, stdout=subprocess.DEVNULL
+        )
+        apply_solution_metadata(md.with_suffix(".ipynb"))  # --update keeps only the source's metadata
         print(f"{md.stem}: notebook updated (outputs kept)")
     return 0
 
@@ -582,8 +637,12 @@ def execute(names: list[str] | None = None) -> int:
     jupytext = Path(sys.executable).with_name("jupytext")
     for md in chapters(names):
         start = time.perf_counter()
-        subprocess.run([str(jupytext), "--to", "ipynb", "--execute", "--set-kernel", "python3", md.name],
-                       cwd=BOOK, env=env, check=True)
+        subprocess.run(
+            [str(jupytext), "--to", "ipynb", "--execute", "--set-kernel", "python3", md.name],
+            cwd=BOOK,
+            env=env,
+            check=True,
+        )
         apply_solution_metadata(md.with_suffix(".ipynb"))
         print(f"{md.stem}: executed in {time.perf_counter() - start:.1f} s")
     return 0
@@ -610,8 +669,10 @@ def student_notebook(nb: dict) -> dict:
             continue
         if cell["cell_type"] == "code" and seen_solution:
             first = "".join(cell["source"]).strip().splitlines()[:1]
-            raise ValueError(f"a code cell follows a solution and may depend on it: {first}; "
-                             "move it above the exercises or tag it 'solution'")
+            raise ValueError(
+                f"a code cell follows a solution and may depend on it: {first}; "
+                "move it above the exercises or tag it 'solution'"
+            )
         if cell["cell_type"] == "markdown":
             source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
             kept = [line for line in source.splitlines(keepends=True) if not SOLUTION_LINE.match(line)]

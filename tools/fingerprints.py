@@ -11,6 +11,7 @@ history that does not measure time, and the bytes of every client's final parame
 equal only if the runs are bit-identical. Compare fingerprints taken on one machine: another CPU may round
 differently (scripts/emulate_cpu.sh runs a command as on a CPU with fewer vector instructions).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,7 +41,9 @@ VARIANTS: dict[str, dict] = {
     "dfedavgm-q-exact-neighbours": dict(algorithm="dfedavgm-q", quant_mixing="exact-neighbour-models"),
     "fedsam-partial": dict(algorithm="fedsam", clients_per_round=3),
     "dfedavg-full-batch": dict(algorithm="dfedavg", full_batch=True),
-    "dfedavg-cnn": dict(algorithm="dfedavg", model="cnn-mnist", dataset="fashion-mnist", train_size=120, test_size=60, rounds=1),
+    "dfedavg-cnn": dict(
+        algorithm="dfedavg", model="cnn-mnist", dataset="fashion-mnist", train_size=120, test_size=60, rounds=1
+    ),
 }
 
 
@@ -64,13 +67,14 @@ def fingerprint(settings: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
     parser.add_argument("--out", help="write the fingerprints to this JSON file")
     parser.add_argument("--check", help="compare with the fingerprints in this JSON file; exit 1 on a difference")
     parser.add_argument("--only", nargs="*", help="fingerprint only these runs")
     args = parser.parse_args(argv)
-    torch.set_num_threads(1)                       # one reduction order, whatever the machine's cores
+    torch.set_num_threads(1)  # one reduction order, whatever the machine's cores
     found = {}
     for name, settings in runs().items():
         if args.only and name not in args.only:

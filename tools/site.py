@@ -16,6 +16,7 @@ The build is strict: a broken cross-reference or citation fails it (``myst.yml``
 Without ``--base-url`` the pages expect to be served at the root of a host:
 ``python -m http.server -d _build/html`` and open http://127.0.0.1:8000.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 THEME_ENV = "DFL_BOOK_THEME"
-THEME_PLACE = Path("_build", "templates", "site", "myst", "book-theme")   # where mystmd keeps its theme
+THEME_PLACE = Path("_build", "templates", "site", "myst", "book-theme")  # where mystmd keeps its theme
 
 
 class SiteError(RuntimeError):
@@ -43,8 +44,10 @@ def theme_setting(theme: str | os.PathLike | None = None) -> Path | None:
     path = Path(chosen).expanduser().resolve()
     if not (path / "template.yml").is_file():
         source = "--theme" if theme not in (None, "") else THEME_ENV
-        raise SiteError(f"{source}={chosen}: no template.yml there; it must be a MyST site theme folder "
-                        "(myst-theme's book theme built for offline use)")
+        raise SiteError(
+            f"{source}={chosen}: no template.yml there; it must be a MyST site theme folder "
+            "(myst-theme's book theme built for offline use)"
+        )
     return path
 
 
@@ -69,15 +72,19 @@ def install_theme(project: Path, theme: Path) -> Path:
     modules = None
     if place.exists():
         lock = place / "package-lock.json"
-        if (place / "node_modules").is_dir() and lock.is_file() and (theme / "package-lock.json").is_file() \
-                and lock.read_bytes() == (theme / "package-lock.json").read_bytes():
+        if (
+            (place / "node_modules").is_dir()
+            and lock.is_file()
+            and (theme / "package-lock.json").is_file()
+            and lock.read_bytes() == (theme / "package-lock.json").read_bytes()
+        ):
             modules = place.parent / ".book-theme-node_modules"
             shutil.rmtree(modules, ignore_errors=True)
             (place / "node_modules").rename(modules)
         shutil.rmtree(place)
     place.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(theme, place, ignore=shutil.ignore_patterns("node_modules", ".git"))
-    for folder, dirs, files in os.walk(place):           # the source may be read-only; mystmd writes here
+    for folder, dirs, files in os.walk(place):  # the source may be read-only; mystmd writes here
         for name in [*dirs, *files]:
             path = Path(folder, name)
             path.chmod(path.stat().st_mode | 0o200)
@@ -91,13 +98,19 @@ def check_base_url(base_url: str | None) -> str | None:
     if base_url in (None, ""):
         return None
     if not re.fullmatch(r"(/[A-Za-z0-9._~-]+)+", base_url):
-        raise SiteError(f"--base-url {base_url!r}: expected a path such as /dfl-book (a leading slash, "
-                        "no trailing slash, no host)")
+        raise SiteError(
+            f"--base-url {base_url!r}: expected a path such as /dfl-book (a leading slash, no trailing slash, no host)"
+        )
     return base_url
 
 
-def build(project: Path = ROOT, theme: str | os.PathLike | None = None, base_url: str | None = None,
-          capture: bool = False, timeout: float = 600) -> subprocess.CompletedProcess:
+def build(
+    project: Path = ROOT,
+    theme: str | os.PathLike | None = None,
+    base_url: str | None = None,
+    capture: bool = False,
+    timeout: float = 600,
+) -> subprocess.CompletedProcess:
     """``myst build --html --strict`` in ``project`` (the folder holding myst.yml), into ``_build/html``.
 
     ``theme``: an offline theme folder (else ``$DFL_BOOK_THEME``, else mystmd downloads its own).
@@ -107,7 +120,7 @@ def build(project: Path = ROOT, theme: str | os.PathLike | None = None, base_url
     if not (project / "myst.yml").is_file():
         raise SiteError(f"{project} has no myst.yml")
     offline = theme_setting(theme)
-    env = {**os.environ, "CI": "1"}            # CI=1: no interactive prompts
+    env = {**os.environ, "CI": "1"}  # CI=1: no interactive prompts
     if check_base_url(base_url):
         env["BASE_URL"] = base_url
     else:
@@ -115,17 +128,20 @@ def build(project: Path = ROOT, theme: str | os.PathLike | None = None, base_url
     myst = myst_executable()
     if offline is not None:
         install_theme(project, offline)
-    return subprocess.run([myst, "build", "--html", "--strict"], cwd=project, env=env, text=True,
-                          capture_output=capture, timeout=timeout)
+    return subprocess.run(
+        [myst, "build", "--html", "--strict"], cwd=project, env=env, text=True, capture_output=capture, timeout=timeout
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python tools/site.py", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     command = commands.add_parser("build", help="build the website into _build/html")
-    command.add_argument("--theme", metavar="DIR",
-                         help=f"an offline copy of MyST's book theme (default: ${THEME_ENV}; "
-                              "neither: mystmd downloads the theme)")
+    command.add_argument(
+        "--theme",
+        metavar="DIR",
+        help=f"an offline copy of MyST's book theme (default: ${THEME_ENV}; neither: mystmd downloads the theme)",
+    )
     command.add_argument("--base-url", metavar="PATH", help="serve the site under this path, e.g. /dfl-book")
     args = parser.parse_args(argv)
     try:
@@ -137,8 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: myst build --html failed (exit code {result.returncode})", file=sys.stderr)
         return result.returncode
     out = ROOT / "_build" / "html"
-    print(f"== the website is in {out.relative_to(ROOT)}/"
-          + ("" if args.base_url else f"; to read it: python -m http.server -d {out.relative_to(ROOT)}"))
+    print(
+        f"== the website is in {out.relative_to(ROOT)}/"
+        + ("" if args.base_url else f"; to read it: python -m http.server -d {out.relative_to(ROOT)}")
+    )
     return 0
 
 

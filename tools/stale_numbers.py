@@ -18,6 +18,7 @@ table, theorem, exercise numbers and the like ("§6", "Table 2", "eq. (4)",
 which should be printed by a cell or deleted. The exit status is 0 (a report,
 not a test: parameters and quotations are legitimate hits).
 """
+
 from __future__ import annotations
 
 import json
@@ -31,28 +32,33 @@ BOOK = ROOT / "book"
 
 NUMBER = re.compile(r"(?<![\w.^])[−–-]?(?:\d{1,3}(?:[,_]\d{3})+|\d+)(?:\.\d+)?(?:[eE][−+-]?\d+)?(?![\w])")
 #: Words after which a number names a place, not a quantity.
-PLACE = re.compile(r"(?:§|¶|\b(?:Table|Tables|Figure|Fig\.|Theorem|Lemma|Definition|Def\.|Corollary|Assumption|"
-                   r"Proposition|Remark|Algorithm|Appendix|App\.|Section|Sec\.|Chapter|chapter|Exercise|exercise|"
-                   r"exercises|eq\.|eqs\.|Eq\.|equation|equations|Step|step|line|lines|Example|Property|"
-                   r"Table\s+\d+\s+and|Theorems|Lemmas))\s*\(?$")
-MARKUP = [re.compile(p) for p in (
-    r"\[\((?:[^\]]*?\d{4}[a-z]?)\)\]",         # parenthetical citation text "(Shi et al., 2023)"
-    r"\[[^\]]*?\(\d{4}[a-z]?\)\]",             # narrative citation text "Shi et al. (2023)"
-    r"\[\(\d+\)\]\([^)]*\)",                  # equation references "[(4)](#eq-x)"
-    r"\]\([^)]*\)",                            # link targets (URLs, cite: keys, #anchors)
-    r"<span[^>]*></span>",
-    r"\\tag\{[^}]*\}",
-    r"!\[[^\]]*\]",                            # image alt text (the Colab badge)
-    r"^\+\+\+.*$",                             # jupytext cell markers
-    r"https?://\S+",
-    r"\d{4}\.\d{4,5}",                         # arXiv identifiers
-)]
+PLACE = re.compile(
+    r"(?:§|¶|\b(?:Table|Tables|Figure|Fig\.|Theorem|Lemma|Definition|Def\.|Corollary|Assumption|"
+    r"Proposition|Remark|Algorithm|Appendix|App\.|Section|Sec\.|Chapter|chapter|Exercise|exercise|"
+    r"exercises|eq\.|eqs\.|Eq\.|equation|equations|Step|step|line|lines|Example|Property|"
+    r"Table\s+\d+\s+and|Theorems|Lemmas))\s*\(?$"
+)
+MARKUP = [
+    re.compile(p)
+    for p in (
+        r"\[\((?:[^\]]*?\d{4}[a-z]?)\)\]",  # parenthetical citation text "(Shi et al., 2023)"
+        r"\[[^\]]*?\(\d{4}[a-z]?\)\]",  # narrative citation text "Shi et al. (2023)"
+        r"\[\(\d+\)\]\([^)]*\)",  # equation references "[(4)](#eq-x)"
+        r"\]\([^)]*\)",  # link targets (URLs, cite: keys, #anchors)
+        r"<span[^>]*></span>",
+        r"\\tag\{[^}]*\}",
+        r"!\[[^\]]*\]",  # image alt text (the Colab badge)
+        r"^\+\+\+.*$",  # jupytext cell markers
+        r"https?://\S+",
+        r"\d{4}\.\d{4,5}",  # arXiv identifiers
+    )
+]
 
 
 @dataclass(frozen=True)
 class Claim:
-    cell: int                                  # index of the notebook cell
-    kind: str                                  # "markdown" or "comment"
+    cell: int  # index of the notebook cell
+    kind: str  # "markdown" or "comment"
     number: str
     line: str
 
@@ -70,8 +76,11 @@ def _decimals(token: str) -> int | None:
 
 def _strip_markup(text: str) -> str:
     for pattern in MARKUP:
-        text = pattern.sub(lambda m: " " * len(m.group(0)), text) if pattern.pattern != r"^\+\+\+.*$" else \
-            re.sub(pattern.pattern, "", text, flags=re.M)
+        text = (
+            pattern.sub(lambda m: " " * len(m.group(0)), text)
+            if pattern.pattern != r"^\+\+\+.*$"
+            else re.sub(pattern.pattern, "", text, flags=re.M)
+        )
     return text
 
 
@@ -80,7 +89,7 @@ def _numbers(text: str) -> list[tuple[str, str]]:
     found = []
     for line in text.splitlines():
         for m in NUMBER.finditer(line):
-            if PLACE.search(line[:m.start()]):
+            if PLACE.search(line[: m.start()]):
                 continue
             found.append((m.group(0), line.strip()))
     return found
@@ -105,7 +114,7 @@ def _split_code(source: str) -> tuple[str, str]:
         else:
             code.append(line[:cut])
             if not line[cut:].startswith(("# @title", "#@title")):
-                comments.append(line[cut + 1:])
+                comments.append(line[cut + 1 :])
     return "\n".join(code), "\n".join(comments)
 
 
@@ -129,7 +138,7 @@ def claims_and_evidence(notebook: dict) -> tuple[list[Claim], list[str]]:
     for index, cell in enumerate(notebook["cells"]):
         source = "".join(cell["source"])
         if "references" in cell.get("metadata", {}).get("tags", []):
-            continue                           # the generated reference list: bibliographic numbers
+            continue  # the generated reference list: bibliographic numbers
         if cell["cell_type"] == "markdown":
             claims += [Claim(index, "markdown", n, line) for n, line in _numbers(_strip_markup(source))]
         elif cell["cell_type"] == "code":
@@ -152,8 +161,9 @@ def backed(number: str, evidence: list[str]) -> bool:
 def unbacked(notebook: dict, all_numbers: bool = False) -> list[Claim]:
     """The claims of ``notebook`` with no evidence: one-digit integers only with ``all_numbers``."""
     claims, evidence = claims_and_evidence(notebook)
-    return [c for c in claims
-            if (all_numbers or not re.fullmatch(r"[−–-]?\d", c.number)) and not backed(c.number, evidence)]
+    return [
+        c for c in claims if (all_numbers or not re.fullmatch(r"[−–-]?\d", c.number)) and not backed(c.number, evidence)
+    ]
 
 
 def main(argv: list[str]) -> int:

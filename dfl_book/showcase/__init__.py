@@ -23,17 +23,27 @@ mini-batches (:mod:`dfl_core.rng`), which is what makes the paired difference
 the right comparison. Every results file records its command, seeds, versions,
 machine and wall time.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 from dfl_core.errors import ConfigError
 from .experiments import EXPERIMENTS
-from .runner import (KEPT_METRICS, RESULTS_DIR, SCHEMA, Experiment, ShowcaseResult, final_value, load,
-                     results_path, run)
+from .runner import KEPT_METRICS, RESULTS_DIR, SCHEMA, Experiment, ShowcaseResult, final_value, load, results_path, run
 
-__all__ = ["Experiment", "EXPERIMENTS", "RESULTS_DIR", "SCHEMA", "KEPT_METRICS", "ShowcaseResult", "load",
-           "run_experiment", "final_value", "results_path"]
+__all__ = [
+    "Experiment",
+    "EXPERIMENTS",
+    "RESULTS_DIR",
+    "SCHEMA",
+    "KEPT_METRICS",
+    "ShowcaseResult",
+    "load",
+    "run_experiment",
+    "final_value",
+    "results_path",
+]
 
 
 def run_experiment(name: str, profile: str = "showcase", **kwargs) -> Path:

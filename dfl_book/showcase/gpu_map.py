@@ -54,6 +54,7 @@ The map is not in :data:`.experiments.EXPERIMENTS` (whose showcase runs are Fash
 :data:`CIFAR_MAP`, its results file ``dfl_book/showcase/results/gpu/dfedsam-cifar-regime.json``, read with
 ``load(CIFAR_MAP.name, RESULTS_DIR / "gpu")`` and :func:`.regime.cells`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -83,24 +84,43 @@ GPU_RESULTS_DIR = RESULTS_DIR / "gpu"
 MATCHED_ARM = "DFedAvg, E = 10 (compute-matched to DFedSAM at E = 5)"
 
 _CIFAR_BASE = {k: v for k, v in PAPER_PROTOCOL.items() if k != "local_epochs"} | dict(
-    dataset="cifar10", model="cnn-cifar", num_clients=20, train_size=10_000, test_size=None, partition="dirichlet",
-    alpha=0.3, rounds=100, eval_every=5)
+    dataset="cifar10",
+    model="cnn-cifar",
+    num_clients=20,
+    train_size=10_000,
+    test_size=None,
+    partition="dirichlet",
+    alpha=0.3,
+    rounds=100,
+    eval_every=5,
+)
 
 CIFAR_MAP = RegimeMap(
-    "dfedsam-cifar-regime", "08",
+    "dfedsam-cifar-regime",
+    "08",
     "Does DFedSAM's gain over DFedAvg grow with the generalization gap? CIFAR-10 (JPEG copy) with a CNN, ring, "
     "m = 20 clients of 500 images, Dirichlet 0.3, the paper's batch 128, weight decay 5e-4 and lr 0.1·0.998^t, "
     "E = 1 and 5, ρ = 0.01 and 0.05, and DFedAvg at E = 10, which matches DFedSAM's 40 forward-backward passes a "
     "round at E = 5; rounds as many as one GPU call allows.",
-    "DFedAvg", "DFedSAM", dict(algorithm="dfedavg", topology="ring"), dict(algorithm="dfedsam", topology="ring"),
-    (1, 5), (0.01, 0.05), base=_CIFAR_BASE,
-    extra_arms={MATCHED_ARM: dict(algorithm="dfedavg", topology="ring", local_epochs=10)})
+    "DFedAvg",
+    "DFedSAM",
+    dict(algorithm="dfedavg", topology="ring"),
+    dict(algorithm="dfedsam", topology="ring"),
+    (1, 5),
+    (0.01, 0.05),
+    base=_CIFAR_BASE,
+    extra_arms={MATCHED_ARM: dict(algorithm="dfedavg", topology="ring", local_epochs=10)},
+)
 
 #: Kept whatever the budget: the E = 5 comparison the chapter needs.
 CORE_ARMS = (CIFAR_MAP.baseline_arm(5), CIFAR_MAP.treated_arm(5, 0.01), MATCHED_ARM)
 #: Dropped first to last when T would fall below --min-rounds.
-DROP_ORDER = (CIFAR_MAP.treated_arm(1, 0.05), CIFAR_MAP.treated_arm(1, 0.01), CIFAR_MAP.baseline_arm(1),
-              CIFAR_MAP.treated_arm(5, 0.05))
+DROP_ORDER = (
+    CIFAR_MAP.treated_arm(1, 0.05),
+    CIFAR_MAP.treated_arm(1, 0.01),
+    CIFAR_MAP.baseline_arm(1),
+    CIFAR_MAP.treated_arm(5, 0.05),
+)
 
 
 def _ordered_arms() -> dict[str, dict[str, Any]]:
@@ -122,13 +142,14 @@ def unpack(archive: Path, workdir: Path) -> tuple[Path, str]:
     """The archive unpacked under ``workdir`` (once per sha256) and the folder in it that holds ``train/`` and
     ``test/``; returns (that folder, the archive's sha256)."""
     if not archive.is_file():
-        raise SystemExit(f"error: --archive {str(archive)!r} is not a file; give the CIFAR-10 JPEG archive "
-                         "(cifar10-jpeg.tar.gz)")
+        raise SystemExit(
+            f"error: --archive {str(archive)!r} is not a file; give the CIFAR-10 JPEG archive (cifar10-jpeg.tar.gz)"
+        )
     sha = sha256_of(archive)
     dest = workdir / f"data-{sha[:16]}"
     if not (dest / ".unpacked").exists():
         with tarfile.open(archive) as tar:
-            tar.extractall(dest, filter="data")          # no absolute paths, links out or device files
+            tar.extractall(dest, filter="data")  # no absolute paths, links out or device files
         (dest / ".unpacked").write_text(sha)
     return find_image_folder(dest), sha
 
@@ -145,6 +166,7 @@ def find_image_folder(top: Path) -> Path:
 # ----------------------------------------------------------------------------------- measuring
 def _sync(device) -> None:
     import torch
+
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -168,13 +190,17 @@ def measure_arm(experiment: Experiment, arm: str, profile, seed: int) -> dict[st
     _sync(sim.device)
     done = time.perf_counter()
     round_s = second - first
-    return {"round_s": round_s, "eval_s": done - second,
-            "setup_s": (built - start) + max(0.0, (first - built) - round_s), "local_steps": cfg.params.local_steps}
+    return {
+        "round_s": round_s,
+        "eval_s": done - second,
+        "setup_s": (built - start) + max(0.0, (first - built) - round_s),
+        "local_steps": cfg.params.local_steps,
+    }
 
 
 def run_seconds(probe: dict[str, float], rounds: int) -> float:
     """Predicted seconds of one run of ``rounds`` rounds (evaluations as the schedule makes them)."""
-    evaluations = rounds // eval_every_for(rounds) + 2            # round 0, every eval_every, the last
+    evaluations = rounds // eval_every_for(rounds) + 2  # round 0, every eval_every, the last
     return probe["setup_s"] + rounds * probe["round_s"] + evaluations * probe["eval_s"]
 
 
@@ -183,8 +209,15 @@ def eval_every_for(rounds: int) -> int:
     return max(1, rounds // 20)
 
 
-def plan_rounds(probes: dict[str, dict[str, float]], seeds: int, seconds: float, *, max_rounds: int,
-                min_rounds: int, seed_data_s: float = 0.0) -> tuple[int, list[str], float]:
+def plan_rounds(
+    probes: dict[str, dict[str, float]],
+    seeds: int,
+    seconds: float,
+    *,
+    max_rounds: int,
+    min_rounds: int,
+    seed_data_s: float = 0.0,
+) -> tuple[int, list[str], float]:
     """The most rounds T ≤ ``max_rounds`` at which every kept arm × ``seeds`` fits ``seconds``, dropping arms in
     :data:`DROP_ORDER` while T < ``min_rounds``; returns (T, the arms kept, the predicted seconds). ``seed_data_s``:
     loading one seed's data subset. T can fall below ``min_rounds`` (to 1) with the core arms alone: the budget is
@@ -192,8 +225,10 @@ def plan_rounds(probes: dict[str, dict[str, float]], seeds: int, seconds: float,
     arms = list(probes)
     droppable = [a for a in DROP_ORDER if a in arms]
     while True:
+
         def total(t: int) -> float:
             return seeds * (seed_data_s + sum(run_seconds(probes[a], t) for a in arms))
+
         rounds = max_rounds
         while rounds > 1 and total(rounds) > seconds:
             rounds -= 1
@@ -205,6 +240,7 @@ def plan_rounds(probes: dict[str, dict[str, float]], seeds: int, seconds: float,
 # ------------------------------------------------------------------------------------- the run
 def _environment(device: str) -> dict[str, Any]:
     import torch
+
     if device == "cuda" or (device == "auto" and torch.cuda.is_available()):
         return {"gpu": torch.cuda.get_device_name(0), "cuda": torch.version.cuda}
     return {"gpu": None}
@@ -212,40 +248,77 @@ def _environment(device: str) -> dict[str, Any]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m dfl_book.showcase.gpu_map", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=__doc__.split("\n\n")[0].split(": ``")[0] + ".", epilog=__doc__.split("\n\n", 1)[1])
+        prog="python -m dfl_book.showcase.gpu_map",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__.split("\n\n")[0].split(": ``")[0] + ".",
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
     data = parser.add_mutually_exclusive_group(required=True)
     data.add_argument("--archive", type=Path, help="cifar10-jpeg.tar.gz (unpacked under --workdir, once)")
     data.add_argument("--data-dir", type=Path, help="an unpacked CIFAR-10 image folder (train/, test/) instead")
-    parser.add_argument("--out", type=Path, default=GPU_RESULTS_DIR,
-                        help="folder of the results file, written after every run (default: %(default)s)")
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/dfl-gpu-map"),
-                        help="where the archive is unpacked, the decoded images cached and checkpoints kept "
-                             "(default: %(default)s)")
-    parser.add_argument("--budget-min", type=float, default=9.0,
-                        help="minutes for everything, from the script's start (default: %(default)s)")
-    parser.add_argument("--stop-min", type=float, default=9.5,
-                        help="no seed is started that the measurements say would end after this many minutes from "
-                             "the script's start (the device call's limit is 10); the seeds done so far are kept "
-                             "(default: %(default)s)")
-    parser.add_argument("--rounds", type=int, default=None,
-                        help="T, instead of sizing it to the budget (e.g. to resume an earlier call's plan)")
-    parser.add_argument("--max-rounds", type=int, default=200, help="the most rounds sizing may pick "
-                        "(default: %(default)s)")
-    parser.add_argument("--min-rounds", type=int, default=30, help="below this T, arms are dropped "
-                        "(default: %(default)s)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=GPU_RESULTS_DIR,
+        help="folder of the results file, written after every run (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path("/tmp/dfl-gpu-map"),
+        help="where the archive is unpacked, the decoded images cached and checkpoints kept (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--budget-min",
+        type=float,
+        default=9.0,
+        help="minutes for everything, from the script's start (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--stop-min",
+        type=float,
+        default=9.5,
+        help="no seed is started that the measurements say would end after this many minutes from "
+        "the script's start (the device call's limit is 10); the seeds done so far are kept "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="T, instead of sizing it to the budget (e.g. to resume an earlier call's plan)",
+    )
+    parser.add_argument(
+        "--max-rounds", type=int, default=200, help="the most rounds sizing may pick (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--min-rounds", type=int, default=30, help="below this T, arms are dropped (default: %(default)s)"
+    )
     parser.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated seeds (default: %(default)s)")
-    parser.add_argument("--resume", type=Path, default=None,
-                        help="an earlier call's results file: its finished runs with matching configs are kept")
+    parser.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        help="an earlier call's results file: its finished runs with matching configs are kept",
+    )
     parser.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
-    parser.add_argument("--precision", default=None, choices=("float32", "bfloat16"),
-                        help="local training's arithmetic (default: bfloat16 on a GPU, float32 on a CPU)")
+    parser.add_argument(
+        "--precision",
+        default=None,
+        choices=("float32", "bfloat16"),
+        help="local training's arithmetic (default: bfloat16 on a GPU, float32 on a CPU)",
+    )
     parser.add_argument("--compile", action="store_true", help="torch.compile local training (CUDA)")
-    parser.add_argument("--train-size", type=int, default=None,
-                        help="training images in all (default: the map's 10,000, i.e. 500 per client)")
+    parser.add_argument(
+        "--train-size",
+        type=int,
+        default=None,
+        help="training images in all (default: the map's 10,000, i.e. 500 per client)",
+    )
     parser.add_argument("--num-clients", type=int, default=None, help="m (default: the map's 20)")
-    parser.add_argument("--batch-size", type=int, default=None,
-                        help="B, for smoke runs only (default: the paper's 128)")
+    parser.add_argument(
+        "--batch-size", type=int, default=None, help="B, for smoke runs only (default: the paper's 128)"
+    )
     parser.add_argument("--plan-only", action="store_true", help="measure, print the plan and stop")
     parser.add_argument("--no-progress", action="store_true")
     return parser
@@ -271,11 +344,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     on_gpu = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
     precision = args.precision or ("bfloat16" if on_gpu else "float32")
     speed = {"precision": precision, "cudnn_benchmark": on_gpu, "compile": args.compile, "device": args.device}
-    sizes = {k: v for k, v in (("train_size", args.train_size), ("num_clients", args.num_clients),
-                               ("batch_size", args.batch_size)) if v is not None}
+    sizes = {
+        k: v
+        for k, v in (
+            ("train_size", args.train_size),
+            ("num_clients", args.num_clients),
+            ("batch_size", args.batch_size),
+        )
+        if v is not None
+    }
     base = dict(CIFAR_MAP.base) | sizes | speed | {"data_dir": str(data_dir)}
-    experiment = Experiment(CIFAR_MAP.name, CIFAR_MAP.chapter, CIFAR_MAP.question, arms=_ordered_arms(), base=base,
-                            seeds=seeds)
+    experiment = Experiment(
+        CIFAR_MAP.name, CIFAR_MAP.chapter, CIFAR_MAP.question, arms=_ordered_arms(), base=base, seeds=seeds
+    )
     profile = get_profile("showcase")
 
     # 1. The data (decoded once, then cached: the first seed's load decodes, the next one's reads the cache), and
@@ -286,12 +367,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     decoded = time.perf_counter()
     profile.data(experiment.config(first_arm, seeds[1 % len(seeds)] if len(seeds) > 1 else seeds[0], profile))
     seed_data_s = time.perf_counter() - decoded
-    print(f"data: {str(data_dir)!r}, unpacked in {unpacked - start:.1f} s, decoded and loaded in "
-          f"{decoded - unpacked:.1f} s, a further seed's subset loaded in {seed_data_s:.1f} s")
+    print(
+        f"data: {str(data_dir)!r}, unpacked in {unpacked - start:.1f} s, decoded and loaded in "
+        f"{decoded - unpacked:.1f} s, a further seed's subset loaded in {seed_data_s:.1f} s"
+    )
     probes = {arm: measure_arm(experiment, arm, profile, seeds[0]) for arm in experiment.arms}
     for arm, p in probes.items():
-        print(f"probe {arm:<55} K = {p['local_steps']:>3}  round {p['round_s']:.3f} s  evaluation "
-              f"{p['eval_s']:.3f} s  set-up {p['setup_s']:.2f} s")
+        print(
+            f"probe {arm:<55} K = {p['local_steps']:>3}  round {p['round_s']:.3f} s  evaluation "
+            f"{p['eval_s']:.3f} s  set-up {p['setup_s']:.2f} s"
+        )
 
     # 2. Rounds (and arms) sized to what is left of the budget, with a 10% margin.
     left = args.budget_min * 60 - (time.perf_counter() - start)
@@ -299,47 +384,81 @@ def main(argv: Sequence[str] | None = None) -> int:
         rounds, arms = args.rounds, list(experiment.arms)
         predicted = len(seeds) * (seed_data_s + sum(run_seconds(probes[a], rounds) for a in arms))
     else:
-        rounds, arms, predicted = plan_rounds(probes, len(seeds), 0.9 * left, max_rounds=args.max_rounds,
-                                              min_rounds=args.min_rounds, seed_data_s=seed_data_s)
+        rounds, arms, predicted = plan_rounds(
+            probes,
+            len(seeds),
+            0.9 * left,
+            max_rounds=args.max_rounds,
+            min_rounds=args.min_rounds,
+            seed_data_s=seed_data_s,
+        )
     dropped = [a for a in experiment.arms if a not in arms]
     eval_every = eval_every_for(rounds)
-    print(f"plan: T = {rounds} rounds (evaluated every {eval_every}), {len(arms)} arms x {len(seeds)} seeds, "
-          f"predicted {predicted:.0f} s of {left:.0f} s left" + (f"; dropped: {', '.join(dropped)}" if dropped else ""))
+    print(
+        f"plan: T = {rounds} rounds (evaluated every {eval_every}), {len(arms)} arms x {len(seeds)} seeds, "
+        f"predicted {predicted:.0f} s of {left:.0f} s left" + (f"; dropped: {', '.join(dropped)}" if dropped else "")
+    )
     if rounds < args.min_rounds:
-        print(f"warning: only {rounds} rounds fit the budget (fewer than --min-rounds {args.min_rounds})",
-              file=sys.stderr)
-    plan = {"rounds": rounds, "eval_every": eval_every, "arms": arms, "dropped_arms": dropped,
-            "budget_s": args.budget_min * 60, "predicted_s": round(predicted, 1),
-            "unpack_s": round(unpacked - start, 1), "decode_and_load_s": round(decoded - unpacked, 1),
-            "seed_data_s": round(seed_data_s, 2),
-            "probe": {a: {k: round(v, 4) for k, v in p.items()} for a, p in probes.items()},
-            "rounds_forced": args.rounds is not None}
+        print(
+            f"warning: only {rounds} rounds fit the budget (fewer than --min-rounds {args.min_rounds})", file=sys.stderr
+        )
+    plan = {
+        "rounds": rounds,
+        "eval_every": eval_every,
+        "arms": arms,
+        "dropped_arms": dropped,
+        "budget_s": args.budget_min * 60,
+        "predicted_s": round(predicted, 1),
+        "unpack_s": round(unpacked - start, 1),
+        "decode_and_load_s": round(decoded - unpacked, 1),
+        "seed_data_s": round(seed_data_s, 2),
+        "probe": {a: {k: round(v, 4) for k, v in p.items()} for a, p in probes.items()},
+        "rounds_forced": args.rounds is not None,
+    }
     if args.plan_only:
         print(json.dumps(plan, indent=1))
         return 0
 
     # 3. The runs, seed by seed, the results file rewritten after each.
-    experiment = dataclasses.replace(experiment, arms={a: experiment.arms[a] for a in arms},
-                                     base=base | {"rounds": rounds, "eval_every": eval_every})
+    experiment = dataclasses.replace(
+        experiment, arms={a: experiment.arms[a] for a in arms}, base=base | {"rounds": rounds, "eval_every": eval_every}
+    )
     path = results_path(experiment.name, args.out)
     if args.resume is not None and args.resume.resolve() != path.resolve():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(args.resume.read_text())
-    provenance = {"gpu": _environment(args.device), "precision": precision, "speed_options": speed,
-                  "data_copy": copy, "plan": plan, "script_wall_time_s": None}
+    provenance = {
+        "gpu": _environment(args.device),
+        "precision": precision,
+        "speed_options": speed,
+        "data_copy": copy,
+        "plan": plan,
+        "script_wall_time_s": None,
+    }
     command = "python -m dfl_book.showcase.gpu_map " + " ".join(sys.argv[1:] if argv is None else argv)
     per_seed = predicted / len(seeds)
     for k in range(1, len(seeds) + 1):
         elapsed = time.perf_counter() - start
         if elapsed + per_seed > args.stop_min * 60:
-            print(f"warning: stopped before seed {seeds[k - 1]}: {elapsed:.0f} s gone and a seed takes about "
-                  f"{per_seed:.0f} s, past --stop-min {args.stop_min}; rerun with --resume and --rounds {rounds} "
-                  "for the rest", file=sys.stderr)
+            print(
+                f"warning: stopped before seed {seeds[k - 1]}: {elapsed:.0f} s gone and a seed takes about "
+                f"{per_seed:.0f} s, past --stop-min {args.stop_min}; rerun with --resume and --rounds {rounds} "
+                "for the rest",
+                file=sys.stderr,
+            )
             provenance["stopped_before_seed"] = seeds[k - 1]
             break
         provenance["script_wall_time_s"] = round(elapsed, 1)
-        run_experiment(experiment, "showcase", out=args.out, checkpoints=args.workdir / "checkpoints",
-                       seeds=seeds[:k], progress=not args.no_progress, command=command, provenance=provenance)
+        run_experiment(
+            experiment,
+            "showcase",
+            out=args.out,
+            checkpoints=args.workdir / "checkpoints",
+            seeds=seeds[:k],
+            progress=not args.no_progress,
+            command=command,
+            provenance=provenance,
+        )
     if not path.exists():
         return 1
     doc = json.loads(path.read_text())
@@ -347,14 +466,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     doc["provenance"]["dfedavg_e5_flat"] = _flat(doc, CIFAR_MAP.baseline_arm(5))
     write_atomic(path, json.dumps(doc, indent=1).encode())
     flat = {True: "ended flat", False: "was still rising", None: "is not in this file"}
-    print(f"results: {path} ({doc['provenance']['script_wall_time_s']} s in all; DFedAvg's E = 5 test curve "
-          f"{flat[doc['provenance']['dfedavg_e5_flat']]}, FLAT_SLOPE = {FLAT_SLOPE} points per 100 rounds)")
+    print(
+        f"results: {path} ({doc['provenance']['script_wall_time_s']} s in all; DFedAvg's E = 5 test curve "
+        f"{flat[doc['provenance']['dfedavg_e5_flat']]}, FLAT_SLOPE = {FLAT_SLOPE} points per 100 rounds)"
+    )
     return 0
 
 
 def _flat(doc: dict, arm: str) -> bool | None:
     """Whether ``arm``'s mean test curve over the seeds ended flat (:data:`.regime.FLAT_SLOPE`)."""
     from .runner import ShowcaseResult
+
     result = ShowcaseResult(doc)
     if arm not in result.arms or result.diverged(arm):
         return None

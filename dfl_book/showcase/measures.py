@@ -4,12 +4,20 @@ Each function takes the finished :class:`~dfl_core.engine.Simulation` and
 returns a dict of floats (stored in the run's record as ``measures``); each is
 deterministic given the run (its own seeds are fixed here).
 """
+
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-__all__ = ["flatness_and_gap", "flatness_trace_and_gap", "membership", "calibrate_fedgf_threshold", "FLATNESS_SAMPLES", "ATTACKED_CLIENTS"]
+__all__ = [
+    "flatness_and_gap",
+    "flatness_trace_and_gap",
+    "membership",
+    "calibrate_fedgf_threshold",
+    "FLATNESS_SAMPLES",
+    "ATTACKED_CLIENTS",
+]
 
 #: λ_max is computed on a fixed, class-stratified subset of the union of the clients' train splits (a full
 #: pass over 60,000 images per Hessian-vector product would cost more than the training itself).
@@ -39,8 +47,10 @@ def _flatness_and_gap(sim, x: torch.Tensor, y: torch.Tensor) -> dict:
     from dfl_core.instruments.hessian import top_hessian_eigenvalue
 
     final = sim.history.final
-    return {"lambda_max": top_hessian_eigenvalue(sim.model, sim.x.mean(0), x, y, iters=40, tol=1e-3, seed=0),
-            "gen_error": final["train_acc"] - final["test_acc"]}
+    return {
+        "lambda_max": top_hessian_eigenvalue(sim.model, sim.x.mean(0), x, y, iters=40, tol=1e-3, seed=0),
+        "gen_error": final["train_acc"] - final["test_acc"],
+    }
 
 
 #: Rademacher draws of Hutchinson's trace estimate in :func:`flatness_trace_and_gap`.
@@ -52,7 +62,7 @@ def flatness_trace_and_gap(sim) -> dict:
     standard error): λ_max sees the sharpest direction only, the trace all of them."""
     from dfl_core.instruments.hessian import hessian_trace
 
-    x, y = _union_subset(sim, FLATNESS_SAMPLES)                      # the same subset as λ_max's, drawn once
+    x, y = _union_subset(sim, FLATNESS_SAMPLES)  # the same subset as λ_max's, drawn once
     trace = hessian_trace(sim.model, sim.x.mean(0), x, y, samples=TRACE_SAMPLES, seed=0)
     return _flatness_and_gap(sim, x, y) | {"hessian_trace": trace.value, "hessian_trace_stderr": trace.stderr}
 
@@ -65,12 +75,15 @@ def membership(sim) -> dict:
     m = sim.config.num_clients
     clients = range(0, m, max(1, m // ATTACKED_CLIENTS))
     results = [client_membership_auc(sim, c, seed=sim.config.seed) for c in clients]
-    return {"membership_auc": float(np.mean([r.auc for r in results])),
-            "membership_gap": float(np.mean([r.target_member_acc - r.target_nonmember_acc for r in results]))}
+    return {
+        "membership_auc": float(np.mean([r.auc for r in results])),
+        "membership_gap": float(np.mean([r.target_member_acc - r.target_nonmember_acc for r in results])),
+    }
 
 
-def calibrate_fedgf_threshold(alphas=(0.05, 3.0), rounds: int = 50, seed: int = 0, profile: str = "showcase",
-                              **changes) -> float:
+def calibrate_fedgf_threshold(
+    alphas=(0.05, 3.0), rounds: int = 50, seed: int = 0, profile: str = "showcase", **changes
+) -> float:
     """T_D for FedGF, which no source gives: the midpoint of the mean client drift D^r (eq. (15)) over the
     first ``rounds`` rounds of FedSAM (FedGF whose c stays 0) at the most and the least heterogeneous α.
 
@@ -82,8 +95,9 @@ def calibrate_fedgf_threshold(alphas=(0.05, 3.0), rounds: int = 50, seed: int = 
 
     prof, drifts = get_profile(profile), []
     for alpha in alphas:
-        cfg = prof.config(algorithm="fedgf", fedgf_threshold=1e30, alpha=alpha, seed=seed, rounds=rounds,
-                          eval_every=rounds, **changes)
+        cfg = prof.config(
+            algorithm="fedgf", fedgf_threshold=1e30, alpha=alpha, seed=seed, rounds=rounds, eval_every=rounds, **changes
+        )
         log = RoundLog()
         Simulation(cfg, data=prof.data(cfg)).run(hooks=[log])
         drifts.append(float(np.mean(log.series("fedgf_drift"))))

@@ -19,6 +19,7 @@ of the Hessian where the experiment measures it. The map is an ordinary
 :class:`~.runner.Experiment` (one arm per baseline row and per cell), so it
 runs, resumes and is stored like every other showcase experiment.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -77,8 +78,16 @@ class RegimeMap:
         return arms | {label: dict(changes) for label, changes in self.extra_arms.items()}
 
     def experiment(self) -> Experiment:
-        return Experiment(self.name, self.chapter, self.question, arms=self.arms(), base=self.base,
-                          seeds=self.seeds, measure=self.measure, profile_changes=self.profile_changes)
+        return Experiment(
+            self.name,
+            self.chapter,
+            self.question,
+            arms=self.arms(),
+            base=self.base,
+            seeds=self.seeds,
+            measure=self.measure,
+            profile_changes=self.profile_changes,
+        )
 
 
 def curve_slope(rounds: list[int], values: list[float], fraction: float = 0.2) -> float:
@@ -88,8 +97,10 @@ def curve_slope(rounds: list[int], values: list[float], fraction: float = 0.2) -
     end of the run": below :data:`FLAT_SLOPE` the curve counts as flat.
     """
     if len(rounds) != len(values) or len(rounds) < 2:
-        raise ValueError(f"a slope needs at least 2 (round, value) pairs of equal count; got {len(rounds)} rounds "
-                         f"and {len(values)} values")
+        raise ValueError(
+            f"a slope needs at least 2 (round, value) pairs of equal count; got {len(rounds)} rounds "
+            f"and {len(values)} values"
+        )
     start = rounds[-1] - fraction * (rounds[-1] - rounds[0])
     pts = [(r, v) for r, v in zip(rounds, values) if r >= start]
     if len(pts) < 2:
@@ -107,13 +118,13 @@ class Cell:
     local_epochs: float
     local_steps: int
     rho: float
-    comparison: Any                 # dfl_book.stats.PairedComparison, treated − baseline, test accuracy (points)
-    baseline_train_acc: float       # % (mean over seeds, last 5 evaluations)
-    baseline_gap: float             # train − test accuracy of the baseline, points
+    comparison: Any  # dfl_book.stats.PairedComparison, treated − baseline, test accuracy (points)
+    baseline_train_acc: float  # % (mean over seeds, last 5 evaluations)
+    baseline_gap: float  # train − test accuracy of the baseline, points
     treated_train_acc: float
     treated_gap: float
-    baseline_slope: float           # points per 100 rounds over the last fifth (curve_slope), mean over seeds
-    lambda_max_baseline: float | None = None     # Hessian top eigenvalue at the average model, mean over seeds
+    baseline_slope: float  # points per 100 rounds over the last fifth (curve_slope), mean over seeds
+    lambda_max_baseline: float | None = None  # Hessian top eigenvalue at the average model, mean over seeds
     lambda_max_treated: float | None = None
 
     @property
@@ -147,10 +158,22 @@ def cells(result: ShowcaseResult, rmap: RegimeMap, margin: float | None = None, 
         for rho in rmap.rhos:
             arm = rmap.treated_arm(e, rho)
             acc, train = result.per_seed(arm, last=last), result.per_seed(arm, "train_acc", last=last)
-            comparison = compare_paired(acc, base_acc, expect="greater", margin=margin,
-                                        label=f"{arm} vs {base_arm}")
-            out.append(Cell(e, steps, rho, comparison, _mean(base_train), _mean(base_train) - _mean(base_acc),
-                            _mean(train), _mean(train) - _mean(acc), slope, lam_base, _lambda(result, arm)))
+            comparison = compare_paired(acc, base_acc, expect="greater", margin=margin, label=f"{arm} vs {base_arm}")
+            out.append(
+                Cell(
+                    e,
+                    steps,
+                    rho,
+                    comparison,
+                    _mean(base_train),
+                    _mean(base_train) - _mean(base_acc),
+                    _mean(train),
+                    _mean(train) - _mean(acc),
+                    slope,
+                    lam_base,
+                    _lambda(result, arm),
+                )
+            )
     return out
 
 
@@ -168,16 +191,20 @@ def _where(group: list[Cell]) -> str:
 def summary(grid: list[Cell], treated: str, baseline: str, unit: str = "points") -> str:
     """Markdown bullets, worded from the cells: where ``treated`` pays, where it costs, where it matches
     ``baseline`` and where the seeds could not tell (with the smallest difference they could have seen)."""
-    by = {v: [c for c in grid if c.comparison.verdict == v] for v in ("REPRODUCED", "REVERSED", "EQUIVALENT",
-                                                                      "UNRESOLVED")}
+    by = {
+        v: [c for c in grid if c.comparison.verdict == v]
+        for v in ("REPRODUCED", "REVERSED", "EQUIVALENT", "UNRESOLVED")
+    }
     lines = []
     if by["REPRODUCED"]:
         small = [c for c in by["REPRODUCED"] if c.comparison.within_margin]
         size = ""
         if small:
-            size = (f" All of these gains lie within the ±{small[0].comparison.margin:g}-{unit} margin." if
-                    len(small) == len(by["REPRODUCED"]) else
-                    f" Of these, {_where(small)} lie within the ±{small[0].comparison.margin:g}-{unit} margin.")
+            size = (
+                f" All of these gains lie within the ±{small[0].comparison.margin:g}-{unit} margin."
+                if len(small) == len(by["REPRODUCED"])
+                else f" Of these, {_where(small)} lie within the ±{small[0].comparison.margin:g}-{unit} margin."
+            )
         lines.append(f"- **{treated} pays** (beats {baseline}, 95% CI above 0) at {_where(by['REPRODUCED'])}.{size}")
     else:
         lines.append(f"- **{treated} beats {baseline} in no cell** of the map.")
@@ -188,8 +215,10 @@ def summary(grid: list[Cell], treated: str, baseline: str, unit: str = "points")
         lines.append(f"- **Equivalent** within ±{margin:g} {unit} at {_where(by['EQUIVALENT'])}.")
     if by["UNRESOLVED"]:
         detect = max(c.comparison.detectable for c in by["UNRESOLVED"])
-        lines.append(f"- **Unresolved** at {_where(by['UNRESOLVED'])}: these seeds would have resolved "
-                     f"differences of about {detect:.2f} {unit} or more.")
+        lines.append(
+            f"- **Unresolved** at {_where(by['UNRESOLVED'])}: these seeds would have resolved "
+            f"differences of about {detect:.2f} {unit} or more."
+        )
     lines.append(_holm_line(grid, treated))
     return "\n".join(lines)
 
@@ -201,8 +230,12 @@ def _holm_line(grid: list[Cell], treated: str) -> str:
     corrected = holm([c.comparison for c in grid])
     stand = {v: [c for c, h in zip(grid, corrected) if h == v] for v in ("REPRODUCED", "REVERSED", "EQUIVALENT")}
     words = {"REPRODUCED": f"{treated} pays", "REVERSED": f"{treated} costs", "EQUIVALENT": "equivalent"}
-    kept = [f"{words[v]} at " + "; ".join(f"E = {c.local_epochs:g}, ρ = {c.rho:g}" for c in cs)
-            for v, cs in stand.items() if cs]
+    kept = [
+        f"{words[v]} at " + "; ".join(f"E = {c.local_epochs:g}, ρ = {c.rho:g}" for c in cs)
+        for v, cs in stand.items()
+        if cs
+    ]
     cells_text = f"{len(grid)} cell{'s' if len(grid) != 1 else ''}"
-    return (f"- **After Holm's correction** over the map's {cells_text}: "
-            + ("; ".join(kept) + ", every other cell unresolved." if kept else "every cell is unresolved."))
+    return f"- **After Holm's correction** over the map's {cells_text}: " + (
+        "; ".join(kept) + ", every other cell unresolved." if kept else "every cell is unresolved."
+    )

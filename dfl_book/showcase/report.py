@@ -12,6 +12,7 @@ the committed results file, so that the prose cannot contradict the evidence:
     verdict_table(verdicts)          # Markdown: claim | mean Δ | 95% CI | detectable | verdict
     summary(verdicts)                # Markdown bullets: what reproduced, what reversed, what stayed open
 """
+
 from __future__ import annotations
 
 import math
@@ -19,8 +20,19 @@ from dataclasses import dataclass
 
 from .runner import ShowcaseResult, load
 
-__all__ = ["ENDPOINT", "Claim", "judge", "verdict_table", "summary", "as_markdown", "rerun_matches", "provenance_line", "regeneration_hours",
-           "paper_difference", "regime"]
+__all__ = [
+    "ENDPOINT",
+    "Claim",
+    "judge",
+    "verdict_table",
+    "summary",
+    "as_markdown",
+    "rerun_matches",
+    "provenance_line",
+    "regeneration_hours",
+    "paper_difference",
+    "regime",
+]
 
 
 @dataclass(frozen=True)
@@ -39,11 +51,12 @@ class Claim:
     scale: float = 100.0
     measure: bool = False
     unit: str = "points"
-    paper: tuple[float, str] | None = None    # the paper's own difference and where it is (:func:`paper_difference`)
+    paper: tuple[float, str] | None = None  # the paper's own difference and where it is (:func:`paper_difference`)
 
 
-def paper_difference(table: str, better: str, worse: str, column: str = "validation",
-                     **where: str) -> tuple[float, str]:
+def paper_difference(
+    table: str, better: str, worse: str, column: str = "validation", **where: str
+) -> tuple[float, str]:
     """The paper's own difference ``better − worse`` in a transcribed table (:mod:`theory.tables`), and its
     source: ``paper_difference("dfedsam_table1", "DFedSAM", "DFedAvg", task="CIFAR-10", split="Dir0.3")``."""
     from theory.tables import load_table
@@ -91,6 +104,7 @@ def as_markdown(text: str):
     """``text`` as a :class:`dfl_book.display.Markdown`: a table or list that Jupyter, Colab and the website
     all show formatted."""
     from ..display import Markdown
+
     return Markdown(text)
 
 
@@ -109,6 +123,7 @@ def verdict_table(verdicts, digits: int = 2, unit: str = "points", endpoint: str
     whole family (:func:`dfl_book.stats.holm`).
     """
     from ..stats import holm, markdown_table
+
     verdicts = list(verdicts)
     family = list(family) if family is not None else verdicts
     missing = [v.label for v in verdicts if not any(v is f for f in family)]
@@ -119,14 +134,19 @@ def verdict_table(verdicts, digits: int = 2, unit: str = "points", endpoint: str
     if len(family) > 1:
         after = holm(family)
         corrected = [next(a for f, a in zip(family, after) if f is v) for v in verdicts]
-        shown = (f"these {len(family)} comparisons" if len(family) == len(verdicts) else
-                 f"these {len(verdicts)} and {len(family) - len(verdicts)} more comparisons, {len(family)} in all")
-        family_text = f" Family: {shown}, corrected by Holm's method (\"after Holm\")."
+        shown = (
+            f"these {len(family)} comparisons"
+            if len(family) == len(verdicts)
+            else f"these {len(verdicts)} and {len(family) - len(verdicts)} more comparisons, {len(family)} in all"
+        )
+        family_text = f' Family: {shown}, corrected by Holm\'s method ("after Holm").'
     else:
         corrected, family_text = None, " One comparison: no family to correct."
-    return as_markdown(markdown_table(verdicts, digits=digits, corrected=corrected)
-                       + f"\n\nEndpoint: {endpoint}. Differences in {unit}; 95% t-intervals over {verdicts[0].n} "
-                         f"seeds, paired by seed.{equivalence}{family_text}")
+    return as_markdown(
+        markdown_table(verdicts, digits=digits, corrected=corrected)
+        + f"\n\nEndpoint: {endpoint}. Differences in {unit}; 95% t-intervals over {verdicts[0].n} "
+        f"seeds, paired by seed.{equivalence}{family_text}"
+    )
 
 
 def _sentence(v, digits: int) -> str:
@@ -139,8 +159,10 @@ def _sentence(v, digits: int) -> str:
     if v.verdict == "EQUIVALENT":
         return f"**{v.label}**: equivalent, the difference lies within ±{v.margin:g} ({interval})."
     detect = f"{v.detectable:.{digits}f}" if math.isfinite(v.detectable) else "∞"
-    return (f"**{v.label}**: unresolved ({interval}); with these seeds only a difference of about {detect} or "
-            f"more would have shown.")
+    return (
+        f"**{v.label}**: unresolved ({interval}); with these seeds only a difference of about {detect} or "
+        f"more would have shown."
+    )
 
 
 def summary(verdicts, digits: int = 2):
@@ -171,13 +193,13 @@ def rerun_matches(name: str, arm: str, seed: int = 0, rounds: int = 10, toleranc
 def provenance_line(result: ShowcaseResult) -> str:
     """Where the numbers come from, in one line: command, seeds, machine, date and CPU hours of training."""
     p = result.provenance
-    return (f"{result.name}: `{p['command']}`, seeds {', '.join(map(str, p['seeds']))}, {p['machine']}, "
-            f"{p['date']}, {result.cpu_time_s() / 3600:.2f} CPU hours of training"
-            + (f". {p['note']}" if p.get("note") else ""))
+    return (
+        f"{result.name}: `{p['command']}`, seeds {', '.join(map(str, p['seeds']))}, {p['machine']}, "
+        f"{p['date']}, {result.cpu_time_s() / 3600:.2f} CPU hours of training"
+        + (f". {p['note']}" if p.get("note") else "")
+    )
 
 
 def regeneration_hours(names: list[str]) -> float:
     """CPU hours of the named experiments' committed runs (one thread each; ``--jobs 2`` runs two at once)."""
     return sum(load(n).cpu_time_s() for n in names) / 3600
-
-

@@ -1,4 +1,5 @@
 """Running showcase experiments and reading their results files (see :mod:`dfl_book.showcase`)."""
+
 from __future__ import annotations
 
 import json
@@ -14,16 +15,37 @@ from typing import Any, Callable, Mapping
 from dfl_core.config import Config
 from dfl_core.errors import ConfigError, DivergenceError
 
-__all__ = ["Experiment", "RESULTS_DIR", "SCHEMA", "KEPT_METRICS", "ShowcaseResult", "load", "run", "final_value",
-           "results_path", "stored_config"]
+__all__ = [
+    "Experiment",
+    "RESULTS_DIR",
+    "SCHEMA",
+    "KEPT_METRICS",
+    "ShowcaseResult",
+    "load",
+    "run",
+    "final_value",
+    "results_path",
+    "stored_config",
+]
 
 SCHEMA = "dfl-book/showcase/v1"
 #: Where the committed results live (package data, so Colab's pip install has them too).
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 #: The history fields a results file keeps per evaluation (the per-client lists are left out: they would
 #: make each file tens of megabytes).
-KEPT_METRICS = ("round", "test_acc", "test_loss", "train_acc", "train_loss", "gen_error", "consensus_distance",
-                "client_test_acc_mean", "client_train_acc_mean", "transmissions", "bits_sent")
+KEPT_METRICS = (
+    "round",
+    "test_acc",
+    "test_loss",
+    "train_acc",
+    "train_loss",
+    "gen_error",
+    "consensus_distance",
+    "client_test_acc_mean",
+    "client_train_acc_mean",
+    "transmissions",
+    "bits_sent",
+)
 
 
 @dataclass(frozen=True)
@@ -38,7 +60,7 @@ class Experiment:
 
     name: str
     chapter: str
-    question: str                                     # what the experiment asks, in a sentence
+    question: str  # what the experiment asks, in a sentence
     arms: Mapping[str, Mapping[str, Any]]
     base: Mapping[str, Any] = field(default_factory=dict)
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
@@ -88,8 +110,10 @@ class ShowcaseResult:
         A diverged run has no final value: asking for one is an error that names the seeds (see :meth:`diverged`).
         """
         if diverged := self.diverged(arm):
-            raise ValueError(f"{self.name}: arm {arm!r} diverged in seed(s) {sorted(diverged)} "
-                             f"(round {diverged}), so it has no final {metric}; see .diverged(arm)")
+            raise ValueError(
+                f"{self.name}: arm {arm!r} diverged in seed(s) {sorted(diverged)} "
+                f"(round {diverged}), so it has no final {metric}; see .diverged(arm)"
+            )
         return [scale * final_value(self.history(arm, s), metric, last) for s in self.seeds]
 
     def measure(self, arm: str, key: str) -> list[float]:
@@ -109,12 +133,25 @@ class ShowcaseResult:
             curves.append([values.get(t, math.nan) for t in rounds])
         return rounds, curves
 
-    def compare(self, better: str, worse: str, metric: str = "test_acc", last: int = 5, scale: float = 100.0,
-                expect: str = "greater", label: str | None = None):
+    def compare(
+        self,
+        better: str,
+        worse: str,
+        metric: str = "test_acc",
+        last: int = 5,
+        scale: float = 100.0,
+        expect: str = "greater",
+        label: str | None = None,
+    ):
         """The per-seed paired comparison of two arms (:func:`dfl_book.stats.compare_paired`)."""
         from ..stats import compare_paired
-        return compare_paired(self.per_seed(better, metric, last, scale), self.per_seed(worse, metric, last, scale),
-                              expect=expect, label=label or f"{better} vs {worse}")
+
+        return compare_paired(
+            self.per_seed(better, metric, last, scale),
+            self.per_seed(worse, metric, last, scale),
+            expect=expect,
+            label=label or f"{better} vs {worse}",
+        )
 
     def wall_time_s(self) -> float:
         """Training time of all runs (the sum of the runs' own wall times)."""
@@ -135,20 +172,21 @@ def load(name: str, folder: str | os.PathLike | None = None) -> ShowcaseResult:
     """The committed results of experiment ``name`` (or those in ``folder``)."""
     path = results_path(name, folder)
     if not path.exists():
-        raise FileNotFoundError(f"no showcase results for {name!r} at {str(path)!r}: run "
-                                f"python -m dfl_core showcase {name}")
+        raise FileNotFoundError(
+            f"no showcase results for {name!r} at {str(path)!r}: run python -m dfl_core showcase {name}"
+        )
     doc = json.loads(path.read_text())
     if doc.get("schema") != SCHEMA:
         raise ValueError(f"{str(path)!r} has schema {doc.get('schema')!r}, not {SCHEMA!r}")
     if doc.get("experiment") != name:
-        raise ValueError(f"{str(path)!r} holds the results of experiment {doc.get('experiment')!r}, "
-                         f"not of {name!r}")
+        raise ValueError(f"{str(path)!r} holds the results of experiment {doc.get('experiment')!r}, not of {name!r}")
     return ShowcaseResult(doc)
 
 
 # ------------------------------------------------------------------------ running
-def _run_one(experiment: Experiment, arm: str, seed: int, profile_name: str, checkpoint: str | None,
-             threads: int) -> dict:
+def _run_one(
+    experiment: Experiment, arm: str, seed: int, profile_name: str, checkpoint: str | None, threads: int
+) -> dict:
     """Train one (arm, seed) to the end (resuming from ``checkpoint`` if it exists); the run's record."""
     import torch
 
@@ -166,27 +204,48 @@ def _run_one(experiment: Experiment, arm: str, seed: int, profile_name: str, che
     diverged = None
     try:
         sim.run(checkpoint=checkpoint, checkpoint_every=10)
-    except DivergenceError as err:          # an outcome of the arm, not a crash: the other runs go on
+    except DivergenceError as err:  # an outcome of the arm, not a crash: the other runs go on
         diverged = {"round": sim.t + 1, "message": str(err)}
     measures = experiment.measure(sim) if experiment.measure is not None and diverged is None else {}
-    record = {"arm": arm, "seed": seed, "config": cfg.to_dict(), "wall_time_s": time.perf_counter() - start,
-              "cpu_time_s": time.process_time() - cpu_start,
-              "history": [{k: r[k] for k in KEPT_METRICS if k in r} | _extras(r) for r in sim.history.records],
-              "measures": measures} | ({"notes": sim.history.notes} if sim.history.notes else {})
+    record = {
+        "arm": arm,
+        "seed": seed,
+        "config": cfg.to_dict(),
+        "wall_time_s": time.perf_counter() - start,
+        "cpu_time_s": time.process_time() - cpu_start,
+        "history": [{k: r[k] for k in KEPT_METRICS if k in r} | _extras(r) for r in sim.history.records],
+        "measures": measures,
+    } | ({"notes": sim.history.notes} if sim.history.notes else {})
     return record | ({"diverged": diverged} if diverged else {})
 
 
 def _extras(record: dict) -> dict:
     """An algorithm's own per-round quantities (FedGF's c, …), kept with the metrics."""
-    known = {"lr", "bytes_sent", "bits_last_round", "wall_time_s", "client_test_acc", "client_test_loss",
-             "client_train_acc", "client_train_loss"}
+    known = {
+        "lr",
+        "bytes_sent",
+        "bits_last_round",
+        "wall_time_s",
+        "client_test_acc",
+        "client_test_loss",
+        "client_train_acc",
+        "client_train_loss",
+    }
     return {k: v for k, v in record.items() if k not in known and k not in KEPT_METRICS and isinstance(v, float)}
 
 
-def run(experiment: Experiment, profile: str = "showcase", jobs: int = 1, out: str | os.PathLike | None = None,
-        checkpoints: str | os.PathLike | None = None, seeds: tuple[int, ...] | None = None,
-        progress: bool = True, command: str | None = None, threads: int | None = None,
-        provenance: Mapping[str, Any] | None = None) -> Path:
+def run(
+    experiment: Experiment,
+    profile: str = "showcase",
+    jobs: int = 1,
+    out: str | os.PathLike | None = None,
+    checkpoints: str | os.PathLike | None = None,
+    seeds: tuple[int, ...] | None = None,
+    progress: bool = True,
+    command: str | None = None,
+    threads: int | None = None,
+    provenance: Mapping[str, Any] | None = None,
+) -> Path:
     """Run every arm × seed of ``experiment`` and write its results file; returns its path.
 
     Runs already in the file with an unchanged config are kept, so rerunning an
@@ -212,8 +271,9 @@ def run(experiment: Experiment, profile: str = "showcase", jobs: int = 1, out: s
     if path.exists():
         old = json.loads(path.read_text())
         if old.get("profile") == profile:
-            done = {(r["arm"], r["seed"]): r for r in old["runs"]
-                    if planned.get((r["arm"], r["seed"])) == stored_config(r)}
+            done = {
+                (r["arm"], r["seed"]): r for r in old["runs"] if planned.get((r["arm"], r["seed"])) == stored_config(r)
+            }
     folder = Path(checkpoints) if checkpoints is not None else checkpoint_dir() / "showcase" / name
     folder.mkdir(parents=True, exist_ok=True)
     todo = [key for key in planned if key not in done]
@@ -221,16 +281,32 @@ def run(experiment: Experiment, profile: str = "showcase", jobs: int = 1, out: s
 
     def write() -> None:
         runs = [done[key] for key in planned if key in done]
-        doc = {"schema": SCHEMA, "experiment": name, "chapter": experiment.chapter, "question": experiment.question,
-               "profile": profile, "seeds": list(seeds), "arms": {a: dict(c) for a, c in experiment.arms.items()},
-               "provenance": _provenance(name, profile, seeds, command, time.perf_counter() - start, runs)
-               | dict(provenance or {}),
-               "runs": runs}
+        doc = {
+            "schema": SCHEMA,
+            "experiment": name,
+            "chapter": experiment.chapter,
+            "question": experiment.question,
+            "profile": profile,
+            "seeds": list(seeds),
+            "arms": {a: dict(c) for a, c in experiment.arms.items()},
+            "provenance": _provenance(name, profile, seeds, command, time.perf_counter() - start, runs)
+            | dict(provenance or {}),
+            "runs": runs,
+        }
         _write_atomic(path, json.dumps(doc, indent=1))
 
     bar = tqdm(total=len(planned), initial=len(done), desc=name, disable=not progress)
-    args = [(experiment, arm, s, profile, str(folder / f"{_slug(arm)}-seed{s}.pt"), 1 if jobs > 1 else
-             (threads or os.cpu_count() or 1)) for arm, s in todo]
+    args = [
+        (
+            experiment,
+            arm,
+            s,
+            profile,
+            str(folder / f"{_slug(arm)}-seed{s}.pt"),
+            1 if jobs > 1 else (threads or os.cpu_count() or 1),
+        )
+        for arm, s in todo
+    ]
     if jobs > 1:
         with process_pool(jobs) as pool:
             futures = [pool.submit(_run_one, *a) for a in args]
@@ -248,7 +324,7 @@ def run(experiment: Experiment, profile: str = "showcase", jobs: int = 1, out: s
     bar.close()
     write()
     for arm, s in todo:
-        (folder / f"{_slug(arm)}-seed{s}.pt").unlink(missing_ok=True)      # the results file holds these runs
+        (folder / f"{_slug(arm)}-seed{s}.pt").unlink(missing_ok=True)  # the results file holds these runs
     return path
 
 
@@ -268,6 +344,7 @@ def _provenance(name: str, profile: str, seeds, command: str | None, seconds: fl
 
     from dfl_core import __version__
     from ..tables import cpu_name
+
     return {
         "command": command or f"python -m dfl_core showcase {name} --profile {profile}",
         "seeds": list(seeds),

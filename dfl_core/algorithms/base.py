@@ -13,6 +13,7 @@ An algorithm is a small, explicit object, :class:`Algorithm`:
 
 ``r`` is :class:`RoundTools`, all the engine (or the distributed backend) lends an algorithm in round t.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
@@ -31,9 +32,25 @@ if TYPE_CHECKING:
     from ..stacked import StackedModel
     from ..topology import MixingMatrix
 
-__all__ = ["Algorithm", "RoundTools", "RunSettings", "REQUIRED", "ClientModels", "GlobalModel", "LocalParams",
-           "DecentralizedParams", "GossipParams", "SampledParams", "CentralizedParams", "SAMRadius", "SAMParams",
-           "HeavyBallParams", "sgd_rule", "heavy_ball_rule", "sam_rule"]
+__all__ = [
+    "Algorithm",
+    "RoundTools",
+    "RunSettings",
+    "REQUIRED",
+    "ClientModels",
+    "GlobalModel",
+    "LocalParams",
+    "DecentralizedParams",
+    "GossipParams",
+    "SampledParams",
+    "CentralizedParams",
+    "SAMRadius",
+    "SAMParams",
+    "HeavyBallParams",
+    "sgd_rule",
+    "heavy_ball_rule",
+    "sam_rule",
+]
 
 State = TypeVar("State")
 P = TypeVar("P")
@@ -43,26 +60,32 @@ class RunSettings(Protocol):
     """The run's own settings an algorithm may read (a :class:`dfl_core.config.Config`; its hyperparameters are
     the algorithm's ``params``)."""
 
-    num_clients: int        # m
-    rounds: int             # T
+    num_clients: int  # m
+    rounds: int  # T
     seed: int
-    weight_decay: float     # L2 weight decay of the local steps
-    bits_per_param: int     # bits of one parameter on the wire
+    weight_decay: float  # L2 weight decay of the local steps
+    bits_per_param: int  # bits of one parameter on the wire
 
 
 class RoundTools(Protocol[P]):
     """What an algorithm may use in round t (the engine's and the distributed backend's tools)."""
 
-    params: P               # the algorithm's hyperparameters (r.params.server_lr, …)
-    config: RunSettings     # the run's own settings (r.config.num_clients, …)
-    t: int                  # rounds completed before this one
-    lr: float               # η_t = η · decay^t
-    num_clients: int        # m
-    model: StackedModel     # the parameter layout (d, names, shapes, offsets of the layers in a row)
-    input_shape: tuple      # the shape of one input sample
+    params: P  # the algorithm's hyperparameters (r.params.server_lr, …)
+    config: RunSettings  # the run's own settings (r.config.num_clients, …)
+    t: int  # rounds completed before this one
+    lr: float  # η_t = η · decay^t
+    num_clients: int  # m
+    model: StackedModel  # the parameter layout (d, names, shapes, offsets of the layers in a row)
+    input_shape: tuple  # the shape of one input sample
 
-    def local_train(self, x: Tensor, clients: Tensor | None = None, *, rule: LocalRule | None = None,
-                    gradient: Callable | None = None) -> Tensor:
+    def local_train(
+        self,
+        x: Tensor,
+        clients: Tensor | None = None,
+        *,
+        rule: LocalRule | None = None,
+        gradient: Callable | None = None,
+    ) -> Tensor:
         """K local steps from ``x`` (one row per client in ``clients``, default all) with the declared
         local rule (or ``rule``); ``gradient`` replaces the cross-entropy gradient (FedRobust)."""
 
@@ -105,10 +128,10 @@ class Algorithm(Generic[State, P]):
 
     name: str
     summary: str
-    params: type[P]                                         # its hyperparameters: a @params dataclass
+    params: type[P]  # its hyperparameters: a @params dataclass
     local_rule: Callable[[P, State, RunSettings], LocalRule]  # (params, state at the round's start, run) -> rule
-    round: Callable[[State, RoundTools[P]], State]          # (state, tools) -> state
-    init: Callable[[Tensor, RoundTools[P]], State]          # (x0 (m, d), tools) -> state before round 0
+    round: Callable[[State, RoundTools[P]], State]  # (state, tools) -> state
+    init: Callable[[Tensor, RoundTools[P]], State]  # (x0 (m, d), tools) -> state before round 0
     kind: str = "decentralized"
     fixed: Mapping[str, object] = field(default_factory=dict)
     distributable: bool = False
@@ -127,7 +150,7 @@ class Algorithm(Generic[State, P]):
 class ClientModels(NamedTuple):
     """Decentralized FL: row i is client i's model :math:`x^t(i)`."""
 
-    x: Tensor                                       # (m, d)
+    x: Tensor  # (m, d)
 
     @classmethod
     def init(cls, x0: Tensor, r: RoundTools) -> "ClientModels":
@@ -137,7 +160,7 @@ class ClientModels(NamedTuple):
 class GlobalModel(NamedTuple):
     """Centralized FL: the server's model :math:`w^t`."""
 
-    w: Tensor                                       # (d,)
+    w: Tensor  # (d,)
 
     @classmethod
     def init(cls, x0: Tensor, r: RoundTools) -> "GlobalModel":
@@ -184,34 +207,54 @@ class GossipParams(DecentralizedParams):
     """
 
     quant_bits: int | None = setting(
-        None, "b, bits per coordinate of a gossip message (decentralized; none: 32-bit floats). "
-        "dfedsam, dfedavg, …: compressed gossip with public copies (CHOCO)", Integer(2, 32))
-    quant_step: float | None = setting(None, "h, quantization step (none: max|v|/(2^(b-1)-1) per message)",
-                                       Number(0.0, low_open=True))
-    quant_rounding: str = setting("nearest", "rounding to a level: 'nearest' or 'floor' (round down; the DFedAvgM "
-                                  "paper does not say which, so both are offered)", OneOf(QUANT_ROUNDINGS))
+        None,
+        "b, bits per coordinate of a gossip message (decentralized; none: 32-bit floats). "
+        "dfedsam, dfedavg, …: compressed gossip with public copies (CHOCO)",
+        Integer(2, 32),
+    )
+    quant_step: float | None = setting(
+        None, "h, quantization step (none: max|v|/(2^(b-1)-1) per message)", Number(0.0, low_open=True)
+    )
+    quant_rounding: str = setting(
+        "nearest",
+        "rounding to a level: 'nearest' or 'floor' (round down; the DFedAvgM "
+        "paper does not say which, so both are offered)",
+        OneOf(QUANT_ROUNDINGS),
+    )
     quant_stochastic: bool = setting(False, "unbiased stochastic rounding instead", Flag())
-    consensus_step: float = setting(1.0, "γ, compressed gossip's step toward the neighbours' public copies: "
-                                    "x + γ(W − I)x̂ (CHOCO-Gossip)", Number(0.0, 1.0, low_open=True))
+    consensus_step: float = setting(
+        1.0,
+        "γ, compressed gossip's step toward the neighbours' public copies: x + γ(W − I)x̂ (CHOCO-Gossip)",
+        Number(0.0, 1.0, low_open=True),
+    )
 
     #: The quantizer's settings, which mean nothing without quant_bits.
     QUANTIZER_FIELDS = ("quant_step", "quant_rounding", "quant_stochastic", "consensus_step")
 
     def check(self) -> None:
         if self.quant_bits is None:
-            idle = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
-                    if f.name in self.QUANTIZER_FIELDS and getattr(self, f.name) != f.default]
+            idle = [
+                f"{f.name}={getattr(self, f.name)!r}"
+                for f in fields(self)
+                if f.name in self.QUANTIZER_FIELDS and getattr(self, f.name) != f.default
+            ]
             if idle:
-                raise ConfigError(f"{', '.join(idle)} set, but quant_bits is not: messages are exact 32-bit "
-                                  f"floats; give quant_bits (2..32) to compress them")
+                raise ConfigError(
+                    f"{', '.join(idle)} set, but quant_bits is not: messages are exact 32-bit "
+                    f"floats; give quant_bits (2..32) to compress them"
+                )
         if self.quant_stochastic and self.quant_rounding == "floor":
-            raise ConfigError("quant_stochastic=True rounds at random (up or down, unbiased); it cannot be combined "
-                              "with quant_rounding='floor'")
+            raise ConfigError(
+                "quant_stochastic=True rounds at random (up or down, unbiased); it cannot be combined "
+                "with quant_rounding='floor'"
+            )
         if self.uses_public_copies and TOPOLOGIES[self.topology].time_varying:
-            raise ConfigError(f"quant_bits={self.quant_bits} with the time-varying topology {self.topology!r}: "
-                              f"compressed gossip keeps public copies of the neighbours' models, which a client "
-                              f"meeting a new neighbour does not hold; use a static topology "
-                              f"({', '.join(k for k, v in TOPOLOGIES.items() if not v.time_varying)})")
+            raise ConfigError(
+                f"quant_bits={self.quant_bits} with the time-varying topology {self.topology!r}: "
+                f"compressed gossip keeps public copies of the neighbours' models, which a client "
+                f"meeting a new neighbour does not hold; use a static topology "
+                f"({', '.join(k for k, v in TOPOLOGIES.items() if not v.time_varying)})"
+            )
 
     @property
     def uses_public_copies(self) -> bool:
@@ -223,18 +266,23 @@ class GossipParams(DecentralizedParams):
         """The b-bit quantizer's arguments, for :func:`dfl_core.operators.quantize` and
         :func:`~dfl_core.operators.encode`: ``bits``, ``step`` and ``rounding`` (``"stochastic"`` when
         ``quant_stochastic``, else ``quant_rounding``)."""
-        return dict(bits=self.quant_bits, step=self.quant_step,
-                    rounding="stochastic" if self.quant_stochastic else self.quant_rounding)
+        return dict(
+            bits=self.quant_bits,
+            step=self.quant_step,
+            rounding="stochastic" if self.quant_stochastic else self.quant_rounding,
+        )
 
 
 @params
 class SampledParams(LocalParams):
     """Centralized FL with client sampling: K = 5 local steps, 10% of the clients per round."""
 
-    client_fraction: float | None = setting(0.1, "C, fraction of clients sampled per round (centralized)",
-                                            Number(0.0, 1.0, low_open=True))
-    clients_per_round: int | None = setting(None, "|S_t|, number of clients sampled per round (centralized; "
-                                            "instead of a fraction)", Integer(1))
+    client_fraction: float | None = setting(
+        0.1, "C, fraction of clients sampled per round (centralized)", Number(0.0, 1.0, low_open=True)
+    )
+    clients_per_round: int | None = setting(
+        None, "|S_t|, number of clients sampled per round (centralized; instead of a fraction)", Integer(1)
+    )
 
 
 @params
@@ -256,8 +304,9 @@ class SAMParams(SAMRadius):
     """SAM's radius and variant (ASAM, Kwon et al. 2021: η = 0.2)."""
 
     sam_variant: str = setting("sam", "'sam' or 'asam' (adaptive SAM, Kwon et al. 2021)", OneOf(SAM_VARIANTS))
-    asam_eta: float = setting(0.2, "ASAM's offset: it scales each parameter w by |w| + asam_eta (the ASAM "
-                              "paper's η)", Number(0.0))
+    asam_eta: float = setting(
+        0.2, "ASAM's offset: it scales each parameter w by |w| + asam_eta (the ASAM paper's η)", Number(0.0)
+    )
     asam_scale_all: bool = setting(True, "ASAM scales every parameter (paper); false: only weights (code)", Flag())
 
 

@@ -7,6 +7,7 @@ sample counts, :math:`p_i = n_i / \sum_{j \in S} n_j` (equal when, as by default
 of samples), except where a paper averages with :math:`1/|S|` (MimeLite here; SCAFFOLD, FedDyn and FedSMOO in
 :mod:`.controlled`). FedGF is in :mod:`.fedgf`.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
@@ -21,8 +22,22 @@ from .base import Algorithm, CentralizedParams, GlobalModel, SampledParams, SAMP
 if TYPE_CHECKING:
     from .base import RoundTools, RunSettings
 
-__all__ = ["client_update", "fedavg_round", "fedavgm_round", "client_momentum_round", "mimelite_round",
-           "FEDAVG", "FEDSAM", "FEDASAM", "FEDPROX", "FEDAVGM", "FEDCM", "MOFEDSAM", "MIMELITE", "MOFEDSAM_VARIANTS"]
+__all__ = [
+    "client_update",
+    "fedavg_round",
+    "fedavgm_round",
+    "client_momentum_round",
+    "mimelite_round",
+    "FEDAVG",
+    "FEDSAM",
+    "FEDASAM",
+    "FEDPROX",
+    "FEDAVGM",
+    "FEDCM",
+    "MOFEDSAM",
+    "MIMELITE",
+    "MOFEDSAM_VARIANTS",
+]
 
 #: MoFedSAM's server step: the paper's rule (reconstructed) and the public codes.
 MOFEDSAM_VARIANTS = ("paper", "official-fedgf", "fl-simulator")
@@ -54,8 +69,8 @@ def fedavg_round(s: GlobalModel, r: RoundTools) -> GlobalModel:
        :math:`F_i(y) + \frac{\mu}{2}\lVert y - w^t\rVert^2`, Li et al. 2020 eq. (2))
     3. :math:`w^{t+1} = w^t + \eta_g \sum_{i \in S_t} p_i\, (y_i^K - w^t)`
     """
-    update = client_update(s.w, r)                                 # l.1–2, Σ p_i (y_i − w)
-    return GlobalModel(s.w + r.params.server_lr * update)           # l.3
+    update = client_update(s.w, r)  # l.1–2, Σ p_i (y_i − w)
+    return GlobalModel(s.w + r.params.server_lr * update)  # l.3
 
 
 def fedprox_rule(p: FedProxParams, s: GlobalModel, run: RunSettings) -> LocalRule:
@@ -68,8 +83,8 @@ def fedprox_rule(p: FedProxParams, s: GlobalModel, run: RunSettings) -> LocalRul
 
 
 class ServerMomentum(NamedTuple):
-    w: Tensor                                       # (d,) the global model
-    velocity: Tensor                                # (d,) v^t, 0 at first
+    w: Tensor  # (d,) the global model
+    velocity: Tensor  # (d,) v^t, 0 at first
 
 
 def fedavgm_round(s: ServerMomentum, r: RoundTools) -> ServerMomentum:
@@ -81,15 +96,15 @@ def fedavgm_round(s: ServerMomentum, r: RoundTools) -> ServerMomentum:
 
     θ_g is ``server_momentum`` (the paper's β); with θ_g = 0 this is FedAvg.
     """
-    delta = -client_update(s.w, r)                                  # Δ^t
+    delta = -client_update(s.w, r)  # Δ^t
     v = r.params.server_momentum * s.velocity + delta
     return ServerMomentum(s.w - r.params.server_lr * v, v)
 
 
 # ------------------------------------------------------ client momentum: FedCM, MoFedSAM
 class ServerDirection(NamedTuple):
-    w: Tensor                                       # (d,) the global model
-    delta: Tensor                                   # (d,) Δ^t, the server's last update direction, 0 at first
+    w: Tensor  # (d,) the global model
+    delta: Tensor  # (d,) Δ^t, the server's last update direction, 0 at first
 
 
 def fedcm_rule(p: FedCMParams, s: ServerDirection, run: RunSettings) -> LocalRule:
@@ -123,17 +138,17 @@ def client_momentum_round(s: ServerDirection, r: RoundTools) -> ServerDirection:
     step of :math:`\eta_g \bar u / (\eta_l K)`, larger than FedAvg's by :math:`1/(\eta_l K)`).
     """
     p = r.params
-    update = client_update(s.w, r, messages_per_client=3)            # 1.–2.: w and Δ down, y_i up
-    delta = -update / (r.lr * p.local_steps)                        # Δ^{t+1}
+    update = client_update(s.w, r, messages_per_client=3)  # 1.–2.: w and Δ down, y_i up
+    delta = -update / (r.lr * p.local_steps)  # Δ^{t+1}
     if getattr(p, "mofedsam_variant", "paper") == "official-fedgf":  # (FedCM has only the paper's step)
         return ServerDirection(s.w - p.server_lr * delta, delta)
-    return ServerDirection(s.w + p.server_lr * update, delta)       # 3.
+    return ServerDirection(s.w + p.server_lr * update, delta)  # 3.
 
 
 # -------------------------------------------------------------------- MimeLite
 class ServerStatistics(NamedTuple):
-    w: Tensor                                       # (d,) the global model
-    momentum: Tensor                                # (d,) m, the server's momentum, 0 at first
+    w: Tensor  # (d,) the global model
+    momentum: Tensor  # (d,) m, the server's momentum, 0 at first
 
 
 def mimelite_rule(p: MimeLiteParams, s: ServerStatistics, run: RunSettings) -> LocalRule:
@@ -156,8 +171,8 @@ def mimelite_round(s: ServerStatistics, r: RoundTools) -> ServerStatistics:
     beta = r.params.server_momentum
     clients = r.sample_clients()
     start = s.w.expand(len(clients), -1)
-    y = r.local_train(start, clients)                               # 1., the declared direction
-    full_grads = r.full_gradient(start, clients)                   # c_i, at the round's start point
+    y = r.local_train(start, clients)  # 1., the declared direction
+    full_grads = r.full_gradient(start, clients)  # c_i, at the round's start point
     r.count_transmissions(4 * len(clients))
     return ServerStatistics(y.mean(0), (1 - beta) * full_grads.mean(0) + beta * s.momentum)
 
@@ -189,8 +204,9 @@ class FedProxParams(CentralizedParams):
 class ServerMomentumParams:
     """A server momentum θ_g = 0.9 (FedAvgM's and MimeLite's)."""
 
-    server_momentum: float = setting(0.9, "θ_g, server momentum of fedavgm and mimelite",
-                                     Number(0.0, 1.0, high_open=True))
+    server_momentum: float = setting(
+        0.9, "θ_g, server momentum of fedavgm and mimelite", Number(0.0, 1.0, high_open=True)
+    )
 
 
 @params
@@ -202,18 +218,19 @@ class FedAvgMParams(ServerMomentumParams, CentralizedParams):
 class FedCMParams(CentralizedParams):
     """FedCM: α_CM = 0.1 (the paper's α and default)."""
 
-    fedcm_alpha: float = setting(0.1, "α_CM, FedCM's weight of the gradient: α_CM·g + (1 − α_CM)·Δ",
-                                 Number(0.0, 1.0))
+    fedcm_alpha: float = setting(0.1, "α_CM, FedCM's weight of the gradient: α_CM·g + (1 − α_CM)·Δ", Number(0.0, 1.0))
 
 
 @params
 class MoFedSAMParams(FedSAMParams):
     """MoFedSAM: ρ = 0.05, α_Mo = 0.1 (the paper's α), the paper's server step."""
 
-    mofedsam_alpha: float = setting(0.1, "α_Mo, MoFedSAM's weight of the SAM gradient: α_Mo·g_SAM + (1 − α_Mo)·Δ",
-                                    Number(0.0, 1.0))
-    mofedsam_variant: str = setting("paper", "MoFedSAM server step: " + ", ".join(MOFEDSAM_VARIANTS),
-                                    OneOf(MOFEDSAM_VARIANTS))
+    mofedsam_alpha: float = setting(
+        0.1, "α_Mo, MoFedSAM's weight of the SAM gradient: α_Mo·g_SAM + (1 − α_Mo)·Δ", Number(0.0, 1.0)
+    )
+    mofedsam_variant: str = setting(
+        "paper", "MoFedSAM server step: " + ", ".join(MOFEDSAM_VARIANTS), OneOf(MOFEDSAM_VARIANTS)
+    )
 
 
 @params
@@ -221,20 +238,75 @@ class MimeLiteParams(ServerMomentumParams, SampledParams):
     """MimeLite: server momentum θ_g = 0.9; its server takes the plain average (no η_g)."""
 
 
-FEDAVG = Algorithm("fedavg", "FedAvg: sampled clients run K SGD steps, the server averages (McMahan et al. 2017)",
-                   CentralizedParams, sgd_rule, fedavg_round, GlobalModel.init, kind="centralized")
-FEDSAM = Algorithm("fedsam", "FedSAM: FedAvg with local SAM steps (Qu et al. 2022)",
-                   FedSAMParams, sam_rule, fedavg_round, GlobalModel.init, kind="centralized")
-FEDASAM = Algorithm("fedasam", "FedASAM: FedAvg with local adaptive SAM (Caldarola et al. 2022)",
-                    FedASAMParams, sam_rule, fedavg_round, GlobalModel.init, kind="centralized")
-FEDPROX = Algorithm("fedprox", "FedProx: local steps on F_i + μ/2 ||y - w||² (Li et al. 2020)",
-                    FedProxParams, fedprox_rule, fedavg_round, GlobalModel.init, kind="centralized")
-FEDAVGM = Algorithm("fedavgm", "FedAvgM: FedAvg with server momentum θ_g (Hsu et al. 2019)",
-                    FedAvgMParams, sgd_rule, fedavgm_round, _server_init(ServerMomentum), kind="centralized")
-FEDCM = Algorithm("fedcm", "FedCM: local steps blend the gradient with the server's last update (Xu et al. 2021)",
-                  FedCMParams, fedcm_rule, client_momentum_round, _server_init(ServerDirection), kind="centralized")
-MOFEDSAM = Algorithm("mofedsam", "MoFedSAM: local SAM steps blended with the server's momentum (Qu et al. 2022)",
-                     MoFedSAMParams, mofedsam_rule, client_momentum_round, _server_init(ServerDirection),
-                     kind="centralized")
-MIMELITE = Algorithm("mimelite", "MimeLite: local steps use the server's fixed momentum (Karimireddy et al. 2020)",
-                     MimeLiteParams, mimelite_rule, mimelite_round, _server_init(ServerStatistics), kind="centralized")
+FEDAVG = Algorithm(
+    "fedavg",
+    "FedAvg: sampled clients run K SGD steps, the server averages (McMahan et al. 2017)",
+    CentralizedParams,
+    sgd_rule,
+    fedavg_round,
+    GlobalModel.init,
+    kind="centralized",
+)
+FEDSAM = Algorithm(
+    "fedsam",
+    "FedSAM: FedAvg with local SAM steps (Qu et al. 2022)",
+    FedSAMParams,
+    sam_rule,
+    fedavg_round,
+    GlobalModel.init,
+    kind="centralized",
+)
+FEDASAM = Algorithm(
+    "fedasam",
+    "FedASAM: FedAvg with local adaptive SAM (Caldarola et al. 2022)",
+    FedASAMParams,
+    sam_rule,
+    fedavg_round,
+    GlobalModel.init,
+    kind="centralized",
+)
+FEDPROX = Algorithm(
+    "fedprox",
+    "FedProx: local steps on F_i + μ/2 ||y - w||² (Li et al. 2020)",
+    FedProxParams,
+    fedprox_rule,
+    fedavg_round,
+    GlobalModel.init,
+    kind="centralized",
+)
+FEDAVGM = Algorithm(
+    "fedavgm",
+    "FedAvgM: FedAvg with server momentum θ_g (Hsu et al. 2019)",
+    FedAvgMParams,
+    sgd_rule,
+    fedavgm_round,
+    _server_init(ServerMomentum),
+    kind="centralized",
+)
+FEDCM = Algorithm(
+    "fedcm",
+    "FedCM: local steps blend the gradient with the server's last update (Xu et al. 2021)",
+    FedCMParams,
+    fedcm_rule,
+    client_momentum_round,
+    _server_init(ServerDirection),
+    kind="centralized",
+)
+MOFEDSAM = Algorithm(
+    "mofedsam",
+    "MoFedSAM: local SAM steps blended with the server's momentum (Qu et al. 2022)",
+    MoFedSAMParams,
+    mofedsam_rule,
+    client_momentum_round,
+    _server_init(ServerDirection),
+    kind="centralized",
+)
+MIMELITE = Algorithm(
+    "mimelite",
+    "MimeLite: local steps use the server's fixed momentum (Karimireddy et al. 2020)",
+    MimeLiteParams,
+    mimelite_rule,
+    mimelite_round,
+    _server_init(ServerStatistics),
+    kind="centralized",
+)

@@ -5,6 +5,7 @@ Each client's state is one row of an ``(m, d)`` tensor in the algorithm's state 
 (``step.clients``) and replaced row-wise after the round; only sampled clients' rows change. These algorithms
 average with :math:`1/|S|` as their papers do.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
@@ -12,16 +13,35 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 from torch import Tensor
 
-from ..local import (LocalRule, add_decayed_weights, chain, clip_by_global_norm, control_variate, corrected_sam,
-                     proximal, sam_perturbation, sgd, sharpness_aware)
+from ..local import (
+    LocalRule,
+    add_decayed_weights,
+    chain,
+    clip_by_global_norm,
+    control_variate,
+    corrected_sam,
+    proximal,
+    sam_perturbation,
+    sgd,
+    sharpness_aware,
+)
 from ..settings import Number, OneOf, params, setting
 from .base import Algorithm, CentralizedParams, SampledParams, SAMParams, SAMRadius
 
 if TYPE_CHECKING:
     from .base import RoundTools, RunSettings
 
-__all__ = ["controlled_round", "feddyn_round", "fedsmoo_round", "SCAFFOLD", "FEDGAMMA", "FEDDYN", "FEDSMOO",
-           "SCAFFOLD_OPTIONS", "FEDSMOO_VARIANTS"]
+__all__ = [
+    "controlled_round",
+    "feddyn_round",
+    "fedsmoo_round",
+    "SCAFFOLD",
+    "FEDGAMMA",
+    "FEDDYN",
+    "FEDSMOO",
+    "SCAFFOLD_OPTIONS",
+    "FEDSMOO_VARIANTS",
+]
 
 #: SCAFFOLD's two ways of refreshing c_i (Algorithm 1, l.12).
 SCAFFOLD_OPTIONS = ("I", "II")
@@ -31,9 +51,9 @@ FEDSMOO_VARIANTS = ("paper", "fl-simulator", "no-regularizer")
 
 # -------------------------------------------------------------- SCAFFOLD, FedGAMMA
 class ControlVariates(NamedTuple):
-    w: Tensor                                       # (d,) the global model
-    c: Tensor                                       # (d,) the server's control variate
-    c_clients: Tensor                               # (m, d) row i: client i's c_i
+    w: Tensor  # (d,) the global model
+    c: Tensor  # (d,) the server's control variate
+    c_clients: Tensor  # (m, d) row i: client i's c_i
 
     @classmethod
     def init(cls, x0: Tensor, r: RoundTools) -> "ControlVariates":
@@ -74,22 +94,25 @@ def controlled_round(s: ControlVariates, r: RoundTools) -> ControlVariates:
     clients = r.sample_clients()
     rows = clients.to(s.c_clients.device)
     start = w.expand(len(clients), -1)
-    y = r.local_train(start, clients)                                                    # l.8–10
+    y = r.local_train(start, clients)  # l.8–10
     if getattr(p, "scaffold_option", "II") == "I":
-        c_new = r.full_gradient(start, clients)                                          # l.12, option I
+        c_new = r.full_gradient(start, clients)  # l.12, option I
     else:
-        c_new = s.c_clients[rows] - s.c + (w - y) / (p.local_steps * r.lr)               # l.12, option II
-    c = s.c + (c_new - s.c_clients[rows]).sum(0) / r.config.num_clients                  # l.17
+        c_new = s.c_clients[rows] - s.c + (w - y) / (p.local_steps * r.lr)  # l.12, option II
+    c = s.c + (c_new - s.c_clients[rows]).sum(0) / r.config.num_clients  # l.17
     r.count_transmissions(4 * len(clients))
-    return ControlVariates(w + p.server_lr * (y - w).mean(0), c,                         # l.16
-                           s.c_clients.index_copy(0, rows, c_new))                       # l.13
+    return ControlVariates(
+        w + p.server_lr * (y - w).mean(0),
+        c,  # l.16
+        s.c_clients.index_copy(0, rows, c_new),
+    )  # l.13
 
 
 # ---------------------------------------------------------------------- FedDyn
 class DynamicRegularization(NamedTuple):
-    w: Tensor                                       # (d,) θ^t, the global model
-    h: Tensor                                       # (d,) the server's h, 0 at first
-    local_grads: Tensor                             # (m, d) row k: ∇L_k(θ_k^{t-1}), 0 at first
+    w: Tensor  # (d,) θ^t, the global model
+    h: Tensor  # (d,) the server's h, 0 at first
+    local_grads: Tensor  # (m, d) row k: ∇L_k(θ_k^{t-1}), 0 at first
 
     @classmethod
     def init(cls, x0: Tensor, r: RoundTools) -> "DynamicRegularization":
@@ -116,21 +139,21 @@ def feddyn_round(s: DynamicRegularization, r: RoundTools) -> DynamicRegularizati
     alpha, w = r.params.dyn_alpha, s.w
     clients = r.sample_clients()
     rows = clients.to(s.local_grads.device)
-    theta = r.local_train(w.expand(len(clients), -1), clients)                          # 1.
-    local_grads = s.local_grads.index_copy(0, rows, s.local_grads[rows] - alpha * (theta - w))   # 2.
-    h = s.h - alpha * (theta - w).sum(0) / r.config.num_clients                         # 3.
+    theta = r.local_train(w.expand(len(clients), -1), clients)  # 1.
+    local_grads = s.local_grads.index_copy(0, rows, s.local_grads[rows] - alpha * (theta - w))  # 2.
+    h = s.h - alpha * (theta - w).sum(0) / r.config.num_clients  # 3.
     r.count_transmissions(2 * len(clients))
-    return DynamicRegularization(theta.mean(0) - h / alpha, h, local_grads)              # 4.
+    return DynamicRegularization(theta.mean(0) - h / alpha, h, local_grads)  # 4.
 
 
 # ---------------------------------------------------------------------- FedSMOO
 class FedSMOOState(NamedTuple):
-    w: Tensor                                       # (d,) θ^t, the global model
-    h: Tensor                                       # (d,) FedDyn's h
-    local_grads: Tensor                             # (m, d) FedDyn's ∇L_i(θ_i^{t-1})
-    duals: Tensor                                   # (m, d) the perturbation duals μ_i
-    last_perturbations: Tensor                      # (m, d) each client's last ŝ_{i,K}
-    s: Tensor                                       # (d,) the global perturbation
+    w: Tensor  # (d,) θ^t, the global model
+    h: Tensor  # (d,) FedDyn's h
+    local_grads: Tensor  # (m, d) FedDyn's ∇L_i(θ_i^{t-1})
+    duals: Tensor  # (m, d) the perturbation duals μ_i
+    last_perturbations: Tensor  # (m, d) each client's last ŝ_{i,K}
+    s: Tensor  # (d,) the global perturbation
 
     @classmethod
     def init(cls, x0: Tensor, r: RoundTools) -> "FedSMOOState":
@@ -138,8 +161,9 @@ class FedSMOOState(NamedTuple):
         return cls(x0[0].clone(), zero, rows, rows.clone(), rows.clone(), zero.clone())
 
 
-def fedsmoo_rule(p: FedSMOOParams, s: FedSMOOState, run: RunSettings, duals: Tensor | None = None,
-                 last: Tensor | None = None) -> LocalRule:
+def fedsmoo_rule(
+    p: FedSMOOParams, s: FedSMOOState, run: RunSettings, duals: Tensor | None = None, last: Tensor | None = None
+) -> LocalRule:
     r"""FedSMOO's local step: SAM with the corrected perturbation, then FedDyn's terms (see :func:`fedsmoo_round`).
 
     :func:`~dfl_core.local.corrected_sam` updates each client's :math:`\mu_i`
@@ -149,7 +173,7 @@ def fedsmoo_rule(p: FedSMOOParams, s: FedSMOOState, run: RunSettings, duals: Ten
     duals = s.duals.clone() if duals is None else duals
     last = s.last_perturbations.clone() if last is None else last
     pieces = [corrected_sam(p.rho, duals, s.s, last)]
-    if p.fedsmoo_variant != "no-regularizer":                # − ∇L_i(θ_i^{t-1}) − λθ^t, then + λθ
+    if p.fedsmoo_variant != "no-regularizer":  # − ∇L_i(θ_i^{t-1}) − λθ^t, then + λθ
         pieces.append(control_variate(s.local_grads, -p.dyn_alpha * s.w))
         if p.fedsmoo_variant == "fl-simulator":
             pieces.append(clip_by_global_norm(10.0))
@@ -182,14 +206,14 @@ def fedsmoo_round(s: FedSMOOState, r: RoundTools) -> FedSMOOState:
     lam, variant = p.dyn_alpha, p.fedsmoo_variant
     clients = r.sample_clients()
     rows = clients.to(s.duals.device)
-    duals, last = s.duals.clone(), s.last_perturbations.clone()   # this round's μ_i, ŝ_i (written by the rule)
-    theta = r.local_train(w.expand(len(clients), -1), clients, rule=fedsmoo_rule(p, s, r.config, duals, last))   # 1.
+    duals, last = s.duals.clone(), s.last_perturbations.clone()  # this round's μ_i, ŝ_i (written by the rule)
+    theta = r.local_train(w.expand(len(clients), -1), clients, rule=fedsmoo_rule(p, s, r.config, duals, last))  # 1.
     s_bar = duals[rows].mean(0) if variant == "fl-simulator" else (duals[rows] - last[rows]).mean(0)
-    r.count_transmissions(4 * len(clients))                       # (θ, s) down, (θ_i, μ_i) up
-    kept = dict(duals=duals, last_perturbations=last, s=sam_perturbation(s_bar, p.rho))     # 3.
+    r.count_transmissions(4 * len(clients))  # (θ, s) down, (θ_i, μ_i) up
+    kept = dict(duals=duals, last_perturbations=last, s=sam_perturbation(s_bar, p.rho))  # 3.
     if variant == "no-regularizer":
         return s._replace(w=(r.client_weights(clients) * theta).sum(0), **kept)
-    local_grads = s.local_grads.index_copy(0, rows, s.local_grads[rows] - lam * (theta - w))   # 2.
+    local_grads = s.local_grads.index_copy(0, rows, s.local_grads[rows] - lam * (theta - w))  # 2.
     h = s.h - lam * (theta - w).sum(0) / r.config.num_clients
     return FedSMOOState(theta.mean(0) - h / lam, h, local_grads, **kept)
 
@@ -199,8 +223,11 @@ def fedsmoo_round(s: FedSMOOState, r: RoundTools) -> FedSMOOState:
 class ScaffoldParams(CentralizedParams):
     """SCAFFOLD: option II for c_i (what the paper's experiments favour)."""
 
-    scaffold_option: str = setting("II", "SCAFFOLD's refresh of c_i: 'I' (gradient at w over the local data) "
-                                   "or 'II' (from the local update)", OneOf(SCAFFOLD_OPTIONS))
+    scaffold_option: str = setting(
+        "II",
+        "SCAFFOLD's refresh of c_i: 'I' (gradient at w over the local data) or 'II' (from the local update)",
+        OneOf(SCAFFOLD_OPTIONS),
+    )
 
 
 @params
@@ -214,8 +241,9 @@ class FedGAMMAParams(SAMParams, CentralizedParams):
 class DynamicRegularizationParams:
     """FedDyn's α = 0.01."""
 
-    dyn_alpha: float = setting(0.01, "α_dyn, dynamic regularization coefficient of feddyn and fedsmoo",
-                               Number(0.0, low_open=True))
+    dyn_alpha: float = setting(
+        0.01, "α_dyn, dynamic regularization coefficient of feddyn and fedsmoo", Number(0.0, low_open=True)
+    )
 
 
 @params
@@ -229,17 +257,46 @@ class FedSMOOParams(DynamicRegularizationParams, SAMRadius, SampledParams):
 
     rho: float = 0.1
     dyn_alpha: float = 0.1
-    fedsmoo_variant: str = setting("paper", "FedSMOO: " + ", ".join(FEDSMOO_VARIANTS)
-                                   + " (see dfl_core.algorithms.controlled)", OneOf(FEDSMOO_VARIANTS))
+    fedsmoo_variant: str = setting(
+        "paper",
+        "FedSMOO: " + ", ".join(FEDSMOO_VARIANTS) + " (see dfl_core.algorithms.controlled)",
+        OneOf(FEDSMOO_VARIANTS),
+    )
 
 
-SCAFFOLD = Algorithm("scaffold", "SCAFFOLD: local steps corrected by control variates c − c_i, option I or II "
-                     "(Karimireddy et al. 2020)", ScaffoldParams, scaffold_rule, controlled_round,
-                     ControlVariates.init, kind="centralized")
-FEDGAMMA = Algorithm("fedgamma", "FedGAMMA: local SAM steps with SCAFFOLD control variates (Dai et al. 2023)",
-                     FedGAMMAParams, fedgamma_rule, controlled_round, ControlVariates.init, kind="centralized")
-FEDDYN = Algorithm("feddyn", "FedDyn: local steps on a dynamically regularized objective (Acar et al. 2021)",
-                   FedDynParams, feddyn_rule, feddyn_round, DynamicRegularization.init, kind="centralized")
-FEDSMOO = Algorithm("fedsmoo", "FedSMOO: FedDyn with a globally corrected SAM perturbation (Sun et al. 2023; "
-                    "reconstructed)", FedSMOOParams, fedsmoo_rule, fedsmoo_round, FedSMOOState.init,
-                    kind="centralized")
+SCAFFOLD = Algorithm(
+    "scaffold",
+    "SCAFFOLD: local steps corrected by control variates c − c_i, option I or II (Karimireddy et al. 2020)",
+    ScaffoldParams,
+    scaffold_rule,
+    controlled_round,
+    ControlVariates.init,
+    kind="centralized",
+)
+FEDGAMMA = Algorithm(
+    "fedgamma",
+    "FedGAMMA: local SAM steps with SCAFFOLD control variates (Dai et al. 2023)",
+    FedGAMMAParams,
+    fedgamma_rule,
+    controlled_round,
+    ControlVariates.init,
+    kind="centralized",
+)
+FEDDYN = Algorithm(
+    "feddyn",
+    "FedDyn: local steps on a dynamically regularized objective (Acar et al. 2021)",
+    FedDynParams,
+    feddyn_rule,
+    feddyn_round,
+    DynamicRegularization.init,
+    kind="centralized",
+)
+FEDSMOO = Algorithm(
+    "fedsmoo",
+    "FedSMOO: FedDyn with a globally corrected SAM perturbation (Sun et al. 2023; reconstructed)",
+    FedSMOOParams,
+    fedsmoo_rule,
+    fedsmoo_round,
+    FedSMOOState.init,
+    kind="centralized",
+)

@@ -6,20 +6,42 @@ declared local rule (SGD, heavy-ball SGD, SAM) and in their defaults (Q = 4 for 
 sends compressed messages when ``quant_bits`` is set: ``r.gossip`` then gossips against public copies (CHOCO-Gossip,
 :meth:`dfl_core.engine.SimulationTools.compressed_gossip`), so the round's code does not change.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from ..operators import message_bits, quantize
 from ..settings import OneOf, params, setting
-from .base import (QUANT_ROUNDINGS, Algorithm, ClientModels, GossipParams, HeavyBallParams, SAMParams,
-                   heavy_ball_rule, sam_rule, sgd_rule)
+from .base import (
+    QUANT_ROUNDINGS,
+    Algorithm,
+    ClientModels,
+    GossipParams,
+    HeavyBallParams,
+    SAMParams,
+    heavy_ball_rule,
+    sam_rule,
+    sgd_rule,
+)
 
 if TYPE_CHECKING:
     from .base import RoundTools
 
-__all__ = ["QUANT_ROUNDINGS", "dpsgd_round", "local_steps_then_gossip", "quantized_dfedavgm_round", "DPSGD", "DFEDAVG", "DFEDAVGM",
-           "DFEDAVGM_Q", "DFEDSAM", "DFEDSAM_MGS", "QUANT_MIXINGS", "UNTRANSMITTABLE_MIXINGS"]
+__all__ = [
+    "QUANT_ROUNDINGS",
+    "dpsgd_round",
+    "local_steps_then_gossip",
+    "quantized_dfedavgm_round",
+    "DPSGD",
+    "DFEDAVG",
+    "DFEDAVGM",
+    "DFEDAVGM_Q",
+    "DFEDSAM",
+    "DFEDSAM_MGS",
+    "QUANT_MIXINGS",
+    "UNTRANSMITTABLE_MIXINGS",
+]
 
 
 def dpsgd_round(s: ClientModels, r: RoundTools) -> ClientModels:
@@ -31,7 +53,7 @@ def dpsgd_round(s: ClientModels, r: RoundTools) -> ClientModels:
     The gradient is taken at the client's own model before mixing, as in
     Lian et al.; DFedAvgM's eq. (3) reorders it into DFedAvg with K = 1.
     """
-    step = r.local_train(s.x) - s.x           # -η ∇F_i(x^t(i); ξ), one local step (K = 1)
+    step = r.local_train(s.x) - s.x  # -η ∇F_i(x^t(i); ξ), one local step (K = 1)
     return ClientModels(r.gossip(s.x) + step)
 
 
@@ -50,8 +72,8 @@ def local_steps_then_gossip(s: ClientModels, r: RoundTools) -> ClientModels:
     DFedAvgM's heavy-ball form of eq. (4) is *reconstructed* from the paper's wording ("SGD with heavy-ball") and
     DFedSAM's Algorithm 1 l.3 (:math:`y^{t,-1} = y^{t,0}`), see :func:`dfl_core.local.trace`.
     """
-    z = r.local_train(s.x)                    # l.2–5: K steps of the declared local rule
-    return ClientModels(r.gossip(z))          # l.6–9: Q gossip steps
+    z = r.local_train(s.x)  # l.2–5: K steps of the declared local rule
+    return ClientModels(r.gossip(z))  # l.6–9: Q gossip steps
 
 
 #: dfedavgm-q's three readings of its gossip: the default sends what it counts; see quantized_dfedavgm_round.
@@ -83,15 +105,15 @@ def quantized_dfedavgm_round(s: ClientModels, r: RoundTools) -> ClientModels:
     (``quant_stochastic``) draws from the round's ``"quantize"`` stream. One gossip step a round.
     """
     p, x = r.params, s.x
-    z = r.local_train(x)                                             # (4): K heavy-ball steps
+    z = r.local_train(x)  # (4): K heavy-ball steps
     if p.quant_mixing == "public-copies":
-        return ClientModels(r.gossip(z))                            # compressed gossip of z
+        return ClientModels(r.gossip(z))  # compressed gossip of z
     gen = r.generator("quantize") if p.quant_stochastic else None
-    q = quantize(z - x, **p.quantizer, generator=gen)               # (6): a message per row
+    q = quantize(z - x, **p.quantizer, generator=gen)  # (6): a message per row
     bits = message_bits(x.shape[1], p.quant_bits)
-    if p.quant_mixing == "exact-neighbour-models":                 # W (x + Q(z − x)): DFedAvgM when Q = id
+    if p.quant_mixing == "exact-neighbour-models":  # W (x + Q(z − x)): DFedAvgM when Q = id
         return ClientModels(r.gossip(x + q, bits_per_message=bits))
-    return ClientModels(x + r.gossip(q, bits_per_message=bits))      # (7)
+    return ClientModels(x + r.gossip(q, bits_per_message=bits))  # (7)
 
 
 # --------------------------------------------------------------- hyperparameters
@@ -112,11 +134,14 @@ class QuantizedDFedAvgMParams(DFedAvgMParams):
     """Quantized DFedAvgM: b = 16 bits, the step s chosen per message, gossip that sends what it counts."""
 
     quant_bits: int = 16
-    quant_mixing: str = setting("public-copies", "dfedavgm-q's gossip: 'public-copies' (CHOCO: sends 𝒬(z − x̂)), "
-                                "'differences-only' x + W·𝒬(z − x) (eq. (7) as read here; the clients' "
-                                "disagreement is never averaged), or 'exact-neighbour-models' "
-                                "W·(x + 𝒬(z − x)) (needs the neighbours' exact x: cannot be sent as counted)",
-                                OneOf(QUANT_MIXINGS))
+    quant_mixing: str = setting(
+        "public-copies",
+        "dfedavgm-q's gossip: 'public-copies' (CHOCO: sends 𝒬(z − x̂)), "
+        "'differences-only' x + W·𝒬(z − x) (eq. (7) as read here; the clients' "
+        "disagreement is never averaged), or 'exact-neighbour-models' "
+        "W·(x + 𝒬(z − x)) (needs the neighbours' exact x: cannot be sent as counted)",
+        OneOf(QUANT_MIXINGS),
+    )
 
     @property
     def uses_public_copies(self) -> bool:
@@ -127,10 +152,12 @@ class QuantizedDFedAvgMParams(DFedAvgMParams):
         """dfedavgm-q's reading that cannot be sent as counted says so (:attr:`LocalParams.transmission_notes`)."""
         if self.quant_mixing not in UNTRANSMITTABLE_MIXINGS:
             return ()
-        return (f"quant_mixing={self.quant_mixing!r} cannot be sent as counted: client i mixes its "
-                f"neighbours' x^t(l) + Q(z^t(l) - x^t(l)), which needs their exact x^t(l), but only the "
-                f"{self.quant_bits}-bit Q(z^t(l) - x^t(l)) is counted. For compressed gossip that sends what "
-                f"it counts use quant_mixing='public-copies' (the default)",)
+        return (
+            f"quant_mixing={self.quant_mixing!r} cannot be sent as counted: client i mixes its "
+            f"neighbours' x^t(l) + Q(z^t(l) - x^t(l)), which needs their exact x^t(l), but only the "
+            f"{self.quant_bits}-bit Q(z^t(l) - x^t(l)) is counted. For compressed gossip that sends what "
+            f"it counts use quant_mixing='public-copies' (the default)",
+        )
 
 
 @params
@@ -145,18 +172,59 @@ class DFedSAMMGSParams(DFedSAMParams):
     gossip_steps: int = 4
 
 
-DPSGD = Algorithm("dpsgd", "D-PSGD: one local SGD step, then gossip (Lian et al. 2017)",
-                  DPSGDParams, sgd_rule, dpsgd_round, ClientModels.init, fixed={"local_steps": 1},
-                  distributable=True)
-DFEDAVG = Algorithm("dfedavg", "DFedAvg: K local SGD steps, then gossip (Sun et al. 2022)",
-                    GossipParams, sgd_rule, local_steps_then_gossip, ClientModels.init, distributable=True)
-DFEDAVGM = Algorithm("dfedavgm", "DFedAvgM: K local heavy-ball SGD steps, then gossip (Sun et al. 2022)",
-                     DFedAvgMParams, heavy_ball_rule, local_steps_then_gossip, ClientModels.init, distributable=True)
-DFEDAVGM_Q = Algorithm("dfedavgm-q", "Quantized DFedAvgM: K heavy-ball steps, then gossip of b-bit messages "
-                       "(Sun et al. 2022, §3.2; reconstructed)", QuantizedDFedAvgMParams, heavy_ball_rule,
-                       quantized_dfedavgm_round, ClientModels.init, fixed={"gossip_steps": 1}, distributable=True)
-DFEDSAM = Algorithm("dfedsam", "DFedSAM: K local SAM steps, then one gossip step (Shi et al. 2023)",
-                    DFedSAMParams, sam_rule, local_steps_then_gossip, ClientModels.init, distributable=True)
-DFEDSAM_MGS = Algorithm("dfedsam-mgs", "DFedSAM-MGS: DFedSAM with Q gossip steps per round (Shi et al. 2023)",
-                        DFedSAMMGSParams, sam_rule, local_steps_then_gossip, ClientModels.init,
-                        distributable=True)
+DPSGD = Algorithm(
+    "dpsgd",
+    "D-PSGD: one local SGD step, then gossip (Lian et al. 2017)",
+    DPSGDParams,
+    sgd_rule,
+    dpsgd_round,
+    ClientModels.init,
+    fixed={"local_steps": 1},
+    distributable=True,
+)
+DFEDAVG = Algorithm(
+    "dfedavg",
+    "DFedAvg: K local SGD steps, then gossip (Sun et al. 2022)",
+    GossipParams,
+    sgd_rule,
+    local_steps_then_gossip,
+    ClientModels.init,
+    distributable=True,
+)
+DFEDAVGM = Algorithm(
+    "dfedavgm",
+    "DFedAvgM: K local heavy-ball SGD steps, then gossip (Sun et al. 2022)",
+    DFedAvgMParams,
+    heavy_ball_rule,
+    local_steps_then_gossip,
+    ClientModels.init,
+    distributable=True,
+)
+DFEDAVGM_Q = Algorithm(
+    "dfedavgm-q",
+    "Quantized DFedAvgM: K heavy-ball steps, then gossip of b-bit messages (Sun et al. 2022, §3.2; reconstructed)",
+    QuantizedDFedAvgMParams,
+    heavy_ball_rule,
+    quantized_dfedavgm_round,
+    ClientModels.init,
+    fixed={"gossip_steps": 1},
+    distributable=True,
+)
+DFEDSAM = Algorithm(
+    "dfedsam",
+    "DFedSAM: K local SAM steps, then one gossip step (Shi et al. 2023)",
+    DFedSAMParams,
+    sam_rule,
+    local_steps_then_gossip,
+    ClientModels.init,
+    distributable=True,
+)
+DFEDSAM_MGS = Algorithm(
+    "dfedsam-mgs",
+    "DFedSAM-MGS: DFedSAM with Q gossip steps per round (Shi et al. 2023)",
+    DFedSAMMGSParams,
+    sam_rule,
+    local_steps_then_gossip,
+    ClientModels.init,
+    distributable=True,
+)

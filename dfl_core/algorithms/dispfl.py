@@ -11,6 +11,7 @@ The paper's text was not available to us; every equation below is *reconstructed
 ``fire_mask``/``regrow_mask``, ``my_model_trainer.py`` ``calculate_sparsities``/``init_masks``/``train``) and
 numbered here, not as in the paper.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,22 @@ if TYPE_CHECKING:
     from ..stacked import StackedModel
     from .base import RoundTools, RunSettings
 
-__all__ = ["DisPFLState", "dispfl_rule", "dispfl_round", "DISPFL", "erk_densities", "layer_counts", "initial_masks", "drop_fraction", "prune_and_regrow",
-           "sparse_average", "mask_gradient", "message_bits", "DISPFL_REGROW", "DISPFL_MASK_INIT"]
+__all__ = [
+    "DisPFLState",
+    "dispfl_rule",
+    "dispfl_round",
+    "DISPFL",
+    "erk_densities",
+    "layer_counts",
+    "initial_masks",
+    "drop_fraction",
+    "prune_and_regrow",
+    "sparse_average",
+    "mask_gradient",
+    "message_bits",
+    "DISPFL_REGROW",
+    "DISPFL_MASK_INIT",
+]
 
 #: How regrown coordinates are chosen: largest |gradient| (RigL's rule, the code's default) or
 #: uniformly at random (the code's ``--dis_gradient_check``, set in its published scripts).
@@ -64,7 +79,7 @@ def erk_densities(shapes: list[torch.Size], density: float) -> list[float]:
         top = max(raw[l] for l in sparse)
         if top * eps <= 1:
             return [1.0 if l in dense else eps * raw[l] for l in range(len(shapes))]
-        dense |= {l for l in sparse if raw[l] == top}      # the densest ones saturate first
+        dense |= {l for l in sparse if raw[l] == top}  # the densest ones saturate first
 
 
 def layer_counts(model: StackedModel, density: float) -> list[int]:
@@ -72,15 +87,16 @@ def layer_counts(model: StackedModel, density: float) -> list[int]:
     return [int(p * math.prod(s)) for p, s in zip(erk_densities(model.shapes, density), model.shapes)]
 
 
-def initial_masks(model: StackedModel, m: int, density: float, generator: torch.Generator,
-                  shared: bool = False) -> Tensor:
+def initial_masks(
+    model: StackedModel, m: int, density: float, generator: torch.Generator, shared: bool = False
+) -> Tensor:
     """``(m, d)`` bool masks with :func:`layer_counts` ones per layer at uniformly random positions."""
     rows = 1 if shared else m
     masks = torch.zeros(rows, model.d, dtype=torch.bool)
     for o, shape, k in zip(model.offsets, model.shapes, layer_counts(model, density)):
         n = math.prod(shape)
         picks = torch.rand(rows, n, generator=generator).argsort(dim=1)[:, :k]
-        masks[:, o:o + n].scatter_(1, picks, True)
+        masks[:, o : o + n].scatter_(1, picks, True)
     return masks.expand(m, -1).clone() if shared else masks
 
 
@@ -105,8 +121,14 @@ def _first_k(score: Tensor, among: Tensor, k: int, largest: bool) -> Tensor:
     return torch.topk(key, k, dim=1, largest=largest, sorted=False).indices
 
 
-def prune_and_regrow(model: StackedModel, masks: Tensor, x: Tensor, drop: float,
-                     grad: Tensor | None = None, generator: torch.Generator | None = None) -> Tensor:
+def prune_and_regrow(
+    model: StackedModel,
+    masks: Tensor,
+    x: Tensor,
+    drop: float,
+    grad: Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> Tensor:
     r"""Next masks (eq. (4)): in every layer l of every client, with :math:`k_l = \lceil \alpha_t\, |m_{i,l}| \rceil`,
 
     1. prune: drop the :math:`k_l` active coordinates of smallest :math:`|x_i|`;
@@ -118,15 +140,15 @@ def prune_and_regrow(model: StackedModel, masks: Tensor, x: Tensor, drop: float,
     new = masks.clone()
     for o, shape in zip(model.offsets, model.shapes):
         n = math.prod(shape)
-        layer = new[:, o:o + n]                                               # a view: edits go to ``new``
+        layer = new[:, o : o + n]  # a view: edits go to ``new``
         k = math.ceil(drop * int(layer[0].sum()))
         if k == 0:
             continue
         # scores in float32: equal in exact arithmetic (identical input columns) means tied, whatever the
         # summation order of the float64 gradient (forward strategy, client chunks)
-        layer.scatter_(1, _first_k(x[:, o:o + n].abs().float(), layer, k, largest=False), False)
+        layer.scatter_(1, _first_k(x[:, o : o + n].abs().float(), layer, k, largest=False), False)
         if grad is not None:
-            score = grad[:, o:o + n].abs().float()
+            score = grad[:, o : o + n].abs().float()
         else:
             score = torch.rand(layer.shape, generator=generator).to(x.device)
         layer.scatter_(1, _first_k(score, ~layer, k, largest=True), True)
@@ -155,6 +177,7 @@ def mask_gradient(masks: Tensor) -> LocalRule:
     The code masks the parameters after each SGD step instead; from a masked
     starting point both give the same iterates (without its norm clipping).
     """
+
     def update(g: Tensor, state: EmptyState, y: Tensor, step: LocalStep):
         rows = masks if step.clients is None else masks[step.clients.to(masks.device)]
         return g * rows.to(g.dtype), state
@@ -169,17 +192,18 @@ def message_bits(d: int, nonzeros: int, bits_per_param: int) -> int:
 
 # ----------------------------------------------------------------------- round
 class DisPFLState(NamedTuple):
-    x: Tensor                                       # (m, d) every client's (sparse) personalized model
-    masks: Tensor                                   # (m, d) bool: m_i^t, the masks the next local training uses
-    sent_masks: Tensor                              # (m, d) bool: m_i^{t-1}, the supports of the x_i^t
+    x: Tensor  # (m, d) every client's (sparse) personalized model
+    masks: Tensor  # (m, d) bool: m_i^t, the masks the next local training uses
+    sent_masks: Tensor  # (m, d) bool: m_i^{t-1}, the supports of the x_i^t
 
     @classmethod
     def init(cls, x0: Tensor, r: RoundTools) -> "DisPFLState":
         """Random ERK masks m_i^0 at ``dispfl_density`` (one shared mask with ``dispfl_mask_init="shared"``)."""
         p = r.params
         gen = torch.Generator().manual_seed(purpose_seed(r.config.seed, "masks"))
-        masks = initial_masks(r.model, r.config.num_clients, p.dispfl_density, gen,
-                              shared=p.dispfl_mask_init == "shared").to(x0.device)
+        masks = initial_masks(
+            r.model, r.config.num_clients, p.dispfl_density, gen, shared=p.dispfl_mask_init == "shared"
+        ).to(x0.device)
         return cls(x0, masks, masks.clone())
 
 
@@ -229,20 +253,20 @@ def dispfl_round(s: DisPFLState, r: RoundTools) -> DisPFLState:
     the nonzeros at ``bits_per_param`` bits), one per edge :math:`j \to i`, :math:`j \ne i`.
     """
     p, model, x = r.params, r.model, s.x
-    (M,) = r.matrices()                                                 # one gossip step per round
+    (M,) = r.matrices()  # one gossip step per round
     W = torch.as_tensor(M.W, dtype=x.dtype, device=x.device)
     nonzeros = sum(layer_counts(model, p.dispfl_density))
     r.count_transmissions(M.num_messages, message_bits(model.d, nonzeros, r.config.bits_per_param))
 
-    y0 = sparse_average(x, s.sent_masks, W) * s.masks.to(x.dtype)     # (2)
-    x_next = r.local_train(y0)                                          # (3), the masked rule
+    y0 = sparse_average(x, s.sent_masks, W) * s.masks.to(x.dtype)  # (2)
+    x_next = r.local_train(y0)  # (3), the masked rule
 
     drop = drop_fraction(p.dispfl_anneal, r.t, p.dispfl_anneal_rounds or r.config.rounds)
-    if p.dispfl_regrow == "gradient":                                 # (4)
+    if p.dispfl_regrow == "gradient":  # (4)
         new = prune_and_regrow(model, s.masks, x_next, drop, grad=r.full_gradient(x_next))
     else:
         new = prune_and_regrow(model, s.masks, x_next, drop, generator=r.generator("masks"))
-    moved = (new != s.masks).sum(1).double().mean() / 2                # ones that moved, per client
+    moved = (new != s.masks).sum(1).double().mean() / 2  # ones that moved, per client
     r.record(mask_change=float(moved) / max(1, nonzeros))
     return DisPFLState(x_next, new, s.masks)
 
@@ -253,19 +277,38 @@ class DisPFLParams(DecentralizedParams):
     10 random neighbours a round (``random-as-coded``)."""
 
     topology: str = "random-as-coded"
-    dispfl_density: float = setting(0.5, "DisPFL: density of every client's mask, ERK over layers",
-                                    Number(0.0, 1.0, low_open=True))
-    dispfl_anneal: float = setting(0.5, "DisPFL: fraction of each layer's mask updated per round, annealed: "
-                                   "dispfl_anneal/2·(1 + cos(πt/dispfl_anneal_rounds)) in round t", Number(0.0, 1.0))
-    dispfl_anneal_rounds: int | None = setting(None, "DisPFL: the rounds over which that cosine falls to 0 "
-                                               "(default: rounds)", Integer(1))
-    dispfl_regrow: str = setting("gradient", "DisPFL regrowth: 'gradient' (largest |gradient|, the code's "
-                                 "default) or 'random' (the published scripts)", OneOf(DISPFL_REGROW))
-    dispfl_mask_init: str = setting("independent", "DisPFL initial masks: 'independent' per client (the "
-                                    "published scripts) or 'shared' by all (the code's default)",
-                                    OneOf(DISPFL_MASK_INIT))
+    dispfl_density: float = setting(
+        0.5, "DisPFL: density of every client's mask, ERK over layers", Number(0.0, 1.0, low_open=True)
+    )
+    dispfl_anneal: float = setting(
+        0.5,
+        "DisPFL: fraction of each layer's mask updated per round, annealed: "
+        "dispfl_anneal/2·(1 + cos(πt/dispfl_anneal_rounds)) in round t",
+        Number(0.0, 1.0),
+    )
+    dispfl_anneal_rounds: int | None = setting(
+        None, "DisPFL: the rounds over which that cosine falls to 0 (default: rounds)", Integer(1)
+    )
+    dispfl_regrow: str = setting(
+        "gradient",
+        "DisPFL regrowth: 'gradient' (largest |gradient|, the code's default) or 'random' (the published scripts)",
+        OneOf(DISPFL_REGROW),
+    )
+    dispfl_mask_init: str = setting(
+        "independent",
+        "DisPFL initial masks: 'independent' per client (the "
+        "published scripts) or 'shared' by all (the code's default)",
+        OneOf(DISPFL_MASK_INIT),
+    )
 
 
-DISPFL = Algorithm("dispfl", "DisPFL: personalized sparse masks, masked aggregation and local steps, "
-                   "prune-and-regrow (Dai et al. 2022; reconstructed from the code)",
-                   DisPFLParams, dispfl_rule, dispfl_round, DisPFLState.init, fixed={"gossip_steps": 1})
+DISPFL = Algorithm(
+    "dispfl",
+    "DisPFL: personalized sparse masks, masked aggregation and local steps, "
+    "prune-and-regrow (Dai et al. 2022; reconstructed from the code)",
+    DisPFLParams,
+    dispfl_rule,
+    dispfl_round,
+    DisPFLState.init,
+    fixed={"gossip_steps": 1},
+)

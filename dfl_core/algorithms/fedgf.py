@@ -3,6 +3,7 @@ r"""FedGF (Lee & Yoon, "Rethinking the Flat Minima Searching in Federated Learni
 The slides (seed 001) give eqs. (8)–(16): clients take SAM steps towards an interpolation, by an adaptive weight c,
 between their own perturbation and a global one built from the server's last update.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
@@ -27,9 +28,9 @@ FEDGF_C_READINGS = ("window", "seen")
 
 
 class FedGFState(NamedTuple):
-    w: Tensor                                       # (d,) w^r, the global model
-    previous: Tensor | None                         # (d,) w^{r-1} (None before the first round)
-    indicators: tuple[int, ...]                     # 1[D^r > T_D] of the last W rounds, oldest first
+    w: Tensor  # (d,) w^r, the global model
+    previous: Tensor | None  # (d,) w^{r-1} (None before the first round)
+    indicators: tuple[int, ...]  # 1[D^r > T_D] of the last W rounds, oldest first
 
     @classmethod
     def init(cls, x0: Tensor, r: RoundTools) -> "FedGFState":
@@ -38,7 +39,7 @@ class FedGFState(NamedTuple):
 
 def fedgf_c(p: FedGFParams, s: FedGFState) -> float:
     r"""The interpolation weight c of this round, eq. (16), from the completed rounds' indicators."""
-    window = s.indicators[-p.fedgf_window:]
+    window = s.indicators[-p.fedgf_window :]
     if p.fedgf_c_reading == "seen":
         return sum(window) / len(window) if window else 0.0
     return sum(window) / p.fedgf_window
@@ -49,9 +50,11 @@ def fedgf_rule(p: FedGFParams, s: FedGFState, run: RunSettings) -> LocalRule:
     round 0 there is no :math:`\Delta^r`, and the official code takes plain SAM steps, as here."""
     if s.previous is None:
         return chain(sam(p.rho), sgd(run.weight_decay))
-    global_delta = sam_perturbation(s.previous - s.w, p.rho)                       # (10)–(11)
-    return chain(fedgf_perturbation(p.rho, fedgf_c(p, s), s.w + global_delta, global_delta, p.fedgf_reading),
-                 sgd(run.weight_decay))
+    global_delta = sam_perturbation(s.previous - s.w, p.rho)  # (10)–(11)
+    return chain(
+        fedgf_perturbation(p.rho, fedgf_c(p, s), s.w + global_delta, global_delta, p.fedgf_reading),
+        sgd(run.weight_decay),
+    )
 
 
 def fedgf_round(s: FedGFState, r: RoundTools) -> FedGFState:
@@ -72,12 +75,12 @@ def fedgf_round(s: FedGFState, r: RoundTools) -> FedGFState:
     """
     p, w = r.params, s.w
     clients = r.sample_clients()
-    y = r.local_train(w.expand(len(clients), -1), clients)                         # 1.–2.
-    r.count_transmissions((2 if s.previous is None else 3) * len(clients))        # w (and w̃) down, y_i up
-    drift = float(torch.linalg.vector_norm(y - w, dim=1).mean())                   # 3., (15)
+    y = r.local_train(w.expand(len(clients), -1), clients)  # 1.–2.
+    r.count_transmissions((2 if s.previous is None else 3) * len(clients))  # w (and w̃) down, y_i up
+    drift = float(torch.linalg.vector_norm(y - w, dim=1).mean())  # 3., (15)
     r.record(fedgf_c=fedgf_c(p, s), fedgf_drift=drift)
-    indicators = (*s.indicators, int(drift > p.fedgf_threshold))[-p.fedgf_window:]       # 4., (16)
-    return FedGFState(w + p.server_lr * (r.client_weights(clients) * (y - w)).sum(0), w, indicators)   # 5.
+    indicators = (*s.indicators, int(drift > p.fedgf_threshold))[-p.fedgf_window :]  # 4., (16)
+    return FedGFState(w + p.server_lr * (r.client_weights(clients) * (y - w)).sum(0), w, indicators)  # 5.
 
 
 @params
@@ -85,15 +88,28 @@ class FedGFParams(SAMRadius, CentralizedParams):
     """FedGF: ρ = 0.05, W = 30 (the public script); T_D has no published value and must be set."""
 
     rho: float = 0.05
-    fedgf_threshold: float = setting(REQUIRED, "T_D, FedGF's drift threshold (required: the papers give no value)",
-                                     Number(0.0))
+    fedgf_threshold: float = setting(
+        REQUIRED, "T_D, FedGF's drift threshold (required: the papers give no value)", Number(0.0)
+    )
     fedgf_window: int = setting(30, "W_c, FedGF's window of rounds for c", Integer(1))
-    fedgf_reading: str = setting("points", "FedGF eq. (12): 'points' (as printed and coded) or 'vectors'",
-                                 OneOf(FEDGF_READINGS))
-    fedgf_c_reading: str = setting("window", "FedGF eq. (16) in the first W_c rounds: 'window' (sum of the "
-                                   "indicators over W_c, missing rounds count 0) or 'seen' (mean of the rounds "
-                                   "seen, as the official code)", OneOf(FEDGF_C_READINGS))
+    fedgf_reading: str = setting(
+        "points", "FedGF eq. (12): 'points' (as printed and coded) or 'vectors'", OneOf(FEDGF_READINGS)
+    )
+    fedgf_c_reading: str = setting(
+        "window",
+        "FedGF eq. (16) in the first W_c rounds: 'window' (sum of the "
+        "indicators over W_c, missing rounds count 0) or 'seen' (mean of the rounds "
+        "seen, as the official code)",
+        OneOf(FEDGF_C_READINGS),
+    )
 
 
-FEDGF = Algorithm("fedgf", "FedGF: local SAM towards a global perturbation, adaptive c (Lee & Yoon 2024)",
-                  FedGFParams, fedgf_rule, fedgf_round, FedGFState.init, kind="centralized")
+FEDGF = Algorithm(
+    "fedgf",
+    "FedGF: local SAM towards a global perturbation, adaptive c (Lee & Yoon 2024)",
+    FedGFParams,
+    fedgf_rule,
+    fedgf_round,
+    FedGFState.init,
+    kind="centralized",
+)

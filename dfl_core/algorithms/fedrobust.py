@@ -34,6 +34,7 @@ Runs that would need more than :data:`MAX_SHIFT_BYTES` for them (CIFAR, D = 3072
 3.8 GB) are refused with :class:`~dfl_core.config.ConfigError` naming the memory; a cheaper
 (diagonal or low-rank) Λ is not offered, since the paper's Λ is a full matrix.
 """
+
 from __future__ import annotations
 
 import math
@@ -57,9 +58,9 @@ MAX_SHIFT_BYTES = 2 << 30
 
 
 class FedRobustState(NamedTuple):
-    w: Tensor                                       # (d,) the global model
-    shift_matrix: Tensor                            # (m, D, D) row i: client i's Λ_i, I at first
-    shift_offset: Tensor                            # (m, D) row i: client i's δ_i, 0 at first
+    w: Tensor  # (d,) the global model
+    shift_matrix: Tensor  # (m, D, D) row i: client i's Λ_i, I at first
+    shift_offset: Tensor  # (m, D) row i: client i's δ_i, 0 at first
 
     @classmethod
     def init(cls, x0: Tensor, r: RoundTools) -> "FedRobustState":
@@ -71,7 +72,8 @@ class FedRobustState(NamedTuple):
                 f"fedrobust keeps a full {D}x{D} matrix Λ_i per client: {m} clients need "
                 f"{need / 2**30:.1f} GiB for (Λ_i, δ_i), more than the {MAX_SHIFT_BYTES / 2**30:.0f} GiB "
                 f"allowed (dfl_core.algorithms.fedrobust.MAX_SHIFT_BYTES); use fewer clients or a "
-                f"dataset with smaller inputs")
+                f"dataset with smaller inputs"
+            )
         eye = torch.eye(D, dtype=x0.dtype, device=x0.device)
         return cls(x0[0].clone(), eye.expand(m, D, D).clone(), torch.zeros(m, D, dtype=x0.dtype, device=x0.device))
 
@@ -90,13 +92,12 @@ def robust_gradient(r: RoundTools, shift_matrix: Tensor, shift_offset: Tensor) -
 
     def gradient(y: Tensor, inputs: Tensor, labels: Tensor, weights: Tensor, clients: Tensor):
         ids = clients.to(shift_matrix.device)
-        Lam, dlt = shift_matrix[ids], shift_offset[ids]                         # this chunk's (Λ_i, δ_i)
-        g_w, losses, g_inputs = model.loss_and_grad(y, shift_inputs(inputs, Lam, dlt), labels, weights,
-                                                    input_grad=True)
-        g_shifted = g_inputs.flatten(2)                                         # ∂f/∂(Λx + δ), (n, B, D)
-        g_Lam = torch.bmm(g_shifted.transpose(1, 2), inputs.flatten(2))        # Σ_b g_b x_bᵀ, (n, D, D)
-        shift_matrix[ids] = Lam + ascent_lr * (g_Lam - 2 * lam * (Lam - eye))    # ascent on Λ_i
-        shift_offset[ids] = dlt + ascent_lr * (g_shifted.sum(1) - 2 * lam * dlt)   # ascent on δ_i
+        Lam, dlt = shift_matrix[ids], shift_offset[ids]  # this chunk's (Λ_i, δ_i)
+        g_w, losses, g_inputs = model.loss_and_grad(y, shift_inputs(inputs, Lam, dlt), labels, weights, input_grad=True)
+        g_shifted = g_inputs.flatten(2)  # ∂f/∂(Λx + δ), (n, B, D)
+        g_Lam = torch.bmm(g_shifted.transpose(1, 2), inputs.flatten(2))  # Σ_b g_b x_bᵀ, (n, D, D)
+        shift_matrix[ids] = Lam + ascent_lr * (g_Lam - 2 * lam * (Lam - eye))  # ascent on Λ_i
+        shift_offset[ids] = dlt + ascent_lr * (g_shifted.sum(1) - 2 * lam * dlt)  # ascent on δ_i
         return g_w, losses
 
     return gradient
@@ -130,16 +131,24 @@ def fedrobust_round(s: FedRobustState, r: RoundTools) -> FedRobustState:
     """
     w = s.w
     clients = r.sample_clients()
-    shift_matrix, shift_offset = s.shift_matrix.clone(), s.shift_offset.clone()   # this round's (Λ_i, δ_i)
-    y = r.local_train(w.expand(len(clients), -1), clients,                            # 2.
-                      gradient=robust_gradient(r, shift_matrix, shift_offset))
-    r.count_transmissions(2 * len(clients))                                        # w down, y_i up
+    shift_matrix, shift_offset = s.shift_matrix.clone(), s.shift_offset.clone()  # this round's (Λ_i, δ_i)
+    y = r.local_train(
+        w.expand(len(clients), -1),
+        clients,  # 2.
+        gradient=robust_gradient(r, shift_matrix, shift_offset),
+    )
+    r.count_transmissions(2 * len(clients))  # w down, y_i up
     sampled = clients.to(shift_matrix.device)
     eye = torch.eye(shift_matrix.shape[-1], dtype=w.dtype, device=w.device)
-    r.record(fedrobust_shift_matrix_dist=float(torch.linalg.matrix_norm(shift_matrix[sampled] - eye).mean()),
-             fedrobust_shift_offset_norm=float(torch.linalg.vector_norm(shift_offset[sampled], dim=1).mean()))
-    return FedRobustState(w + r.params.server_lr * (r.client_weights(clients) * (y - w)).sum(0),   # 3.
-                          shift_matrix, shift_offset)
+    r.record(
+        fedrobust_shift_matrix_dist=float(torch.linalg.matrix_norm(shift_matrix[sampled] - eye).mean()),
+        fedrobust_shift_offset_norm=float(torch.linalg.vector_norm(shift_offset[sampled], dim=1).mean()),
+    )
+    return FedRobustState(
+        w + r.params.server_lr * (r.client_weights(clients) * (y - w)).sum(0),  # 3.
+        shift_matrix,
+        shift_offset,
+    )
 
 
 # λ and η₂: not in the sources at hand (see the module docstring); chosen so that on digits the learnt
@@ -148,11 +157,19 @@ def fedrobust_round(s: FedRobustState, r: RoundTools) -> FedRobustState:
 class FedRobustParams(CentralizedParams):
     """FedRobust: penalty λ = 1, ascent step η₂ = 0.1 (our choice; see the comment above)."""
 
-    robust_lambda: float = setting(1.0, "γ_R, fedrobust's penalty γ_R·(‖Λ_i − I‖_F² + ‖δ_i‖²) on the clients' "
-                                   "affine shifts", Number(0.0))
+    robust_lambda: float = setting(
+        1.0, "γ_R, fedrobust's penalty γ_R·(‖Λ_i − I‖_F² + ‖δ_i‖²) on the clients' affine shifts", Number(0.0)
+    )
     robust_ascent_lr: float = setting(0.1, "η_R, fedrobust's ascent step on (Λ_i, δ_i) (0: FedAvg)", Number(0.0))
 
 
-FEDROBUST = Algorithm("fedrobust", "FedRobust: local descent on w, ascent on each client's affine shift "
-                      "(Λ_i, δ_i) (Reisizadeh et al. 2020; reconstructed)",
-                      FedRobustParams, sgd_rule, fedrobust_round, FedRobustState.init, kind="centralized")
+FEDROBUST = Algorithm(
+    "fedrobust",
+    "FedRobust: local descent on w, ascent on each client's affine shift "
+    "(Λ_i, δ_i) (Reisizadeh et al. 2020; reconstructed)",
+    FedRobustParams,
+    sgd_rule,
+    fedrobust_round,
+    FedRobustState.init,
+    kind="centralized",
+)

@@ -6,6 +6,7 @@ per image on the CPU in a DataLoader; the engine instead holds batches of all m 
 tensor on the device, so here one gather augments all of them. The draws are made on the CPU, then moved, so a seed
 gives the same crops and flips on CPU and GPU.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,8 +17,9 @@ import torch
 __all__ = ["AUGMENTATIONS", "black_fill", "crop_flip", "crop_flip_params"]
 
 
-def crop_flip_params(shape: Sequence[int], generator: torch.Generator, padding: int = 4,
-                     flip_p: float = 0.5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def crop_flip_params(
+    shape: Sequence[int], generator: torch.Generator, padding: int = 4, flip_p: float = 0.5
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The random draws of :func:`crop_flip` for images of ``shape`` ``(..., C, H, W)``.
 
     Returns ``(top, left, flip)``, each of shape ``shape[:-3]`` on the CPU: the crop's offsets into the padded
@@ -43,8 +45,14 @@ def crop_flip_params(shape: Sequence[int], generator: torch.Generator, padding: 
     return top.reshape(batch), left.reshape(batch), flip.reshape(batch)
 
 
-def crop_flip(x: torch.Tensor, generator: torch.Generator, padding: int = 4, *,
-              fill: float | Sequence[float] | torch.Tensor = 0.0, flip_p: float = 0.5) -> torch.Tensor:
+def crop_flip(
+    x: torch.Tensor,
+    generator: torch.Generator,
+    padding: int = 4,
+    *,
+    fill: float | Sequence[float] | torch.Tensor = 0.0,
+    flip_p: float = 0.5,
+) -> torch.Tensor:
     """Random crop with padding, then random horizontal flip, of every image in ``x``.
 
     ``x`` is ``(..., C, H, W)``, e.g. ``(m, B, C, H, W)``; each image gets its own offsets and flip (from

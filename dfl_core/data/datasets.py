@@ -23,6 +23,7 @@ downloaded to) :data:`DEFAULT_ROOT`. The bundled digits read no files and refuse
 Every bad input raises :class:`DataError`, whose message names the value and what is allowed. Messages spell
 arguments as the Python API does (``data_dir=``); the command line rewrites them as its flags (``--data-dir``).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -40,9 +41,21 @@ from .augment import AUGMENTATIONS, black_fill
 from .errors import DataError
 from .imagefiles import read_image_folder
 
-__all__ = ["DataError", "Dataset", "DatasetSpec", "DATASETS", "dataset_shape", "load_dataset", "read_idx",
-           "stratified_subset", "normalize_images", "SYSTEM_FASHION_MNIST_DIR", "DEFAULT_ROOT", "EMNIST_SPLIT",
-           "CIFAR10_CLASSES"]
+__all__ = [
+    "DataError",
+    "Dataset",
+    "DatasetSpec",
+    "DATASETS",
+    "dataset_shape",
+    "load_dataset",
+    "read_idx",
+    "stratified_subset",
+    "normalize_images",
+    "SYSTEM_FASHION_MNIST_DIR",
+    "DEFAULT_ROOT",
+    "EMNIST_SPLIT",
+    "CIFAR10_CLASSES",
+]
 
 
 @dataclass
@@ -122,22 +135,30 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
         except (OSError, EOFError, zlib.error) as e:
             raise DataError(f"IDX file {str(path)!r} is a corrupt or truncated gzip file: {e}") from e
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
-        raise DataError(f"{str(path)!r} is not an IDX file: bad magic number {raw[:4].hex() or '(empty)'}, "
-                        "expected 0000 then a type byte and a dimension count")
+        raise DataError(
+            f"{str(path)!r} is not an IDX file: bad magic number {raw[:4].hex() or '(empty)'}, "
+            "expected 0000 then a type byte and a dimension count"
+        )
     type_code, ndim = raw[2], raw[3]
     if type_code not in _IDX_DTYPES:
-        raise DataError(f"IDX file {str(path)!r} has type code 0x{type_code:02x}; "
-                        f"supported: {', '.join(f'0x{c:02x}' for c in _IDX_DTYPES)} (unsigned byte)")
+        raise DataError(
+            f"IDX file {str(path)!r} has type code 0x{type_code:02x}; "
+            f"supported: {', '.join(f'0x{c:02x}' for c in _IDX_DTYPES)} (unsigned byte)"
+        )
     header = 4 + 4 * ndim
     if ndim == 0 or len(raw) < header:
-        raise DataError(f"IDX file {str(path)!r} is truncated: its header announces {ndim} dimensions "
-                        f"but the file has {len(raw)} bytes")
+        raise DataError(
+            f"IDX file {str(path)!r} is truncated: its header announces {ndim} dimensions "
+            f"but the file has {len(raw)} bytes"
+        )
     shape = tuple(int(s) for s in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
     dtype = _IDX_DTYPES[type_code]
     expected = int(np.prod(shape)) * dtype.itemsize
     if len(raw) - header != expected:
-        raise DataError(f"IDX file {str(path)!r} is truncated or padded: shape {shape} needs {expected} "
-                        f"data bytes, found {len(raw) - header}")
+        raise DataError(
+            f"IDX file {str(path)!r} is truncated or padded: shape {shape} needs {expected} "
+            f"data bytes, found {len(raw) - header}"
+        )
     return np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape).copy()
 
 
@@ -169,27 +190,29 @@ class DatasetSpec:
     (``Config`` turns ``train_size`` into the steps K of a local epoch before anything is loaded).
     """
 
-    name: str                           # the key in DATASETS (--dataset NAME)
-    title: str                          # how messages name it, e.g. "CIFAR-10"
-    description: str                    # what it is: the start of `summary`
-    source: str                         # where it comes from: the end of `summary`
-    input_shape: tuple[int, int, int]   # (C, H, W)
+    name: str  # the key in DATASETS (--dataset NAME)
+    title: str  # how messages name it, e.g. "CIFAR-10"
+    description: str  # what it is: the start of `summary`
+    source: str  # where it comes from: the end of `summary`
+    input_shape: tuple[int, int, int]  # (C, H, W)
     num_classes: int
-    train_size: int                     # samples in the whole train split
-    test_size: int                      # samples in the whole test split
+    train_size: int  # samples in the whole train split
+    test_size: int  # samples in the whole test split
     reader: Reader = field(repr=False)
-    files: str | None = None            # what a data_dir must hold; None: bundled, reads no files
-    default_place: str = ""             # where the data comes from without a data_dir (for messages)
-    augmentation: str | None = None     # training augmentation, a key of AUGMENTATIONS
-    mean: tuple[float, ...] | None = None   # fixed per-channel normalization of pixels in [0, 1],
-    std: tuple[float, ...] | None = None    # x = (p - mean) / std; None: the reader computes its own
+    files: str | None = None  # what a data_dir must hold; None: bundled, reads no files
+    default_place: str = ""  # where the data comes from without a data_dir (for messages)
+    augmentation: str | None = None  # training augmentation, a key of AUGMENTATIONS
+    mean: tuple[float, ...] | None = None  # fixed per-channel normalization of pixels in [0, 1],
+    std: tuple[float, ...] | None = None  # x = (p - mean) / std; None: the reader computes its own
 
     @property
     def summary(self) -> str:
         """The one-line description of ``python -m dfl_core list`` and ``run --help``."""
         augmentation = f", {self.augmentation} augmentation" if self.augmentation else ""
-        return (f"{self.description}, {self.num_classes} classes, {self.train_size} train / {self.test_size} test"
-                f"{augmentation} ({self.source})")
+        return (
+            f"{self.description}, {self.num_classes} classes, {self.train_size} train / {self.test_size} test"
+            f"{augmentation} ({self.source})"
+        )
 
     def load(self, data_dir: str | os.PathLike | None = None) -> Dataset:
         """The whole dataset, from ``data_dir`` (an existing folder) or, without one, from its default place."""
@@ -202,13 +225,17 @@ class DatasetSpec:
         if data_dir is None:
             return None
         if self.files is None:
-            raise DataError(f"dataset {self.name!r} ({self.source}) reads no files, so data_dir={str(data_dir)!r} "
-                            "would be ignored; give no data_dir=")
+            raise DataError(
+                f"dataset {self.name!r} ({self.source}) reads no files, so data_dir={str(data_dir)!r} "
+                "would be ignored; give no data_dir="
+            )
         folder = Path(data_dir).expanduser()
         if not folder.is_dir():
             problem = "is not a directory" if folder.exists() else "does not exist"
-            raise DataError(f"data_dir={str(data_dir)!r} {problem}; give an existing folder holding {self.files} "
-                            f"(or no data_dir= to use {self.default_place})")
+            raise DataError(
+                f"data_dir={str(data_dir)!r} {problem}; give an existing folder holding {self.files} "
+                f"(or no data_dir= to use {self.default_place})"
+            )
         return folder
 
     def _check(self, ds: Dataset) -> None:
@@ -218,29 +245,38 @@ class DatasetSpec:
         shape = ", ".join(map(str, self.input_shape))
         for split, x, y in (("train", ds.x_train, ds.y_train), ("test", ds.x_test, ds.y_test)):
             if x.dtype != torch.float32 or tuple(x.shape[1:]) != self.input_shape:
-                raise DataError(f"{self.title} {split} images are {x.dtype} of shape {tuple(x.shape)}; "
-                                f"expected float32 (N, {shape})")
+                raise DataError(
+                    f"{self.title} {split} images are {x.dtype} of shape {tuple(x.shape)}; "
+                    f"expected float32 (N, {shape})"
+                )
             if y.dtype != torch.int64 or tuple(y.shape) != (len(x),):
-                raise DataError(f"{self.title} {split} labels are {y.dtype} of shape {tuple(y.shape)}; "
-                                f"expected int64 ({len(x)},)")
+                raise DataError(
+                    f"{self.title} {split} labels are {y.dtype} of shape {tuple(y.shape)}; expected int64 ({len(x)},)"
+                )
             if y.numel() and not (0 <= int(y.min()) and int(y.max()) < self.num_classes):
-                raise DataError(f"{self.title} {split} labels span {int(y.min())}..{int(y.max())}; "
-                                f"expected 0..{self.num_classes - 1}")
+                raise DataError(
+                    f"{self.title} {split} labels span {int(y.min())}..{int(y.max())}; "
+                    f"expected 0..{self.num_classes - 1}"
+                )
         loaded = (len(ds.y_train), len(ds.y_test))
         if loaded != (self.train_size, self.test_size):
-            raise DataError(f"{self.title} loaded {loaded[0]} train / {loaded[1]} test samples; its entry declares "
-                            f"{self.train_size} / {self.test_size}: the files read are not the whole dataset (or "
-                            "the entry's train_size/test_size are wrong)")
+            raise DataError(
+                f"{self.title} loaded {loaded[0]} train / {loaded[1]} test samples; its entry declares "
+                f"{self.train_size} / {self.test_size}: the files read are not the whole dataset (or "
+                "the entry's train_size/test_size are wrong)"
+            )
         found = (ds.name, tuple(ds.input_shape), ds.num_classes, ds.augmentation)
         if found != (self.name, self.input_shape, self.num_classes, self.augmentation):
-            raise DataError(f"the reader of {self.title} returned (name, input_shape, num_classes, augmentation) = "
-                            f"{found}; its spec says {(self.name, self.input_shape, self.num_classes, self.augmentation)}")
+            raise DataError(
+                f"the reader of {self.title} returned (name, input_shape, num_classes, augmentation) = "
+                f"{found}; its spec says {(self.name, self.input_shape, self.num_classes, self.augmentation)}"
+            )
 
 
 # ------------------------------------------------------------------------------------------ Readers
 def _read_digits(spec: DatasetSpec, folder: Path | None) -> Dataset:
     """scikit-learn's digits: 0..16 -> [0, 1], then standardized with the train mean/std."""
-    from sklearn.datasets import load_digits     # deferred: a second to import; only digits needs it
+    from sklearn.datasets import load_digits  # deferred: a second to import; only digits needs it
 
     bunch = load_digits()
     x = bunch.data.astype(np.float32).reshape(-1, *spec.input_shape) / 16.0
@@ -252,9 +288,17 @@ def _read_digits(spec: DatasetSpec, folder: Path | None) -> Dataset:
     x_train, y_train, x_test, y_test = x[~is_test], y[~is_test], x[is_test], y[is_test]
     # One scalar mean/std, from the train split only (no test statistics leak in).
     mean, std = x_train.mean(), x_train.std()
-    return Dataset(name=spec.name, x_train=torch.from_numpy((x_train - mean) / std), y_train=torch.from_numpy(y_train),
-                   x_test=torch.from_numpy((x_test - mean) / std), y_test=torch.from_numpy(y_test),
-                   num_classes=spec.num_classes, input_shape=spec.input_shape, mean=(float(mean),), std=(float(std),))
+    return Dataset(
+        name=spec.name,
+        x_train=torch.from_numpy((x_train - mean) / std),
+        y_train=torch.from_numpy(y_train),
+        x_test=torch.from_numpy((x_test - mean) / std),
+        y_test=torch.from_numpy(y_test),
+        num_classes=spec.num_classes,
+        input_shape=spec.input_shape,
+        mean=(float(mean),),
+        std=(float(std),),
+    )
 
 
 def normalize_images(x: torch.Tensor, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
@@ -270,17 +314,28 @@ def normalize_images(x: torch.Tensor, mean: Sequence[float], std: Sequence[float
     return out.div_(255.0).sub_(mean_t).div_(std_t)
 
 
-def _from_uint8(spec: DatasetSpec, x_train: torch.Tensor, y_train: torch.Tensor,
-                x_test: torch.Tensor, y_test: torch.Tensor) -> Dataset:
+def _from_uint8(
+    spec: DatasetSpec, x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor, y_test: torch.Tensor
+) -> Dataset:
     """uint8 images (N, C, H, W) and integer labels -> a :class:`Dataset` normalized by the spec's mean/std."""
     for split, x, y in (("train", x_train, y_train), ("test", x_test, y_test)):
         if x.dtype != torch.uint8 or tuple(x.shape[1:]) != spec.input_shape:
-            raise DataError(f"{spec.title} {split} images are {x.dtype} of shape {tuple(x.shape)}; "
-                            f"expected uint8 (N, {', '.join(map(str, spec.input_shape))})")
-    return Dataset(name=spec.name, x_train=normalize_images(x_train, spec.mean, spec.std),
-                   y_train=y_train.to(torch.int64), x_test=normalize_images(x_test, spec.mean, spec.std),
-                   y_test=y_test.to(torch.int64), num_classes=spec.num_classes, input_shape=spec.input_shape,
-                   augmentation=spec.augmentation, mean=spec.mean, std=spec.std)
+            raise DataError(
+                f"{spec.title} {split} images are {x.dtype} of shape {tuple(x.shape)}; "
+                f"expected uint8 (N, {', '.join(map(str, spec.input_shape))})"
+            )
+    return Dataset(
+        name=spec.name,
+        x_train=normalize_images(x_train, spec.mean, spec.std),
+        y_train=y_train.to(torch.int64),
+        x_test=normalize_images(x_test, spec.mean, spec.std),
+        y_test=y_test.to(torch.int64),
+        num_classes=spec.num_classes,
+        input_shape=spec.input_shape,
+        augmentation=spec.augmentation,
+        mean=spec.mean,
+        std=spec.std,
+    )
 
 
 def _from_idx_files(spec: DatasetSpec, files: dict[str, Path]) -> Dataset:
@@ -288,10 +343,17 @@ def _from_idx_files(spec: DatasetSpec, files: dict[str, Path]) -> Dataset:
     arrays = {key: torch.from_numpy(read_idx(path)) for key, path in files.items()}
     for key in ("train_images", "test_images"):
         if arrays[key].ndim != 3:
-            raise DataError(f"{spec.title} {key.replace('_', ' ')} in {str(files[key])!r} have shape "
-                            f"{tuple(arrays[key].shape)}; expected (N, {spec.input_shape[1]}, {spec.input_shape[2]})")
-    return _from_uint8(spec, arrays["train_images"][:, None], arrays["train_labels"],
-                       arrays["test_images"][:, None], arrays["test_labels"])
+            raise DataError(
+                f"{spec.title} {key.replace('_', ' ')} in {str(files[key])!r} have shape "
+                f"{tuple(arrays[key].shape)}; expected (N, {spec.input_shape[1]}, {spec.input_shape[2]})"
+            )
+    return _from_uint8(
+        spec,
+        arrays["train_images"][:, None],
+        arrays["train_labels"],
+        arrays["test_images"][:, None],
+        arrays["test_labels"],
+    )
 
 
 def _read_fashion_mnist(spec: DatasetSpec, folder: Path | None) -> Dataset:
@@ -310,20 +372,26 @@ def _read_fashion_mnist(spec: DatasetSpec, folder: Path | None) -> Dataset:
     # Last resort, for users online (e.g. Colab): torchvision downloads the same IDX files.
     root = folder if folder is not None else Path(DEFAULT_ROOT).expanduser()
     try:
-        from torchvision.datasets import FashionMNIST     # deferred: optional; only this download needs it
+        from torchvision.datasets import FashionMNIST  # deferred: optional; only this download needs it
 
         train = FashionMNIST(root=str(root), train=True, download=True)
         test = FashionMNIST(root=str(root), train=False, download=True)
     except Exception as e:  # no torchvision, no network, a mirror down: all mean the same to the user
         where = ", ".join(repr(str(c)) for c in candidates)
         if folder is not None:
-            advice = (f"Put {spec.files} in {str(folder)!r}, or give no data_dir= to use the Debian package's copy "
-                      "('apt-get install dataset-fashion-mnist')")
+            advice = (
+                f"Put {spec.files} in {str(folder)!r}, or give no data_dir= to use the Debian package's copy "
+                "('apt-get install dataset-fashion-mnist')"
+            )
         else:
-            advice = ("Install it with 'apt-get install dataset-fashion-mnist' (Debian/Ubuntu), or pass data_dir= "
-                      f"a directory holding {spec.files}")
-        raise DataError(f"Fashion-MNIST not found in {where} and the download to {str(root)!r} failed "
-                        f"({type(e).__name__}: {e}). {advice}") from e
+            advice = (
+                "Install it with 'apt-get install dataset-fashion-mnist' (Debian/Ubuntu), or pass data_dir= "
+                f"a directory holding {spec.files}"
+            )
+        raise DataError(
+            f"Fashion-MNIST not found in {where} and the download to {str(root)!r} failed "
+            f"({type(e).__name__}: {e}). {advice}"
+        ) from e
     return _from_uint8(spec, train.data[:, None], train.targets, test.data[:, None], test.targets)
 
 
@@ -338,8 +406,15 @@ def _split_arrays(split, transposed: bool) -> tuple[torch.Tensor, torch.Tensor]:
     return x[:, None], split.targets.to(torch.int64)
 
 
-def _read_torchvision(cls_name: str, spec: DatasetSpec, folder: Path | None, *, options: dict | None = None,
-                      transposed: bool = False, flat_idx_files: bool = False) -> Dataset:
+def _read_torchvision(
+    cls_name: str,
+    spec: DatasetSpec,
+    folder: Path | None,
+    *,
+    options: dict | None = None,
+    transposed: bool = False,
+    flat_idx_files: bool = False,
+) -> Dataset:
     """``torchvision.datasets.<cls_name>`` with ``root`` = the folder named, or :data:`DEFAULT_ROOT`.
 
     The files are tried with ``download=False`` first, so a copy already on disk is used without touching the
@@ -349,10 +424,11 @@ def _read_torchvision(cls_name: str, spec: DatasetSpec, folder: Path | None, *, 
     """
     root = folder if folder is not None else Path(DEFAULT_ROOT).expanduser()
     try:
-        import torchvision.datasets as tv_datasets     # deferred: optional (the error below says so)
+        import torchvision.datasets as tv_datasets  # deferred: optional (the error below says so)
     except ImportError as e:
-        raise DataError(f"dataset {spec.name!r} is read through torchvision, which is not installed: "
-                        "pip install torchvision") from e
+        raise DataError(
+            f"dataset {spec.name!r} is read through torchvision, which is not installed: pip install torchvision"
+        ) from e
     cls = getattr(tv_datasets, cls_name)
 
     def both(download: bool):
@@ -366,8 +442,10 @@ def _read_torchvision(cls_name: str, spec: DatasetSpec, folder: Path | None, *, 
     except RuntimeError as e:  # torchvision's "Dataset not found (or corrupted)"
         absent = e
     except Exception as e:  # present but unreadable (truncated IDX, bad pickle, ...)
-        raise DataError(f"{spec.title} files under {str(root)!r} could not be read ({type(e).__name__}: {e}); "
-                        f"delete them to download afresh, or pass data_dir= a directory holding {spec.files}") from e
+        raise DataError(
+            f"{spec.title} files under {str(root)!r} could not be read ({type(e).__name__}: {e}); "
+            f"delete them to download afresh, or pass data_dir= a directory holding {spec.files}"
+        ) from e
     else:
         return dataset(splits)
 
@@ -404,62 +482,117 @@ def _read_cifar_folder(spec: DatasetSpec, folder: Path, classes: Sequence[str]) 
     """
     found, arrays = read_image_folder(folder, spec.input_shape[0])
     if found != tuple(classes):
-        raise DataError(f"{spec.title} from {str(folder)!r}: the class folders are {', '.join(found)}; "
-                        f"{spec.title} needs exactly {', '.join(classes)}")
+        raise DataError(
+            f"{spec.title} from {str(folder)!r}: the class folders are {', '.join(found)}; "
+            f"{spec.title} needs exactly {', '.join(classes)}"
+        )
     (x_train, y_train), (x_test, y_test) = arrays["train"], arrays["test"]
-    return _from_uint8(spec, torch.from_numpy(x_train), torch.from_numpy(y_train), torch.from_numpy(x_test),
-                       torch.from_numpy(y_test))
+    return _from_uint8(
+        spec, torch.from_numpy(x_train), torch.from_numpy(y_train), torch.from_numpy(x_test), torch.from_numpy(y_test)
+    )
 
 
 # ------------------------------------------------------------------------------------- The registry
 _DOWNLOADED = f"{DEFAULT_ROOT}, where it is downloaded on first use"
 
-DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
-    DatasetSpec(
-        name="digits", title="scikit-learn's digits", description="scikit-learn's 8x8 handwritten digits",
-        source="bundled, no download", input_shape=(1, 8, 8), num_classes=10, train_size=1438, test_size=359,
-        reader=_read_digits),
-    DatasetSpec(
-        name="fashion-mnist", title="Fashion-MNIST", description="Fashion-MNIST 28x28 grey images",
-        source="Debian package dataset-fashion-mnist, --data-dir, or download",
-        input_shape=(1, 28, 28), num_classes=10, train_size=60_000, test_size=10_000,
-        reader=_read_fashion_mnist,
-        files=", ".join(f"{stem}.gz" for stem in _FASHION_FILES.values()) + " (or unzipped)",
-        default_place=f"the Debian package's copy in {SYSTEM_FASHION_MNIST_DIR}, else a download to {DEFAULT_ROOT}",
-        mean=(FASHION_MNIST_MEAN,), std=(FASHION_MNIST_STD,)),
-    DatasetSpec(
-        name="mnist", title="MNIST", description="MNIST 28x28 grey digits",
-        source="--data-dir or torchvision download", input_shape=(1, 28, 28), num_classes=10,
-        train_size=60_000, test_size=10_000,
-        reader=partial(_read_torchvision, "MNIST", flat_idx_files=True),
-        files="MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte (torchvision's layout), "
-              "or those four files, plain or .gz, directly",
-        default_place=_DOWNLOADED, mean=MNIST_MEAN, std=MNIST_STD),
-    DatasetSpec(
-        name="emnist", title=f"EMNIST ({EMNIST_SPLIT})",
-        description=f"EMNIST split '{EMNIST_SPLIT}' (digits and upper/lower-case letters, the 62 classes of the "
-                    "FedSAM/MoFedSAM paper), 28x28 grey",
-        source="--data-dir or torchvision download", input_shape=(1, 28, 28), num_classes=62,
-        train_size=697_932, test_size=116_323,
-        # The EMNIST IDX files were converted from NIST's column-major MATLAB arrays, so every
-        # image is stored transposed (Cohen et al. 2017); torchvision leaves .data as stored.
-        reader=partial(_read_torchvision, "EMNIST", options={"split": EMNIST_SPLIT}, transposed=True),
-        files=f"EMNIST/raw/emnist-{EMNIST_SPLIT}-{{train,test}}-{{images-idx3,labels-idx1}}-ubyte",
-        default_place=_DOWNLOADED, mean=MNIST_MEAN, std=MNIST_STD),
-    DatasetSpec(
-        name="cifar10", title="CIFAR-10", description="CIFAR-10 32x32 colour images",
-        source="--data-dir or torchvision download", input_shape=(3, 32, 32), num_classes=10,
-        train_size=50_000, test_size=10_000, reader=_read_cifar10,
-        files="cifar-10-batches-py/ (unpacked from cifar-10-python.tar.gz), or train/<class>/*.jpg and "
-              "test/<class>/*.jpg with CIFAR-10's 10 class names (the ImageFolder layout)", default_place=_DOWNLOADED,
-        augmentation="crop-flip", mean=CIFAR10_MEAN, std=CIFAR10_STD),
-    DatasetSpec(
-        name="cifar100", title="CIFAR-100", description="CIFAR-100 32x32 colour images, fine labels",
-        source="--data-dir or torchvision download", input_shape=(3, 32, 32), num_classes=100,
-        train_size=50_000, test_size=10_000, reader=partial(_read_torchvision, "CIFAR100"),
-        files="cifar-100-python/ (unpacked from cifar-100-python.tar.gz)", default_place=_DOWNLOADED,
-        augmentation="crop-flip", mean=CIFAR100_MEAN, std=CIFAR100_STD),
-]}
+DATASETS: dict[str, DatasetSpec] = {
+    spec.name: spec
+    for spec in [
+        DatasetSpec(
+            name="digits",
+            title="scikit-learn's digits",
+            description="scikit-learn's 8x8 handwritten digits",
+            source="bundled, no download",
+            input_shape=(1, 8, 8),
+            num_classes=10,
+            train_size=1438,
+            test_size=359,
+            reader=_read_digits,
+        ),
+        DatasetSpec(
+            name="fashion-mnist",
+            title="Fashion-MNIST",
+            description="Fashion-MNIST 28x28 grey images",
+            source="Debian package dataset-fashion-mnist, --data-dir, or download",
+            input_shape=(1, 28, 28),
+            num_classes=10,
+            train_size=60_000,
+            test_size=10_000,
+            reader=_read_fashion_mnist,
+            files=", ".join(f"{stem}.gz" for stem in _FASHION_FILES.values()) + " (or unzipped)",
+            default_place=f"the Debian package's copy in {SYSTEM_FASHION_MNIST_DIR}, else a download to {DEFAULT_ROOT}",
+            mean=(FASHION_MNIST_MEAN,),
+            std=(FASHION_MNIST_STD,),
+        ),
+        DatasetSpec(
+            name="mnist",
+            title="MNIST",
+            description="MNIST 28x28 grey digits",
+            source="--data-dir or torchvision download",
+            input_shape=(1, 28, 28),
+            num_classes=10,
+            train_size=60_000,
+            test_size=10_000,
+            reader=partial(_read_torchvision, "MNIST", flat_idx_files=True),
+            files="MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte (torchvision's layout), "
+            "or those four files, plain or .gz, directly",
+            default_place=_DOWNLOADED,
+            mean=MNIST_MEAN,
+            std=MNIST_STD,
+        ),
+        DatasetSpec(
+            name="emnist",
+            title=f"EMNIST ({EMNIST_SPLIT})",
+            description=f"EMNIST split '{EMNIST_SPLIT}' (digits and upper/lower-case letters, the 62 classes of the "
+            "FedSAM/MoFedSAM paper), 28x28 grey",
+            source="--data-dir or torchvision download",
+            input_shape=(1, 28, 28),
+            num_classes=62,
+            train_size=697_932,
+            test_size=116_323,
+            # The EMNIST IDX files were converted from NIST's column-major MATLAB arrays, so every
+            # image is stored transposed (Cohen et al. 2017); torchvision leaves .data as stored.
+            reader=partial(_read_torchvision, "EMNIST", options={"split": EMNIST_SPLIT}, transposed=True),
+            files=f"EMNIST/raw/emnist-{EMNIST_SPLIT}-{{train,test}}-{{images-idx3,labels-idx1}}-ubyte",
+            default_place=_DOWNLOADED,
+            mean=MNIST_MEAN,
+            std=MNIST_STD,
+        ),
+        DatasetSpec(
+            name="cifar10",
+            title="CIFAR-10",
+            description="CIFAR-10 32x32 colour images",
+            source="--data-dir or torchvision download",
+            input_shape=(3, 32, 32),
+            num_classes=10,
+            train_size=50_000,
+            test_size=10_000,
+            reader=_read_cifar10,
+            files="cifar-10-batches-py/ (unpacked from cifar-10-python.tar.gz), or train/<class>/*.jpg and "
+            "test/<class>/*.jpg with CIFAR-10's 10 class names (the ImageFolder layout)",
+            default_place=_DOWNLOADED,
+            augmentation="crop-flip",
+            mean=CIFAR10_MEAN,
+            std=CIFAR10_STD,
+        ),
+        DatasetSpec(
+            name="cifar100",
+            title="CIFAR-100",
+            description="CIFAR-100 32x32 colour images, fine labels",
+            source="--data-dir or torchvision download",
+            input_shape=(3, 32, 32),
+            num_classes=100,
+            train_size=50_000,
+            test_size=10_000,
+            reader=partial(_read_torchvision, "CIFAR100"),
+            files="cifar-100-python/ (unpacked from cifar-100-python.tar.gz)",
+            default_place=_DOWNLOADED,
+            augmentation="crop-flip",
+            mean=CIFAR100_MEAN,
+            std=CIFAR100_STD,
+        ),
+    ]
+}
 
 
 def dataset_shape(name: str) -> tuple[tuple[int, int, int], int]:
@@ -492,8 +625,14 @@ def stratified_subset(labels: np.ndarray, size: int, rng: np.random.Generator) -
     return np.sort(np.concatenate(chosen)).astype(np.int64)
 
 
-def load_dataset(name: str, *, data_dir: str | None = None, train_size: int | None = None,
-                 test_size: int | None = None, seed: int = 0) -> Dataset:
+def load_dataset(
+    name: str,
+    *,
+    data_dir: str | None = None,
+    train_size: int | None = None,
+    test_size: int | None = None,
+    seed: int = 0,
+) -> Dataset:
     """Load a dataset of :data:`DATASETS` as normalized tensors.
 
     ``data_dir``: an existing folder with the dataset's files (``DATASETS[name].files``; for the torchvision

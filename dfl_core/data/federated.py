@@ -4,6 +4,7 @@ The engine trains all clients at once, so it never builds m per-client datasets:
 and an ``(m, n_max)`` index matrix says which rows belong to which client. A batch for every client is then one
 gather, ``x[index[i, j]]``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,8 +34,7 @@ class ClientData:
         index = np.zeros((len(parts), int(counts.max(initial=0))), dtype=np.int64)
         for i, part in enumerate(parts):
             index[i, : len(part)] = part
-        return cls(x=x, y=y, index=torch.from_numpy(index).to(x.device),
-                   counts=torch.from_numpy(counts).to(x.device))
+        return cls(x=x, y=y, index=torch.from_numpy(index).to(x.device), counts=torch.from_numpy(counts).to(x.device))
 
     @property
     def m(self) -> int:
@@ -71,9 +71,18 @@ class FederatedData:
     test: ClientData
 
 
-def federate(dataset: Dataset, m: int, *, scheme: str = "dirichlet", alpha: float | None = 0.3,
-             shards_per_client: int = 2, dirichlet_method: str = "prior", rng: np.random.Generator,
-             device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> FederatedData:
+def federate(
+    dataset: Dataset,
+    m: int,
+    *,
+    scheme: str = "dirichlet",
+    alpha: float | None = 0.3,
+    shards_per_client: int = 2,
+    dirichlet_method: str = "prior",
+    rng: np.random.Generator,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> FederatedData:
     """Partition ``dataset``'s training set among m clients and give each a matching test set.
 
     Train: :func:`~dfl_core.data.partition.partition` by ``scheme`` (alpha is used only by "dirichlet"). Test:
@@ -83,13 +92,22 @@ def federate(dataset: Dataset, m: int, *, scheme: str = "dirichlet", alpha: floa
     if not isinstance(dataset, Dataset):
         raise DataError(f"dataset must be a dfl_core.data.Dataset (from load_dataset); got {type(dataset).__name__}")
     y_train, y_test = dataset.y_train.cpu().numpy(), dataset.y_test.cpu().numpy()
-    train_parts = partition(y_train, m, scheme, rng=rng, alpha=alpha if scheme == "dirichlet" else None,
-                            shards_per_client=shards_per_client, dirichlet_method=dirichlet_method)
+    train_parts = partition(
+        y_train,
+        m,
+        scheme,
+        rng=rng,
+        alpha=alpha if scheme == "dirichlet" else None,
+        shards_per_client=shards_per_client,
+        dirichlet_method=dirichlet_method,
+    )
     test_parts = split_like(train_parts, y_train, y_test, rng)
 
     def on_device(x: torch.Tensor, y: torch.Tensor, parts: list[np.ndarray]) -> ClientData:
         return ClientData.from_parts(x.to(device=device, dtype=dtype), y.to(device=device, dtype=torch.int64), parts)
 
-    return FederatedData(dataset=dataset,
-                         train=on_device(dataset.x_train, dataset.y_train, train_parts),
-                         test=on_device(dataset.x_test, dataset.y_test, test_parts))
+    return FederatedData(
+        dataset=dataset,
+        train=on_device(dataset.x_train, dataset.y_train, train_parts),
+        test=on_device(dataset.x_test, dataset.y_test, test_parts),
+    )

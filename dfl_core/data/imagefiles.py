@@ -26,6 +26,7 @@ written to (it may be read-only).
 Two dataset entries read folders this way: the built-in ``cifar10`` (its ``data_dir`` in this layout, e.g. the
 CIFAR-10 JPEG copy) and the user's own folders registered by :mod:`.imagefolder`.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,8 +39,17 @@ import numpy as np
 
 from .errors import DataError
 
-__all__ = ["IMAGE_SUFFIXES", "SPLITS", "LAYOUT", "DEFAULT_CACHE", "FolderLayout", "scan_image_folder", "cache_dir",
-           "read_image_folder", "channel_statistics"]
+__all__ = [
+    "IMAGE_SUFFIXES",
+    "SPLITS",
+    "LAYOUT",
+    "DEFAULT_CACHE",
+    "FolderLayout",
+    "scan_image_folder",
+    "cache_dir",
+    "read_image_folder",
+    "channel_statistics",
+]
 
 #: Where decoded folders are cached without ``$DFL_IMAGE_CACHE``: beside the downloaded datasets
 #: (:data:`.datasets.DEFAULT_ROOT`).
@@ -60,7 +70,7 @@ class FolderLayout:
 
     root: Path
     classes: tuple[str, ...]
-    files: dict[str, list[tuple[Path, int]]]        # split -> [(file, label)], sorted by class then file name
+    files: dict[str, list[tuple[Path, int]]]  # split -> [(file, label)], sorted by class then file name
 
     def size(self, split: str) -> int:
         return len(self.files[split])
@@ -82,44 +92,56 @@ def scan_image_folder(root: str | os.PathLike) -> FolderLayout:
     """
     root = Path(root).expanduser()
     if not root.is_dir():
-        raise DataError(f"image folder {str(root)!r} {'is not a directory' if root.exists() else 'does not exist'};"
-                        f" give a folder holding {LAYOUT}")
+        raise DataError(
+            f"image folder {str(root)!r} {'is not a directory' if root.exists() else 'does not exist'};"
+            f" give a folder holding {LAYOUT}"
+        )
     classes: dict[str, tuple[str, ...]] = {}
     found: dict[str, dict[str, list[Path]]] = {}
-    for split in SPLITS:                    # both split folders first: the message then names all that is missing
+    for split in SPLITS:  # both split folders first: the message then names all that is missing
         if not (root / split).is_dir():
             present = ", ".join(e.name + "/" for e in _visible(os.scandir(root)) if e.is_dir()) or "none"
             missing = " and ".join(f"{s}/" for s in SPLITS if not (root / s).is_dir())
             folders = "folders" if " and " in missing else "folder"
-            raise DataError(f"image folder {str(root)!r} has no {missing} {folders} (sub-folders found: {present}); "
-                            f"expected {LAYOUT}")
+            raise DataError(
+                f"image folder {str(root)!r} has no {missing} {folders} (sub-folders found: {present}); "
+                f"expected {LAYOUT}"
+            )
     for split in SPLITS:
         folder = root / split
         entries = _visible(os.scandir(folder))
         loose = [e.name for e in entries if e.is_file() and _is_image(e.name)]
         if loose:
-            raise DataError(f"{str(folder)!r} holds images outside any class folder ({', '.join(loose[:3])}"
-                            f"{', ...' if len(loose) > 3 else ''}); put each image in {split}/<class>/")
+            raise DataError(
+                f"{str(folder)!r} holds images outside any class folder ({', '.join(loose[:3])}"
+                f"{', ...' if len(loose) > 3 else ''}); put each image in {split}/<class>/"
+            )
         class_dirs = [e for e in entries if e.is_dir()]
         if not class_dirs:
-            raise DataError(f"{str(folder)!r} holds no class folders; expected {split}/<class>/<image>, one "
-                            "folder per class")
+            raise DataError(
+                f"{str(folder)!r} holds no class folders; expected {split}/<class>/<image>, one folder per class"
+            )
         classes[split] = tuple(e.name for e in class_dirs)
         found[split] = {}
         for entry in class_dirs:
             images = [Path(e.path) for e in _visible(os.scandir(entry.path)) if e.is_file() and _is_image(e.name)]
             if not images:
-                raise DataError(f"class folder {str(Path(entry.path))!r} holds no images (files ending in "
-                                f"{', '.join(IMAGE_SUFFIXES)}); every class needs at least one in each split")
+                raise DataError(
+                    f"class folder {str(Path(entry.path))!r} holds no images (files ending in "
+                    f"{', '.join(IMAGE_SUFFIXES)}); every class needs at least one in each split"
+                )
             found[split][entry.name] = images
     if classes["train"] != classes["test"]:
         only_train = sorted(set(classes["train"]) - set(classes["test"]))
         only_test = sorted(set(classes["test"]) - set(classes["train"]))
-        raise DataError(f"image folder {str(root)!r}: train/ and test/ must hold the same class folders; only in "
-                        f"train/: {', '.join(only_train) or 'none'}; only in test/: {', '.join(only_test) or 'none'}")
+        raise DataError(
+            f"image folder {str(root)!r}: train/ and test/ must hold the same class folders; only in "
+            f"train/: {', '.join(only_train) or 'none'}; only in test/: {', '.join(only_test) or 'none'}"
+        )
     names = classes["train"]
-    files = {split: [(path, label) for label, name in enumerate(names) for path in found[split][name]]
-             for split in SPLITS}
+    files = {
+        split: [(path, label) for label, name in enumerate(names) for path in found[split][name]] for split in SPLITS
+    }
     return FolderLayout(root=root, classes=names, files=files)
 
 
@@ -142,11 +164,14 @@ def _cache_key(layout: FolderLayout, channels: int) -> str:
     return digest.hexdigest()[:20]
 
 
-def _decode(files: list[tuple[Path, int]], size: tuple[int, int] | None, channels: int,
-            ) -> tuple[np.ndarray, tuple[int, int]]:
+def _decode(
+    files: list[tuple[Path, int]],
+    size: tuple[int, int] | None,
+    channels: int,
+) -> tuple[np.ndarray, tuple[int, int]]:
     """uint8 (N, C, H, W) of ``files``, each converted to RGB (or greyscale); ``size`` (width, height) is the
     stated size, or None to take the first image's."""
-    from PIL import Image, UnidentifiedImageError      # deferred: PIL comes with torchvision, needed only here
+    from PIL import Image, UnidentifiedImageError  # deferred: PIL comes with torchvision, needed only here
 
     mode = {3: "RGB", 1: "L"}[channels]
     out: np.ndarray | None = None
@@ -165,17 +190,20 @@ def _decode(files: list[tuple[Path, int]], size: tuple[int, int] | None, channel
                 f"{str(path)!r} is {found[0]}x{found[1]} pixels but the dataset's input size is {size[0]}x{size[1]} "
                 f"(width x height, {'set by ' + repr(str(first)) if first else 'that of the train split'}); every "
                 "image must have the input size: resize the files beforehand (e.g. PIL's Image.resize), nothing is "
-                "resized on loading")
+                "resized on loading"
+            )
         if out is None:
             out = np.empty((len(files), size[1], size[0], channels), dtype=np.uint8)
         out[i] = pixels.reshape(size[1], size[0], channels)
     if out is None:
-        raise DataError("no image files to decode")      # scan_image_folder refuses empty classes before this
+        raise DataError("no image files to decode")  # scan_image_folder refuses empty classes before this
     return np.ascontiguousarray(out.transpose(0, 3, 1, 2)), size
 
 
-def read_image_folder(root: str | os.PathLike, channels: int = 3,
-                      ) -> tuple[tuple[str, ...], dict[str, tuple[np.ndarray, np.ndarray]]]:
+def read_image_folder(
+    root: str | os.PathLike,
+    channels: int = 3,
+) -> tuple[tuple[str, ...], dict[str, tuple[np.ndarray, np.ndarray]]]:
     """``(classes, {split: (uint8 images (N, C, H, W), int64 labels (N,))})`` of an image folder.
 
     Decoded once, then read from the cache (:func:`cache_dir`, see the module docstring). The test split must
@@ -192,14 +220,18 @@ def read_image_folder(root: str | os.PathLike, channels: int = 3,
             try:
                 meta = json.loads((cached / "meta.json").read_text())
                 if tuple(meta["classes"]) == layout.classes:
-                    return layout.classes, {split: (np.load(cached / f"x_{split}.npy"),
-                                                    np.load(cached / f"y_{split}.npy")) for split in SPLITS}
+                    return layout.classes, {
+                        split: (np.load(cached / f"x_{split}.npy"), np.load(cached / f"y_{split}.npy"))
+                        for split in SPLITS
+                    }
             except (OSError, ValueError, KeyError):
-                pass                       # a damaged cache is decoded afresh and rewritten
+                pass  # a damaged cache is decoded afresh and rewritten
     x_train, size = _decode(layout.files["train"], None, channels)
     x_test, _ = _decode(layout.files["test"], size, channels)
-    arrays = {split: (x, np.array([label for _, label in layout.files[split]], dtype=np.int64))
-              for split, x in (("train", x_train), ("test", x_test))}
+    arrays = {
+        split: (x, np.array([label for _, label in layout.files[split]], dtype=np.int64))
+        for split, x in (("train", x_train), ("test", x_test))
+    }
     if cached is not None:
         _write_cache(cached, layout, arrays)
     return layout.classes, arrays
@@ -214,8 +246,15 @@ def _write_cache(cached: Path, layout: FolderLayout, arrays: dict[str, tuple[np.
         for split, (x, y) in arrays.items():
             np.save(tmp / f"x_{split}.npy", x)
             np.save(tmp / f"y_{split}.npy", y)
-        (tmp / "meta.json").write_text(json.dumps({"root": str(layout.root.resolve()), "classes": layout.classes,
-                                                   "sizes": {s: layout.size(s) for s in SPLITS}}))
+        (tmp / "meta.json").write_text(
+            json.dumps(
+                {
+                    "root": str(layout.root.resolve()),
+                    "classes": layout.classes,
+                    "sizes": {s: layout.size(s) for s in SPLITS},
+                }
+            )
+        )
         os.replace(tmp, cached)
     except OSError:
         pass
@@ -238,5 +277,5 @@ def channel_statistics(x: np.ndarray) -> tuple[tuple[float, ...], tuple[float, .
         mean = float(counts @ levels / counts.sum())
         var = float(counts @ (levels - mean) ** 2 / counts.sum())
         means.append(mean)
-        stds.append(var ** 0.5)
+        stds.append(var**0.5)
     return tuple(means), tuple(stds)

@@ -20,6 +20,7 @@ CIFAR-10 as image files needs no registration: the built-in ``cifar10`` entry re
 
 The registry lives in the process: a worker process that builds configs itself must register the folder too.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,29 +36,47 @@ from .imagefiles import LAYOUT, channel_statistics, read_image_folder, scan_imag
 __all__ = ["image_folder_spec", "register_image_folder"]
 
 
-def _read_registered(root: Path, classes: tuple[str, ...], channels: int, normalization: str | tuple,
-                     spec: DatasetSpec, folder: Path | None) -> Dataset:
+def _read_registered(
+    root: Path,
+    classes: tuple[str, ...],
+    channels: int,
+    normalization: str | tuple,
+    spec: DatasetSpec,
+    folder: Path | None,
+) -> Dataset:
     """The reader of a :func:`register_image_folder` entry: ``folder`` (a data_dir) if given, else ``root``; its
     classes must be those the entry was registered with (its sizes are checked by ``DatasetSpec.load``)."""
     found, arrays = read_image_folder(folder if folder is not None else root, channels)
     (x_train, y_train), (x_test, y_test) = arrays["train"], arrays["test"]
     if found != classes:
-        raise DataError(f"{spec.title}: {str(folder)!r} holds the classes {', '.join(found)}; the entry was "
-                        f"registered from {str(root)!r} with {', '.join(classes)}")
+        raise DataError(
+            f"{spec.title}: {str(folder)!r} holds the classes {', '.join(found)}; the entry was "
+            f"registered from {str(root)!r} with {', '.join(classes)}"
+        )
     if normalization == "train":
         mean, std = channel_statistics(x_train)
         if min(std) == 0.0:
-            raise DataError(f"{spec.title}: a channel of the train images is constant (std {std}), so "
-                            "normalization='train' cannot scale it; use normalization='none'")
+            raise DataError(
+                f"{spec.title}: a channel of the train images is constant (std {std}), so "
+                "normalization='train' cannot scale it; use normalization='none'"
+            )
     elif normalization == "none":
         mean, std = (0.0,) * channels, (1.0,) * channels
     else:
         mean, std = normalization
     to_torch = torch.from_numpy
-    return Dataset(name=spec.name, x_train=normalize_images(to_torch(x_train), mean, std),
-                   y_train=to_torch(y_train), x_test=normalize_images(to_torch(x_test), mean, std),
-                   y_test=to_torch(y_test), num_classes=spec.num_classes, input_shape=spec.input_shape,
-                   augmentation=spec.augmentation, mean=tuple(mean), std=tuple(std))
+    return Dataset(
+        name=spec.name,
+        x_train=normalize_images(to_torch(x_train), mean, std),
+        y_train=to_torch(y_train),
+        x_test=normalize_images(to_torch(x_test), mean, std),
+        y_test=to_torch(y_test),
+        num_classes=spec.num_classes,
+        input_shape=spec.input_shape,
+        augmentation=spec.augmentation,
+        mean=tuple(mean),
+        std=tuple(std),
+    )
 
 
 def _check_normalization(normalization, channels: int) -> str | tuple[tuple[float, ...], tuple[float, ...]]:
@@ -68,15 +87,23 @@ def _check_normalization(normalization, channels: int) -> str | tuple[tuple[floa
     except (TypeError, ValueError):
         mean = std = ()
     if len(mean) != channels or len(std) != channels or min(std, default=0.0) <= 0:
-        raise DataError(f"normalization={normalization!r} is not allowed; allowed: 'train' (per-channel mean and "
-                        f"std of the train split), 'none' (pixels in [0, 1]) or (mean, std), {channels} values "
-                        "each, std > 0")
+        raise DataError(
+            f"normalization={normalization!r} is not allowed; allowed: 'train' (per-channel mean and "
+            f"std of the train split), 'none' (pixels in [0, 1]) or (mean, std), {channels} values "
+            "each, std > 0"
+        )
     return mean, std
 
 
-def image_folder_spec(root: str | os.PathLike, name: str = "imagefolder", *, channels: int = 3,
-                      normalization: str | tuple = "train", augmentation: str | None = None,
-                      title: str | None = None) -> DatasetSpec:
+def image_folder_spec(
+    root: str | os.PathLike,
+    name: str = "imagefolder",
+    *,
+    channels: int = 3,
+    normalization: str | tuple = "train",
+    augmentation: str | None = None,
+    title: str | None = None,
+) -> DatasetSpec:
     """A :class:`~.datasets.DatasetSpec` for the image folder ``root``: its classes, split sizes and input size
     as scanned now (only the first training image is opened), read by :func:`read_image_folder`.
 
@@ -99,15 +126,21 @@ def image_folder_spec(root: str | os.PathLike, name: str = "imagefolder", *, cha
         raise DataError(f"cannot read image {str(first)!r} ({type(e).__name__}: {e}); delete or replace it") from e
     root = layout.root.resolve()
     return DatasetSpec(
-        name=name, title=title or f"image folder {str(root)!r}",
+        name=name,
+        title=title or f"image folder {str(root)!r}",
         description=f"your images from {root}, {channels}x{height}x{width}",
-        source=f"{root}, {LAYOUT}", input_shape=(channels, height, width), num_classes=len(layout.classes),
-        train_size=layout.size("train"), test_size=layout.size("test"),
+        source=f"{root}, {LAYOUT}",
+        input_shape=(channels, height, width),
+        num_classes=len(layout.classes),
+        train_size=layout.size("train"),
+        test_size=layout.size("test"),
         reader=partial(_read_registered, root, layout.classes, channels, normalization),
         files=f"{LAYOUT}, with the classes {', '.join(layout.classes[:5])}{', ...' * (len(layout.classes) > 5)}",
-        default_place=str(root), augmentation=augmentation,
+        default_place=str(root),
+        augmentation=augmentation,
         mean=normalization[0] if isinstance(normalization, tuple) else None,
-        std=normalization[1] if isinstance(normalization, tuple) else None)
+        std=normalization[1] if isinstance(normalization, tuple) else None,
+    )
 
 
 #: The entries a registration may not replace: the built-in datasets.
@@ -122,8 +155,10 @@ def register_image_folder(root: str | os.PathLike, name: str = "imagefolder", **
     lives in this process: a worker process that builds the config itself must register the folder too.
     """
     if name in _BUILT_IN:
-        raise DataError(f"dataset name {name!r} is a built-in dataset; register the folder under another name "
-                        f"(built-in: {', '.join(sorted(_BUILT_IN))})")
+        raise DataError(
+            f"dataset name {name!r} is a built-in dataset; register the folder under another name "
+            f"(built-in: {', '.join(sorted(_BUILT_IN))})"
+        )
     if not name or not isinstance(name, str) or name != name.strip():
         raise DataError(f"dataset name {name!r} is not allowed; give a non-empty name without surrounding spaces")
     spec = image_folder_spec(root, name, **options)

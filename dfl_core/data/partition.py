@@ -13,6 +13,7 @@ Every function takes the labels as an ``(N,)`` integer array and an explicit
 
 :func:`split_like` gives every client a test set with its own training class proportions, as DisPFL does.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,9 +27,9 @@ __all__ = ["PARTITIONS", "DIRICHLET_METHODS", "partition", "iid", "dirichlet", "
 PARTITIONS: dict[str, str] = {
     "iid": "random equal split",
     "dirichlet": "label skew: each client's class mix ~ Dir(alpha) (alpha=0: one class per client; "
-                 "method 'prior' = FedDyn/DisPFL equal sizes, 'hsu' = Hsu et al. 2019 unequal sizes)",
+    "method 'prior' = FedDyn/DisPFL equal sizes, 'hsu' = Hsu et al. 2019 unequal sizes)",
     "shards": "pathological: sort by label, deal shards_per_client label-sorted shards to each client "
-              "(McMahan et al. 2017)",
+    "(McMahan et al. 2017)",
 }
 DIRICHLET_METHODS = ("prior", "hsu")
 # Hsu's split can leave a client empty (small alpha, many clients); it is redrawn
@@ -83,8 +84,9 @@ def _equal_size(n: int, m: int, client_size, name: str = "client_size") -> int:
 
 
 # ------------------------------- The shared sampler: draw each client's labels from its class prior
-def _fallback_priors(count: int, pool: np.ndarray, rng: np.random.Generator,
-                     fallback_alpha: float | None) -> np.ndarray:
+def _fallback_priors(
+    count: int, pool: np.ndarray, rng: np.random.Generator, fallback_alpha: float | None
+) -> np.ndarray:
     """Fresh priors (count, C) over the classes still in ``pool``."""
     avail = pool > 0
     priors = np.zeros((count, len(pool)))
@@ -118,8 +120,9 @@ def _feddyn_order(sizes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.concatenate(kept)
 
 
-def _sample_by_priors(labels: np.ndarray, priors: np.ndarray, sizes: np.ndarray,
-                      rng: np.random.Generator, fallback_alpha: float | None) -> list[np.ndarray]:
+def _sample_by_priors(
+    labels: np.ndarray, priors: np.ndarray, sizes: np.ndarray, rng: np.random.Generator, fallback_alpha: float | None
+) -> list[np.ndarray]:
     """Give client i ``sizes[i]`` samples whose labels are drawn from ``priors[i]``, without replacement.
 
     This is FedDyn's loop (Acar et al. 2021, ``utils_dataset.py``; DisPFL's ``dir`` split): pick a uniformly random
@@ -163,7 +166,7 @@ def _sample_by_priors(labels: np.ndarray, priors: np.ndarray, sizes: np.ndarray,
     class_start = np.concatenate([[0], np.cumsum(np.bincount(labels, minlength=num_classes))])
     owner = np.full(len(labels), -1, dtype=np.int64)
     for c in range(num_classes):
-        members = rng.permutation(by_class[class_start[c]:class_start[c + 1]])
+        members = rng.permutation(by_class[class_start[c] : class_start[c + 1]])
         total = int(grants[:, c].sum())
         owner[members[:total]] = np.repeat(np.arange(m), grants[:, c])
     taken = np.flatnonzero(owner >= 0)  # ascending
@@ -183,8 +186,9 @@ def iid(labels, m: int, rng: np.random.Generator, *, client_size: int | None = N
     return [np.sort(part) for part in np.array_split(perm, m)]
 
 
-def dirichlet(labels, m: int, alpha: float, rng: np.random.Generator, method: str = "prior", *,
-              client_size: int | None = None) -> list[np.ndarray]:
+def dirichlet(
+    labels, m: int, alpha: float, rng: np.random.Generator, method: str = "prior", *, client_size: int | None = None
+) -> list[np.ndarray]:
     """Label-skewed split: client class mixes drawn from ``Dir(alpha * 1)``.
 
     ``method="prior"`` (FedDyn, Acar et al. 2021; DisPFL): every client gets ``N // m`` samples (or
@@ -203,11 +207,12 @@ def dirichlet(labels, m: int, alpha: float, rng: np.random.Generator, method: st
     m = _check_m(m, len(labels))
     try:
         valid = math.isfinite(float(alpha)) and float(alpha) >= 0
-    except (TypeError, ValueError):                          # None, or not a number
+    except (TypeError, ValueError):  # None, or not a number
         valid = False
     if not valid:
-        raise DataError(f"the dirichlet partition needs alpha, a finite number >= 0 (0 = one class per client); "
-                        f"got alpha={alpha!r}")
+        raise DataError(
+            f"the dirichlet partition needs alpha, a finite number >= 0 (0 = one class per client); got alpha={alpha!r}"
+        )
     alpha = float(alpha)
     if method not in DIRICHLET_METHODS:
         raise DataError(f"unknown dirichlet method {method!r}; allowed: {', '.join(DIRICHLET_METHODS)}")
@@ -223,14 +228,18 @@ def dirichlet(labels, m: int, alpha: float, rng: np.random.Generator, method: st
         return _sample_by_priors(dense, priors, np.full(m, size), rng, fallback_alpha=alpha)
 
     if client_size is not None:
-        raise DataError(f"client_size={client_size!r} is only for equal-size splits (iid, dirichlet 'prior'); "
-                        "the 'hsu' method's client sizes are random")
+        raise DataError(
+            f"client_size={client_size!r} is only for equal-size splits (iid, dirichlet 'prior'); "
+            "the 'hsu' method's client sizes are random"
+        )
     members = [rng.permutation(np.flatnonzero(dense == c)) for c in range(num_classes)]
     if alpha == 0:
         if m > num_classes:
-            raise DataError(f"dirichlet method 'hsu' with alpha=0 gives each class to one client, so m={m} "
-                            f"clients cannot all get data from N={len(labels)} samples of {num_classes} classes; "
-                            "use m <= number of classes or method 'prior'")
+            raise DataError(
+                f"dirichlet method 'hsu' with alpha=0 gives each class to one client, so m={m} "
+                f"clients cannot all get data from N={len(labels)} samples of {num_classes} classes; "
+                "use m <= number of classes or method 'prior'"
+            )
         owner_of_class = np.empty(num_classes, dtype=np.int64)
         owner_of_class[rng.permutation(num_classes)] = np.arange(num_classes) % m
         parts = [np.concatenate([members[c] for c in np.flatnonzero(owner_of_class == i)]) for i in range(m)]
@@ -245,9 +254,11 @@ def dirichlet(labels, m: int, alpha: float, rng: np.random.Generator, method: st
         parts = [np.sort(np.concatenate(p)) for p in pieces]
         if min(len(p) for p in parts) > 0:
             return parts
-    raise DataError(f"dirichlet method 'hsu' with alpha={alpha} left some of the m={m} clients without "
-                    f"samples (N={len(labels)}) in {_HSU_ATTEMPTS} draws; use a larger alpha, fewer clients "
-                    "or method 'prior'")
+    raise DataError(
+        f"dirichlet method 'hsu' with alpha={alpha} left some of the m={m} clients without "
+        f"samples (N={len(labels)}) in {_HSU_ATTEMPTS} draws; use a larger alpha, fewer clients "
+        "or method 'prior'"
+    )
 
 
 def shards(labels, m: int, shards_per_client: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -261,16 +272,25 @@ def shards(labels, m: int, shards_per_client: int, rng: np.random.Generator) -> 
     m = _check_m(m, len(labels))
     k = _check_count(shards_per_client, "shards_per_client")
     if m * k > len(labels):
-        raise DataError(f"m={m} clients x shards_per_client={k} = {m * k} shards, but only N={len(labels)} "
-                        "samples to cut")
+        raise DataError(
+            f"m={m} clients x shards_per_client={k} = {m * k} shards, but only N={len(labels)} samples to cut"
+        )
     pieces = np.array_split(np.argsort(labels, kind="stable"), m * k)
     dealt = rng.permutation(m * k).reshape(m, k)
     return [np.sort(np.concatenate([pieces[j] for j in row])) for row in dealt]
 
 
-def partition(labels, m: int, scheme: str, *, rng: np.random.Generator, alpha: float | None = None,
-              shards_per_client: int = 2, dirichlet_method: str = "prior",
-              client_size: int | None = None) -> list[np.ndarray]:
+def partition(
+    labels,
+    m: int,
+    scheme: str,
+    *,
+    rng: np.random.Generator,
+    alpha: float | None = None,
+    shards_per_client: int = 2,
+    dirichlet_method: str = "prior",
+    client_size: int | None = None,
+) -> list[np.ndarray]:
     """Split ``labels``' indices among m clients by ``scheme`` (a key of :data:`PARTITIONS`).
 
     ``alpha`` and ``dirichlet_method`` are read only by "dirichlet", ``shards_per_client`` only by "shards",
@@ -287,8 +307,13 @@ def partition(labels, m: int, scheme: str, *, rng: np.random.Generator, alpha: f
     raise DataError(f"unknown partition scheme {scheme!r}; allowed: {', '.join(PARTITIONS)}")
 
 
-def split_like(train_parts: list[np.ndarray], train_labels, test_labels, rng: np.random.Generator,
-               test_size_per_client: int | None = None) -> list[np.ndarray]:
+def split_like(
+    train_parts: list[np.ndarray],
+    train_labels,
+    test_labels,
+    rng: np.random.Generator,
+    test_size_per_client: int | None = None,
+) -> list[np.ndarray]:
     """Per-client test sets drawn from the test split with each client's own train class proportions.
 
     As DisPFL's code does (rong-dai/DisPFL, ``partition_data``): client i's test labels are drawn from its train label

@@ -9,15 +9,22 @@ config and seed, ``full_batch=True`` and ``dtype="float64"``: the same final par
 Launch: ``torchrun --nproc_per_node=4 -m dfl_core.distributed --algorithm dfedsam
 --num-clients 8 --topology ring`` (options: :mod:`.cli`).
 """
+
 from __future__ import annotations
 
 import importlib
 
 _EXPORTS = {
-    "block_of": ".data", "private_data": ".data",
-    "GossipPlan": ".exchange", "Exchange": ".exchange", "PeerFailure": ".exchange",
-    "RankTools": ".rank", "run_rank": ".rank", "load_final_params": ".rank",
-    "main": ".cli", "torchrun_command": ".cli",
+    "block_of": ".data",
+    "private_data": ".data",
+    "GossipPlan": ".exchange",
+    "Exchange": ".exchange",
+    "PeerFailure": ".exchange",
+    "RankTools": ".rank",
+    "run_rank": ".rank",
+    "load_final_params": ".rank",
+    "main": ".cli",
+    "torchrun_command": ".cli",
 }
 __all__ = list(_EXPORTS)
 

@@ -5,6 +5,7 @@ MASTER_PORT) runs every ``{name: config dict}`` of the file into ``OUT/<name>`` 
 ``python -m dfl_core.distributed`` would (rank 0 writes ``results.json``, every rank its checkpoints). The book and
 the tests use it through :func:`dfl_core.distributed.launch.run_configs`.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,14 @@ def main(argv: list[str]) -> int:
     init_process_group("gloo", rank, world_size, timeout_s)
     watchdog = Watchdog(rank, timeout_s)
     for name, cfg in configs.items():
-        history = run_rank(Config.from_dict(cfg), rank, world_size, Exchange(rank, world_size, timeout_s, watchdog),
-                           out / name, checkpoint_every=10**9)
+        history = run_rank(
+            Config.from_dict(cfg),
+            rank,
+            world_size,
+            Exchange(rank, world_size, timeout_s, watchdog),
+            out / name,
+            checkpoint_every=10**9,
+        )
         if rank == 0:
             write_results(out / name / "results.json", [history], command=None)
     return 0

@@ -8,6 +8,7 @@ checkpoints under ``OUT/checkpoints/rank<r>``.
 Exit codes: 0 done, 2 bad configuration or checkpoint, 3 divergence,
 4 a neighbouring rank died or stopped answering (the message names it and the round).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,36 +40,65 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="torchrun --nproc_per_node=N -m dfl_core.distributed",
         description="Run one decentralized algorithm over N processes (torch.distributed), each holding "
-                    "m/N clients; with the same options it gives the simulator's result.")
+        "m/N clients; with the same options it gives the simulator's result.",
+    )
     parser.add_argument("--algorithm", default=Config.algorithm, help="algorithm name (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=Config.seed, help="seed of the run (default: %(default)s)")
     parser.add_argument("--preset", default=None, help="start from a paper's setting (python -m dfl_core list)")
     parser.add_argument("--setting", default=None, help="the preset's column, e.g. dir0.6 or iid")
-    parser.add_argument("--out", default="dfl_results_distributed",
-                        help="folder for results.json and checkpoints/ (default: %(default)s)")
+    parser.add_argument(
+        "--out",
+        default="dfl_results_distributed",
+        help="folder for results.json and checkpoints/ (default: %(default)s)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar (shown on rank 0)")
-    parser.add_argument("--checkpoint-every", type=int, default=10, metavar="N",
-                        help="every rank saves its block every N rounds (default: %(default)s)")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue from the newest round every rank has saved under OUT/checkpoints")
-    parser.add_argument("--timeout-s", type=float, default=120.0, metavar="S",
-                        help="stop when a neighbouring rank does not answer within S seconds; the wait "
-                             "includes the neighbour's local training, so S must exceed a round "
-                             "(default: %(default)s)")
-    parser.add_argument("--backend", default="gloo",
-                        help=f"torch.distributed backend: {', '.join(BACKENDS)} (default: %(default)s)")
+    parser.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=10,
+        metavar="N",
+        help="every rank saves its block every N rounds (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from the newest round every rank has saved under OUT/checkpoints",
+    )
+    parser.add_argument(
+        "--timeout-s",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="stop when a neighbouring rank does not answer within S seconds; the wait "
+        "includes the neighbour's local training, so S must exceed a round "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--backend", default="gloo", help=f"torch.distributed backend: {', '.join(BACKENDS)} (default: %(default)s)"
+    )
     add_config_arguments(parser)
     return parser
 
 
-def torchrun_command(nproc: int, args: Sequence[str], port: int, host: str = "127.0.0.1",
-                     module: str = "dfl_core.distributed") -> list[str]:
+def torchrun_command(
+    nproc: int, args: Sequence[str], port: int, host: str = "127.0.0.1", module: str = "dfl_core.distributed"
+) -> list[str]:
     """The torchrun command line for ``nproc`` processes on this machine at ``host:port``."""
-    return [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", "--nnodes=1",
-            f"--master-addr={host}", f"--master-port={port}", "-m", module, *args]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={nproc}",
+        "--nnodes=1",
+        f"--master-addr={host}",
+        f"--master-port={port}",
+        "-m",
+        module,
+        *args,
+    ]
 
 
-_LISTENING: list[socket.socket] = []       # rank 0's store socket, kept open for the run
+_LISTENING: list[socket.socket] = []  # rank 0's store socket, kept open for the run
 
 
 def init_process_group(backend: str, rank: int, world_size: int, timeout_s: float) -> None:
@@ -79,13 +109,13 @@ def init_process_group(backend: str, rank: int, world_size: int, timeout_s: floa
     MASTER_ADDR, MASTER_PORT set by hand), rank 0 hosts the store on a socket bound to MASTER_ADDR only. On a
     loopback address gloo's own sockets are kept on the loopback interface too (``GLOO_SOCKET_IFNAME=lo``).
     """
-    import torch.distributed as dist        # deferred: see _run
+    import torch.distributed as dist  # deferred: see _run
 
     host = os.environ.get("MASTER_ADDR", "127.0.0.1")
     port = int(os.environ.get("MASTER_PORT", "29500"))
     try:
         loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:                          # a host name
+    except ValueError:  # a host name
         loopback = False
     if loopback:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
@@ -96,8 +126,9 @@ def init_process_group(backend: str, rank: int, world_size: int, timeout_s: floa
     if rank == 0:
         listening = socket.create_server((host, port), backlog=max(128, world_size))
         _LISTENING.append(listening)
-        store = dist.TCPStore(host, port, world_size, True, timeout=timeout, wait_for_workers=False,
-                              master_listen_fd=listening.fileno())
+        store = dist.TCPStore(
+            host, port, world_size, True, timeout=timeout, wait_for_workers=False, master_listen_fd=listening.fileno()
+        )
     else:
         store = dist.TCPStore(host, port, world_size, False, timeout=timeout)
     dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
@@ -115,10 +146,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     except (KeyError, ValueError):
-        parser.error("RANK and WORLD_SIZE are not set: launch with "
-                     "torchrun --nproc_per_node=N -m dfl_core.distributed ...")
+        parser.error(
+            "RANK and WORLD_SIZE are not set: launch with torchrun --nproc_per_node=N -m dfl_core.distributed ..."
+        )
     overrides = config_overrides(args)
-    algorithm = overrides.pop("algorithm")                      # (a preset's row, passed as such)
+    algorithm = overrides.pop("algorithm")  # (a preset's row, passed as such)
     try:
         if args.backend not in BACKENDS:
             raise ConfigError(f"unknown backend {args.backend!r}; allowed: {', '.join(BACKENDS)}")
@@ -126,9 +158,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.timeout_s > 0:
             raise ConfigError(f"--timeout-s must be > 0, got {args.timeout_s}")
         (cfg,) = configs_from_options(args.preset, args.setting, [algorithm], overrides).values()
-        from .rank import check_distributable      # deferred: .rank loads torch.distributed (see _run)
+        from .rank import check_distributable  # deferred: .rank loads torch.distributed (see _run)
+
         check_distributable(cfg.algorithm)
-        block_of(rank, world_size, cfg.num_clients)                  # nproc must divide m
+        block_of(rank, world_size, cfg.num_clients)  # nproc must divide m
     except (ConfigError, ValueError) as err:
         return _error(rank, 2, err)
     return _run(args, cfg, rank, world_size)
@@ -150,8 +183,16 @@ def _run(args, cfg: Config, rank: int, world_size: int) -> int:
     exchange = Exchange(rank, world_size, args.timeout_s, watchdog)
     out = Path(args.out)
     try:
-        history = run_rank(cfg, rank, world_size, exchange, out, checkpoint_every=args.checkpoint_every,
-                           resume=args.resume, progress=not args.no_progress)
+        history = run_rank(
+            cfg,
+            rank,
+            world_size,
+            exchange,
+            out,
+            checkpoint_every=args.checkpoint_every,
+            resume=args.resume,
+            progress=not args.no_progress,
+        )
     except (ConfigError, CheckpointError) as err:
         code = _error(rank, 2, err)
     except DivergenceError as err:
@@ -160,13 +201,16 @@ def _run(args, cfg: Config, rank: int, world_size: int) -> int:
         code = _error(rank, EXIT_PEER_FAILURE, err)
     else:
         if rank == 0:
-            write_results(out / "results.json", [history],
-                          command=" ".join(["torchrun -m dfl_core.distributed", *sys.argv[1:]]))
+            write_results(
+                out / "results.json", [history], command=" ".join(["torchrun -m dfl_core.distributed", *sys.argv[1:]])
+            )
             final = history.final
             per_round = [b / max(cfg.rounds, 1) for b in final["rank_bytes_sent"]]
-            print(f"{cfg.algorithm} on {world_size} processes, m = {cfg.num_clients}, {cfg.params.topology}: "
-                  f"test acc {100 * final['test_acc']:.2f} %, consensus distance "
-                  f"{final['consensus_distance']:.3e}, {history.wall_time_s:.2f} s")
+            print(
+                f"{cfg.algorithm} on {world_size} processes, m = {cfg.num_clients}, {cfg.params.topology}: "
+                f"test acc {100 * final['test_acc']:.2f} %, consensus distance "
+                f"{final['consensus_distance']:.3e}, {history.wall_time_s:.2f} s"
+            )
             print("bytes sent per round by rank: " + ", ".join(f"{b:.0f}" for b in per_round))
             print(f"results: {out / 'results.json'}")
         dist.destroy_process_group()

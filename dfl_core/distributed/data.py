@@ -5,6 +5,7 @@ deterministic split as the simulator (:func:`dfl_core.engine.federated_data`: it
 participant of a real deployment would not have, only to draw the partition) and then keeps only its own clients'
 train and test samples (:func:`private_data`); the full tensors are dropped before training starts.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,8 +24,10 @@ def block_of(rank: int, world_size: int, num_clients: int) -> torch.Tensor:
         raise ConfigError(f"rank must be in [0, {world_size}), got {rank} (world size {world_size})")
     if num_clients % world_size:
         divisors = [p for p in range(1, num_clients + 1) if num_clients % p == 0]
-        raise ConfigError(f"the number of processes ({world_size}) must divide num_clients={num_clients}; "
-                          f"allowed process counts: {', '.join(map(str, divisors))}")
+        raise ConfigError(
+            f"the number of processes ({world_size}) must divide num_clients={num_clients}; "
+            f"allowed process counts: {', '.join(map(str, divisors))}"
+        )
     size = num_clients // world_size
     return torch.arange(rank * size, (rank + 1) * size)
 
@@ -38,7 +41,7 @@ def _keep(split: ClientData, clients: torch.Tensor) -> ClientData:
     dev = split.index.device
     ids = clients.to(dev)
     counts = split.counts[ids]
-    samples = split.index[ids][split.mask()[ids]]                  # own clients' samples, client by client
+    samples = split.index[ids][split.mask()[ids]]  # own clients' samples, client by client
     offsets = torch.cumsum(counts, 0) - counts
     index = torch.zeros_like(split.index)
     positions = torch.arange(split.n_max, device=dev)

@@ -30,6 +30,7 @@ Every wait has a deadline: a neighbour that dies (connection closed) or stops an
 rank with :class:`PeerFailure`, naming the neighbour and the round, and a watchdog thread ends the process if even
 the backend's wait does not return.
 """
+
 from __future__ import annotations
 
 import os
@@ -64,7 +65,7 @@ class Watchdog:
         self.rank, self.timeout_s = rank, timeout_s
         # a backstop: the backend's own timeout (which names the rank) should fire first
         self.grace_s = max(2.0, 0.25 * timeout_s)
-        self.suspects = lambda: "a neighbour"          # the Exchange names the ranks behind
+        self.suspects = lambda: "a neighbour"  # the Exchange names the ranks behind
         self._deadline: float | None = None
         self._what, self._lock = "", threading.Lock()
         threading.Thread(target=self._watch, name="dfl-watchdog", daemon=True).start()
@@ -88,8 +89,10 @@ class Watchdog:
                     who = self.suspects()
                 except Exception:
                     who = "a neighbour"
-                sys.stderr.write(f"error: rank {self.rank}: {what}: no answer from {who} within --timeout-s="
-                                 f"{self.timeout_s:g} s; stopping\n")
+                sys.stderr.write(
+                    f"error: rank {self.rank}: {what}: no answer from {who} within --timeout-s="
+                    f"{self.timeout_s:g} s; stopping\n"
+                )
                 sys.stderr.flush()
                 os._exit(EXIT_PEER_FAILURE)
 
@@ -97,14 +100,21 @@ class Watchdog:
 class GossipPlan:
     """Who sends which rows to whom for one mixing matrix, and this rank's rows of W on what it holds."""
 
-    def __init__(self, W: np.ndarray, rank: int, world_size: int, device: torch.device, dtype: torch.dtype,
-                 mode: str | None = None):
+    def __init__(
+        self,
+        W: np.ndarray,
+        rank: int,
+        world_size: int,
+        device: torch.device,
+        dtype: torch.dtype,
+        mode: str | None = None,
+    ):
         m = W.shape[0]
         size = m // world_size
         owner = np.arange(m) // size
         nonzero = W != 0
         # needed[s]: the columns outside block s that block s's rows of W use
-        needed = [np.flatnonzero(nonzero[s * size:(s + 1) * size].any(0) & (owner != s)) for s in range(world_size)]
+        needed = [np.flatnonzero(nonzero[s * size : (s + 1) * size].any(0) & (owner != s)) for s in range(world_size)]
         self.collective = world_size > 1 and all(len(n) == m - size for n in needed)
         lo = rank * size
         if self.collective:
@@ -117,11 +127,11 @@ class GossipPlan:
             self.sends = {s: torch.as_tensor(v) for s, v in self.sends.items() if len(v)}
             self.receives = {s: needed[rank][owner[needed[rank]] == s] for s in range(world_size) if s != rank}
             self.receives = {s: v for s, v in self.receives.items() if len(v)}
-        self.columns = columns                                       # the clients whose rows this rank mixes
+        self.columns = columns  # the clients whose rows this rank mixes
         self.column_ids = torch.as_tensor(columns, device=device)
         self.own_positions = torch.as_tensor(np.searchsorted(columns, np.arange(lo, lo + size)))
         self.receive_positions = {s: torch.as_tensor(np.searchsorted(columns, v)) for s, v in self.receives.items()}
-        self.operator = MixingOperator(W[lo:lo + size][:, columns], device, dtype, mode=mode)
+        self.operator = MixingOperator(W[lo : lo + size][:, columns], device, dtype, mode=mode)
 
     def mix(self, held: Tensor) -> Tensor:
         """This rank's rows of :math:`W x` from the rows it holds (``(len(columns), d)`` → ``(n, d)``)."""
@@ -145,7 +155,7 @@ class Exchange:
     def __init__(self, rank: int, world_size: int, timeout_s: float, watchdog: Watchdog | None = None):
         self.rank, self.world_size, self.timeout_s, self.watchdog = rank, world_size, timeout_s, watchdog
         self.bytes_sent, self.rows_sent = 0, 0
-        self.round, self._store = 0, None        # the 1-based round in progress (for messages), the rendezvous store
+        self.round, self._store = 0, None  # the 1-based round in progress (for messages), the rendezvous store
         if watchdog is not None:
             watchdog.suspects = self._behind
 
@@ -158,12 +168,13 @@ class Exchange:
             for work, peer in works:
                 try:
                     ok = work.wait(timeout)
-                except Exception as err:          # gloo: connection closed, or its own timeout
+                except Exception as err:  # gloo: connection closed, or its own timeout
                     raise self._lost(what, peer, err) from None
                 if ok is False:
                     who = f"rank {peer}" if peer is not None else self._behind()
-                    raise PeerFailure(f"round {self.round}: {what}: {who} did not answer within "
-                                      f"--timeout-s={self.timeout_s:g} s")
+                    raise PeerFailure(
+                        f"round {self.round}: {what}: {who} did not answer within --timeout-s={self.timeout_s:g} s"
+                    )
         finally:
             if self.watchdog is not None:
                 self.watchdog.disarm()
@@ -183,7 +194,7 @@ class Exchange:
         """The failure of ``what`` with ``peer`` (None: any rank of a collective), from the backend's error."""
         who = f"rank {peer}" if peer is not None else self._behind()
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        first = first.split(" This is typically")[0]           # gloo's generic advice
+        first = first.split(" This is typically")[0]  # gloo's generic advice
         return PeerFailure(f"round {self.round}: {what}: lost {who} ({first})")
 
     def start_round(self, round_: int) -> None:
@@ -196,7 +207,7 @@ class Exchange:
         if self._store is None:
             try:
                 self._store = dist.distributed_c10d._get_default_store()
-            except Exception:                  # no store: failures name no rank, but still stop
+            except Exception:  # no store: failures name no rank, but still stop
                 return
         self._store.set(f"dfl/round/{self.rank}", str(round_))
 
@@ -230,8 +241,10 @@ class Exchange:
         n = pieces[0].shape[0]
         if plan.collective:
             outs = [[torch.empty_like(p) for _ in range(self.world_size)] for p in pieces]
-            works = [(self.posted(lambda: dist.all_gather(out, p.contiguous(), async_op=True), label), None)
-                     for out, p in zip(outs, pieces)]
+            works = [
+                (self.posted(lambda: dist.all_gather(out, p.contiguous(), async_op=True), label), None)
+                for out, p in zip(outs, pieces)
+            ]
             self._count(pieces * (self.world_size - 1), n * (self.world_size - 1))
             self.wait_all(works, f"{label} (all_gather)")
             return [(torch.arange(len(plan.columns)), [torch.cat(o) for o in outs])]
@@ -248,8 +261,9 @@ class Exchange:
             self.wait_all([(work, op.peer) for work, op in zip(works, ops)], f"{label} with ranks {plan.peers}")
         return [(plan.receive_positions[s], got) for s, got in incoming.items()]
 
-    def step(self, x: Tensor, plan: GossipPlan, quantize: tuple[int, float | None] | None = None,
-             label: str = "gossip") -> Tensor:
+    def step(
+        self, x: Tensor, plan: GossipPlan, quantize: tuple[int, float | None] | None = None, label: str = "gossip"
+    ) -> Tensor:
         """One gossip step on this rank's block ``x`` (n, d): send, receive, mix with this rank's rows of W.
 
         The rows travel as floats; with ``quantize = (bits, step)`` (dfedavgm-q's ``"differences-only"``)
@@ -260,13 +274,13 @@ class Exchange:
         pieces = [x] if quantize is None else wire_pieces(encode(x, *quantize), x.dtype)
         gathered = x.new_empty(len(plan.columns), x.shape[1])
         for positions, received in self.share(pieces, plan, label):
-            gathered[positions] = received[0] if quantize is None else \
-                decode_pieces(received, quantize[0], x.shape[1], x.dtype)
+            gathered[positions] = (
+                received[0] if quantize is None else decode_pieces(received, quantize[0], x.shape[1], x.dtype)
+            )
         gathered[plan.own_positions] = x
         return plan.mix(gathered)
 
-    def share_messages(self, message: Encoded, plan: GossipPlan, dtype: torch.dtype,
-                       label: str = "gossip") -> Tensor:
+    def share_messages(self, message: Encoded, plan: GossipPlan, dtype: torch.dtype, label: str = "gossip") -> Tensor:
         r"""Compressed gossip's messages: send this rank's (n rows, encoded once), receive the neighbours'.
 
         Only :func:`wire_pieces` travel. Returns the decoded message of every column of ``plan``

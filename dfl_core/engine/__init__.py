@@ -5,6 +5,7 @@
 local training is :mod:`.trainer`'s; :mod:`.evaluation`, :mod:`.data`, :mod:`.allocator` and :mod:`.buffers` hold
 the history record, the clients' data, the malloc settings and the reused output tensors.
 """
+
 from ..errors import DivergenceError
 from ..rng import PURPOSES, purpose_seed
 from .data import DataCache, dataset_subset, federated_data
@@ -14,7 +15,26 @@ from .simulation import Checkpointing, ProgressBar, Simulation, run
 from .tools import SimulationTools, learning_rate
 from .trainer import LocalTrainer, RoundStreams, default_client_chunk
 
-__all__ = ["Simulation", "run", "DivergenceError", "purpose_seed", "PURPOSES", "dataset_subset", "federated_data",
-           "DataCache", "Hooks", "RoundLog", "RunState", "drive", "play_round", "SimulationTools", "learning_rate",
-           "history_record", "LocalTrainer",
-           "RoundStreams", "default_client_chunk", "Checkpointing", "ProgressBar"]
+__all__ = [
+    "Simulation",
+    "run",
+    "DivergenceError",
+    "purpose_seed",
+    "PURPOSES",
+    "dataset_subset",
+    "federated_data",
+    "DataCache",
+    "Hooks",
+    "RoundLog",
+    "RunState",
+    "drive",
+    "play_round",
+    "SimulationTools",
+    "learning_rate",
+    "history_record",
+    "LocalTrainer",
+    "RoundStreams",
+    "default_client_chunk",
+    "Checkpointing",
+    "ProgressBar",
+]

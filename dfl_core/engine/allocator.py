@@ -15,6 +15,7 @@ reuse those themselves (:class:`dfl_core.engine.buffers.OutputBuffers`). With bo
 Only glibc is touched; musl, macOS and preloaded allocators (jemalloc, tcmalloc) are left as they are. Set
 ``DFL_RETAIN_FREED_MEMORY=0`` to leave malloc alone. The settings change no result, only where memory comes from.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -29,7 +30,7 @@ MMAP_THRESHOLD_BYTES = 32 << 20
 TRIM_THRESHOLD_BYTES = 128 << 20
 #: Environment variable that turns :func:`retain_freed_memory` off when set to ``0``.
 ENV_VAR = "DFL_RETAIN_FREED_MEMORY"
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3      # glibc's malloc.h
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 _applied: bool | None = None
 
 
@@ -51,6 +52,7 @@ def retain_freed_memory() -> bool:
             libc = ctypes.CDLL("libc.so.6")
         except OSError:
             return False
-        _applied = bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and \
-            bool(libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
+        _applied = bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(
+            libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
+        )
     return _applied

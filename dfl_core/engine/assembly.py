@@ -3,6 +3,7 @@ x⁰, the communication graph, local training and evaluation. Errors in any part
 
 :class:`~.simulation.Simulation` builds its parts with :func:`build_parts`, then runs the rounds.
 """
+
 from __future__ import annotations
 
 from functools import partial
@@ -25,12 +26,12 @@ __all__ = ["RunParts", "build_parts"]
 
 
 class RunParts(NamedTuple):
-    data: FederatedData         # the clients' train and test splits
-    model: StackedModel         # the parameter layout and the forward pass of all m models at once
-    x0: Tensor                  # the initial parameters, (m, d); an expanded view of one row when all start equal
-    topology: Topology | None   # the communication graph (None for centralized FL)
-    trainer: LocalTrainer       # local training: mini-batches and the clients' gradients
-    evaluator: Evaluator        # test and train accuracy and loss of every client's model
+    data: FederatedData  # the clients' train and test splits
+    model: StackedModel  # the parameter layout and the forward pass of all m models at once
+    x0: Tensor  # the initial parameters, (m, d); an expanded view of one row when all start equal
+    topology: Topology | None  # the communication graph (None for centralized FL)
+    trainer: LocalTrainer  # local training: mini-batches and the clients' gradients
+    evaluator: Evaluator  # test and train accuracy and loss of every client's model
 
 
 def build_parts(cfg: Config, device: torch.device, centralized: bool, data: FederatedData | None = None) -> RunParts:
@@ -42,20 +43,34 @@ def build_parts(cfg: Config, device: torch.device, centralized: bool, data: Fede
         raise ConfigError(f"data has {data.train.m} clients but num_clients={m}")
     ds = data.dataset
     # 2. model and initial parameters
-    model = StackedModel(partial(build_model, cfg.model, ds.input_shape, ds.num_classes),
-                         cfg.forward_strategy, device, autocast_dtype=AUTOCAST_DTYPES[cfg.precision],
-                         channels_last=cfg.channels_last, compile=cfg.compile, cudnn_benchmark=cfg.cudnn_benchmark)
+    model = StackedModel(
+        partial(build_model, cfg.model, ds.input_shape, ds.num_classes),
+        cfg.forward_strategy,
+        device,
+        autocast_dtype=AUTOCAST_DTYPES[cfg.precision],
+        channels_last=cfg.channels_last,
+        compile=cfg.compile,
+        cudnn_benchmark=cfg.cudnn_benchmark,
+    )
     same_init = cfg.same_init or centralized
     # equal rows are kept once: at m = 1000 a 2NN's (m, d) copy is 0.74 GiB (restart() clones what it needs)
     x0 = model.init_params(1 if same_init else m, purpose_seed(cfg.seed, "init"), same_init=same_init, dtype=dtype)
     # 3. communication graph (decentralized)
     topology = None
     if not centralized:
-        topology = make_topology(cfg.params.topology, m, seed=purpose_seed(cfg.seed, "topology") % 2**32,
-                                 **cfg.topology_options())
+        topology = make_topology(
+            cfg.params.topology, m, seed=purpose_seed(cfg.seed, "topology") % 2**32, **cfg.topology_options()
+        )
     # 4. local training and evaluation
-    trainer = LocalTrainer(model, data, local_steps=cfg.params.local_steps, batch_size=cfg.batch_size,
-                           full_batch=cfg.full_batch, client_chunk=cfg.client_chunk or m, dtype=dtype)
+    trainer = LocalTrainer(
+        model,
+        data,
+        local_steps=cfg.params.local_steps,
+        batch_size=cfg.batch_size,
+        full_batch=cfg.full_batch,
+        client_chunk=cfg.client_chunk or m,
+        dtype=dtype,
+    )
     if cfg.client_chunk is None:
         trainer.client_chunk = default_client_chunk(model.d, m, device, trainer.bytes_per_client)
     evaluator = Evaluator(model, data, trainer.client_chunk)

@@ -4,6 +4,7 @@ The trainer writes the round's local models :math:`y^{t,K}`, and gossip every mi
 :class:`OutputBuffers` pool rather than a fresh tensor each round (see the class for why); the engine owns the
 pools, so they live here rather than with the gossip arithmetic (:mod:`dfl_core.gossip`).
 """
+
 from __future__ import annotations
 
 import sys
@@ -39,9 +40,9 @@ class OutputBuffers:
         for i in range(len(self._buffers)):
             b = self._buffers[i]
             if b.shape == like.shape and b.dtype == like.dtype and b.device == like.device:
-                del b                                              # (the loop variable is a reference too)
+                del b  # (the loop variable is a reference too)
                 if sys.getrefcount(self._buffers[i]) == 2 and _storage_users(self._buffers[i]) <= 2:
                     return self._buffers[i]
         fresh = torch.empty_like(like, memory_format=torch.contiguous_format)
-        self._buffers = [*self._buffers[-(self.keep - 1):], fresh] if self.keep > 1 else [fresh]
+        self._buffers = [*self._buffers[-(self.keep - 1) :], fresh] if self.keep > 1 else [fresh]
         return fresh

@@ -1,4 +1,5 @@
 """The clients' data of a config: the dataset (or its subset), split over the clients, and a cache."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,8 +12,13 @@ __all__ = ["dataset_subset", "federated_data", "DataCache"]
 
 def dataset_subset(cfg):
     """The dataset (or stratified subset) of ``cfg``, drawn with the run's ``partition`` seed."""
-    return load_dataset(cfg.dataset, data_dir=cfg.data_dir, train_size=cfg.train_size,
-                        test_size=cfg.test_size, seed=purpose_seed(cfg.seed, "partition"))
+    return load_dataset(
+        cfg.dataset,
+        data_dir=cfg.data_dir,
+        train_size=cfg.train_size,
+        test_size=cfg.test_size,
+        seed=purpose_seed(cfg.seed, "partition"),
+    )
 
 
 def federated_data(cfg, dataset=None) -> FederatedData:
@@ -20,9 +26,17 @@ def federated_data(cfg, dataset=None) -> FederatedData:
     part_seed = purpose_seed(cfg.seed, "partition")
     if dataset is None:
         dataset = dataset_subset(cfg)
-    return federate(dataset, cfg.num_clients, scheme=cfg.partition, alpha=cfg.alpha,
-                    shards_per_client=cfg.shards_per_client, dirichlet_method=cfg.dirichlet_method,
-                    rng=np.random.default_rng(part_seed), device=cfg.torch_device, dtype=cfg.torch_dtype)
+    return federate(
+        dataset,
+        cfg.num_clients,
+        scheme=cfg.partition,
+        alpha=cfg.alpha,
+        shards_per_client=cfg.shards_per_client,
+        dirichlet_method=cfg.dirichlet_method,
+        rng=np.random.default_rng(part_seed),
+        device=cfg.torch_device,
+        dtype=cfg.torch_dtype,
+    )
 
 
 class DataCache:
@@ -34,8 +48,7 @@ class DataCache:
     """
 
     DATA_FIELDS = ("dataset", "data_dir", "train_size", "test_size", "seed")
-    SPLIT_FIELDS = ("num_clients", "partition", "alpha", "shards_per_client", "dirichlet_method",
-                    "device", "dtype")
+    SPLIT_FIELDS = ("num_clients", "partition", "alpha", "shards_per_client", "dirichlet_method", "device", "dtype")
 
     def __init__(self):
         self._datasets: dict[tuple, object] = {}

@@ -20,6 +20,7 @@ traces it and fails if it changes)::
 
 and from there the model's forward strategy (:class:`dfl_core.stacked.ForwardStrategy`).
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
@@ -28,22 +29,31 @@ import torch
 
 from ..errors import DivergenceError
 
-__all__ = ["RunState", "Hooks", "HookList", "RoundLog", "play_round", "evaluated", "drive", "evaluates",
-           "evaluation_rounds"]
+__all__ = [
+    "RunState",
+    "Hooks",
+    "HookList",
+    "RoundLog",
+    "play_round",
+    "evaluated",
+    "drive",
+    "evaluates",
+    "evaluation_rounds",
+]
 
 
 class RunState(NamedTuple):
     """Everything a run carries from one round to the next (a checkpoint is this, on the CPU)."""
 
-    t: int                                   # rounds completed
-    state: Any                               # the algorithm's state (a NamedTuple of tensors)
-    rule_state: Any = None                   # local-rule buffers kept across rounds (reset_momentum=False)
-    transmissions: int = 0                   # messages sent so far
-    bits_sent: int = 0                       # their bits
+    t: int  # rounds completed
+    state: Any  # the algorithm's state (a NamedTuple of tensors)
+    rule_state: Any = None  # local-rule buffers kept across rounds (reset_momentum=False)
+    transmissions: int = 0  # messages sent so far
+    bits_sent: int = 0  # their bits
     bits_last_round: int = 0
-    round_record: dict = {}                  # the algorithm's own quantities of the last round (e.g. FedGF's c)
-    history: tuple = ()                      # one record per evaluation
-    gossip_state: Any = None                 # what gossip keeps across rounds (compressed gossip's x̂), or None
+    round_record: dict = {}  # the algorithm's own quantities of the last round (e.g. FedGF's c)
+    history: tuple = ()  # one record per evaluation
+    gossip_state: Any = None  # what gossip keeps across rounds (compressed gossip's x̂), or None
 
 
 class Hooks:
@@ -127,18 +137,25 @@ class HookList(Hooks):
 def play_round(algorithm, run: RunState, tools, num_clients: int) -> RunState:
     """Steps 2–4 of :func:`drive`: one round of ``algorithm`` from ``run`` with the round's ``tools``."""
     with torch.no_grad():
-        state = algorithm.round(run.state, tools)                            # 2.
+        state = algorithm.round(run.state, tools)  # 2.
     models = algorithm.client_models(state, num_clients)
-    if not torch.isfinite(models.sum()):                                    # 3. one cheap pass
+    if not torch.isfinite(models.sum()):  # 3. one cheap pass
         client = int((~torch.isfinite(models)).any(1).nonzero()[0])
         cfg = tools.config
-        raise DivergenceError(f"parameters of client {client} became NaN/inf in round {run.t + 1}; "
-                              f"the learning rate or the SAM radius is likely too large; lower "
-                              + " or ".join(cfg.step_sizes()))
-    return run._replace(t=run.t + 1, state=state, rule_state=tools.rule_state,   # 4.
-                        transmissions=run.transmissions + tools.transmissions,
-                        bits_sent=run.bits_sent + tools.bits, bits_last_round=tools.bits,
-                        round_record=dict(tools.records), gossip_state=tools.gossip_state)
+        raise DivergenceError(
+            f"parameters of client {client} became NaN/inf in round {run.t + 1}; "
+            f"the learning rate or the SAM radius is likely too large; lower " + " or ".join(cfg.step_sizes())
+        )
+    return run._replace(
+        t=run.t + 1,
+        state=state,
+        rule_state=tools.rule_state,  # 4.
+        transmissions=run.transmissions + tools.transmissions,
+        bits_sent=run.bits_sent + tools.bits,
+        bits_last_round=tools.bits,
+        round_record=dict(tools.records),
+        gossip_state=tools.gossip_state,
+    )
 
 
 def evaluated(run: RunState, evaluate: Callable[[RunState], dict], hooks: Hooks) -> RunState:
@@ -160,8 +177,17 @@ def evaluation_rounds(rounds: int, eval_every: int) -> list[int]:
     return [t for t in range(rounds + 1) if evaluates(t, rounds, eval_every)]
 
 
-def drive(algorithm, run: RunState, *, rounds: int, eval_every: int, num_clients: int,
-          tools_for: Callable[[RunState, Hooks], Any], evaluate: Callable[[RunState], dict], hooks=()) -> RunState:
+def drive(
+    algorithm,
+    run: RunState,
+    *,
+    rounds: int,
+    eval_every: int,
+    num_clients: int,
+    tools_for: Callable[[RunState, Hooks], Any],
+    evaluate: Callable[[RunState], dict],
+    hooks=(),
+) -> RunState:
     """Run ``algorithm`` from ``run`` until ``rounds`` rounds are complete; returns the final :class:`RunState`.
 
     0. a run that has not started is evaluated first (the round-0 record);
@@ -178,18 +204,18 @@ def drive(algorithm, run: RunState, *, rounds: int, eval_every: int, num_clients
     nothing of the interrupted round is kept, since ``run`` is only replaced once a round is complete.
     """
     hooks = HookList(hooks)
-    if run.t == 0 and not run.history:                                       # 0.
+    if run.t == 0 and not run.history:  # 0.
         run = evaluated(run, evaluate, hooks)
     while run.t < rounds:
         try:
             hooks.before_round(run)
-            tools = tools_for(run, hooks)                                     # 1.
-            new = play_round(algorithm, run, tools, num_clients)             # 2.–4.
-            if evaluates(new.t, rounds, eval_every):                          # 5.
+            tools = tools_for(run, hooks)  # 1.
+            new = play_round(algorithm, run, tools, num_clients)  # 2.–4.
+            if evaluates(new.t, rounds, eval_every):  # 5.
                 new = evaluated(new, evaluate, hooks)
         except KeyboardInterrupt:
             hooks.on_interrupt(run)
             raise
         run = new
-        hooks.after_round(run)                                               # 6.
+        hooks.after_round(run)  # 6.
     return run

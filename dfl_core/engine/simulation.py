@@ -5,6 +5,7 @@ by :func:`~.assembly.build_parts`; then the algorithm's state before round 0) an
 (:func:`~.loop.drive`). Each round gets fresh :class:`~.tools.SimulationTools` (:meth:`Simulation.tools`),
 so nothing of a round outlives it except what the algorithm returns.
 """
+
 from __future__ import annotations
 
 import os
@@ -44,6 +45,7 @@ def announce(notes) -> None:
             announced_notes.add(note)
             print(f"dfl_core: {note}", file=sys.stderr)
 
+
 __all__ = ["Simulation", "run", "ProgressBar", "Checkpointing"]
 
 
@@ -67,20 +69,24 @@ class Simulation:
         announce(cfg.params.transmission_notes)
         self.device, self.dtype = cfg.torch_device, cfg.torch_dtype
         if self.device.type == "cpu":
-            retain_freed_memory()                       # the round's temporaries reuse freed memory (allocator.py)
+            retain_freed_memory()  # the round's temporaries reuse freed memory (allocator.py)
         # 1-4. data, model and x⁰, communication graph, local training and evaluation (assembly.py)
         self.data, self.model, self.x0, self.topology, self.trainer, self.evaluator = build_parts(
-            cfg, self.device, self.centralized, data)
-        self.matrices(0)                                # a bad graph fails here, before training
-        self._operators: dict = {}                      # mixing operators on the device, reused across rounds
-        self._gossip_outputs = OutputBuffers()          # gossip output tensors, reused once nothing holds them
+            cfg, self.device, self.centralized, data
+        )
+        self.matrices(0)  # a bad graph fails here, before training
+        self._operators: dict = {}  # mixing operators on the device, reused across rounds
+        self._gossip_outputs = OutputBuffers()  # gossip output tensors, reused once nothing holds them
         # 5. the algorithm's state before round 0
         self.restart()
 
     def restart(self) -> None:
         """Back to round 0: the algorithm's initial state from x⁰, no history, counters at 0."""
-        self.run_state = RunState(t=0, state=self.algorithm.init(self.x0.clone(), self.tools(0, state=None)),
-                                  gossip_state=initial_gossip_state(self.config.params, self.x0, self.config.same_init))
+        self.run_state = RunState(
+            t=0,
+            state=self.algorithm.init(self.x0.clone(), self.tools(0, state=None)),
+            gossip_state=initial_gossip_state(self.config.params, self.x0, self.config.same_init),
+        )
         self.wall_time_s = 0.0
         self._start = time.perf_counter()
 
@@ -123,18 +129,26 @@ class Simulation:
         device = self.device
         if device.type == "cuda" and device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
-        out = {"device": str(device), "dtype": str(self.dtype).removeprefix("torch."),
-               "precision": self.config.precision, "forward_strategy": self.model.strategy,
-               "client_chunk": self.client_chunk}
+        out = {
+            "device": str(device),
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "precision": self.config.precision,
+            "forward_strategy": self.model.strategy,
+            "client_chunk": self.client_chunk,
+        }
         if device.type == "cuda":
             out["device_name"] = torch.cuda.get_device_name(device)
         return out
 
     @property
     def history(self) -> History:
-        return History(config=self.config.to_dict(), records=list(self.run_state.history),
-                       wall_time_s=self.wall_time_s, notes=list(self.config.params.transmission_notes),
-                       execution=self.execution)
+        return History(
+            config=self.config.to_dict(),
+            records=list(self.run_state.history),
+            wall_time_s=self.wall_time_s,
+            notes=list(self.config.params.transmission_notes),
+            execution=self.execution,
+        )
 
     def matrices(self, t: int) -> list[MixingMatrix]:
         """The mixing matrices of round t, one per gossip step (the same W repeated by default)."""
@@ -152,11 +166,20 @@ class Simulation:
         is the next round's local training, computed aside.
         """
         t = self.t if t is None else t
-        return SimulationTools(self.config, self.algorithm, self.state if state is ... else state, t,
-                               self.trainer, self.matrices(t), self.data.dataset.input_shape,
-                               rule_state=None if state is None else self.run_state.rule_state,
-                               hooks=hooks, operators=self._operators, outputs=self._gossip_outputs,
-                               gossip_state=None if state is None else self.run_state.gossip_state)
+        return SimulationTools(
+            self.config,
+            self.algorithm,
+            self.state if state is ... else state,
+            t,
+            self.trainer,
+            self.matrices(t),
+            self.data.dataset.input_shape,
+            rule_state=None if state is None else self.run_state.rule_state,
+            hooks=hooks,
+            operators=self._operators,
+            outputs=self._gossip_outputs,
+            gossip_state=None if state is None else self.run_state.gossip_state,
+        )
 
     def batches(self, clients: Tensor | None = None, steps: int | None = None, t: int | None = None) -> list:
         """The mini-batches ``clients`` (default all) draw in round ``t`` (default the next): ``(inputs, labels, weights)``."""
@@ -182,13 +205,25 @@ class Simulation:
 
     def _measure(self, run: RunState) -> dict:
         cfg = self.config
-        return self.evaluator(self.algorithm.client_models(run.state, cfg.num_clients), t=run.t,
-                              lr=learning_rate(cfg, max(run.t - 1, 0)), transmissions=run.transmissions,
-                              bits_sent=run.bits_sent, bits_last_round=run.bits_last_round,
-                              wall_time_s=time.perf_counter() - self._start, extra=run.round_record)
+        return self.evaluator(
+            self.algorithm.client_models(run.state, cfg.num_clients),
+            t=run.t,
+            lr=learning_rate(cfg, max(run.t - 1, 0)),
+            transmissions=run.transmissions,
+            bits_sent=run.bits_sent,
+            bits_last_round=run.bits_last_round,
+            wall_time_s=time.perf_counter() - self._start,
+            extra=run.round_record,
+        )
 
-    def run(self, progress: bool = False, desc: str | None = None, checkpoint: str | os.PathLike | None = None,
-            checkpoint_every: int = 10, hooks=()) -> History:
+    def run(
+        self,
+        progress: bool = False,
+        desc: str | None = None,
+        checkpoint: str | os.PathLike | None = None,
+        checkpoint_every: int = 10,
+        hooks=(),
+    ) -> History:
         """Run all remaining rounds, evaluating every ``eval_every`` rounds and at the end (:func:`~.loop.drive`).
 
         With ``checkpoint`` (a file path) the state is saved atomically every ``checkpoint_every`` rounds, after the
@@ -203,13 +238,21 @@ class Simulation:
             saver = Checkpointing(self, checkpoint, checkpoint_every)
         bar = ProgressBar(cfg.rounds, self.t, desc or cfg.algorithm) if progress else None
         try:
-            self.run_state = drive(self.algorithm, self.run_state, rounds=cfg.rounds, eval_every=cfg.eval_every,
-                                   num_clients=cfg.num_clients, tools_for=lambda run, on: self.tools(run.t, on),
-                                   evaluate=self._measure, hooks=[_Follow(self), saver, bar, HookList(hooks)])
+            self.run_state = drive(
+                self.algorithm,
+                self.run_state,
+                rounds=cfg.rounds,
+                eval_every=cfg.eval_every,
+                num_clients=cfg.num_clients,
+                tools_for=lambda run, on: self.tools(run.t, on),
+                evaluate=self._measure,
+                hooks=[_Follow(self), saver, bar, HookList(hooks)],
+            )
         except DivergenceError as err:
             if saver is not None and saver.saved_t is not None:
-                raise DivergenceError(f"{err}. The last good checkpoint (round {saver.saved_t}) is "
-                                      f"{str(checkpoint)!r}") from None
+                raise DivergenceError(
+                    f"{err}. The last good checkpoint (round {saver.saved_t}) is {str(checkpoint)!r}"
+                ) from None
             raise
         finally:
             if bar is not None:
@@ -220,8 +263,9 @@ class Simulation:
     # ---------------------------------------------------------------- checkpoints
     def state_dict(self, run: RunState | None = None) -> dict:
         """Everything the run carries from round to round, on the CPU (see :mod:`dfl_core.checkpoint`)."""
-        return ckpt.pack(self.config.to_dict(), self.run_state if run is None else run,
-                         time.perf_counter() - self._start)
+        return ckpt.pack(
+            self.config.to_dict(), self.run_state if run is None else run, time.perf_counter() - self._start
+        )
 
     def load_state_dict(self, saved: dict, path: str | os.PathLike = "") -> None:
         """Continue from ``saved`` (from :meth:`state_dict`); the config must match (see :mod:`dfl_core.checkpoint`)."""
@@ -234,8 +278,9 @@ class Simulation:
         return ckpt.save_atomic(self.state_dict(run), path)
 
     @classmethod
-    def resume(cls, path: str | os.PathLike, config: Config | None = None,
-               data: FederatedData | None = None) -> "Simulation":
+    def resume(
+        cls, path: str | os.PathLike, config: Config | None = None, data: FederatedData | None = None
+    ) -> "Simulation":
         """A simulation continuing from the checkpoint at ``path``.
 
         ``config`` defaults to the checkpoint's own; a config given here may
@@ -298,8 +343,15 @@ class ProgressBar(Hooks):
         self.bar.close()
 
 
-def run(config: Config, progress: bool = False, checkpoint: str | os.PathLike | None = None,
-        checkpoint_every: int = 10, resume: bool = False, data: FederatedData | None = None, hooks=()) -> History:
+def run(
+    config: Config,
+    progress: bool = False,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int = 10,
+    resume: bool = False,
+    data: FederatedData | None = None,
+    hooks=(),
+) -> History:
     """Run one configuration to the end and return its :class:`History`.
 
     With ``checkpoint``, save there as :meth:`Simulation.run` does; with

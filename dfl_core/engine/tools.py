@@ -6,6 +6,7 @@ the round's mixing matrices, client sampling and the round's generators, and it 
 loop (:mod:`.loop`) reads the counts, the recorded quantities and the kept states (the rule's, gossip's) back when
 the round is over.
 """
+
 from __future__ import annotations
 
 from functools import cached_property
@@ -27,7 +28,7 @@ __all__ = ["SimulationTools", "learning_rate"]
 
 def learning_rate(config, t: int) -> float:
     """The learning rate of round ``t`` (0-based: ``t`` rounds completed before it): η_t = η · lr_decay^t."""
-    return config.lr * config.lr_decay ** t
+    return config.lr * config.lr_decay**t
 
 
 class SimulationTools:
@@ -41,26 +42,38 @@ class SimulationTools:
     gossip's public copies :math:`\hat x`), or ``None``.
     """
 
-    def __init__(self, config, algorithm, state, t: int, trainer: LocalTrainer, matrices: list,
-                 input_shape: tuple, rule_state: Any = None, hooks=None, operators: dict | None = None,
-                 outputs: OutputBuffers | None = None, gossip_state: Tensor | None = None):
+    def __init__(
+        self,
+        config,
+        algorithm,
+        state,
+        t: int,
+        trainer: LocalTrainer,
+        matrices: list,
+        input_shape: tuple,
+        rule_state: Any = None,
+        hooks=None,
+        operators: dict | None = None,
+        outputs: OutputBuffers | None = None,
+        gossip_state: Tensor | None = None,
+    ):
         self.config, self.algorithm, self.state, self.t = config, algorithm, state, t
-        self.params = config.params                                         # the algorithm's hyperparameters
+        self.params = config.params  # the algorithm's hyperparameters
         self.trainer, self.model = trainer, trainer.model
         self.num_clients, self.input_shape = config.num_clients, input_shape
-        self.lr = learning_rate(config, t)                                 # η_t
+        self.lr = learning_rate(config, t)  # η_t
         self.streams = RoundStreams(config.seed, t)
         self._matrices = matrices
-        self._operators = {} if operators is None else operators          # shared across rounds by the caller
-        self._outputs = OutputBuffers() if outputs is None else outputs   # gossip outputs, reused when free
+        self._operators = {} if operators is None else operators  # shared across rounds by the caller
+        self._outputs = OutputBuffers() if outputs is None else outputs  # gossip outputs, reused when free
         for key in [k for k, (M, _) in self._operators.items() if not any(M is N for N in matrices)]:
-            del self._operators[key]                                        # a time-varying W of an earlier round
+            del self._operators[key]  # a time-varying W of an earlier round
         # this round's copy (a typed rule state keeps its types); the driver keeps it if the round completes
         self.rule_state = None if rule_state is None else map_state(Tensor.clone, rule_state)
-        self.gossip_state = gossip_state          # replaced, never written in place: the driver keeps the new one
-        self.hooks = Hooks() if hooks is None else hooks     # (Hooks: each method does nothing)
-        self.transmissions, self.bits = 0, 0      # messages sent this round, and their bits
-        self.records: dict[str, float] = {}       # the algorithm's own per-round quantities
+        self.gossip_state = gossip_state  # replaced, never written in place: the driver keeps the new one
+        self.hooks = Hooks() if hooks is None else hooks  # (Hooks: each method does nothing)
+        self.transmissions, self.bits = 0, 0  # messages sent this round, and their bits
+        self.records: dict[str, float] = {}  # the algorithm's own per-round quantities
 
     @cached_property
     def rule(self) -> LocalRule:
@@ -68,8 +81,14 @@ class SimulationTools:
         return self.algorithm.local_rule(self.params, self.state, self.config)
 
     # ------------------------------------------------------------- local training
-    def local_train(self, x: Tensor, clients: Tensor | None = None, *, rule: LocalRule | None = None,
-                    gradient: Gradient | None = None) -> Tensor:
+    def local_train(
+        self,
+        x: Tensor,
+        clients: Tensor | None = None,
+        *,
+        rule: LocalRule | None = None,
+        gradient: Gradient | None = None,
+    ) -> Tensor:
         """K steps of the declared local rule (or ``rule``) from ``x`` (rows = ``clients``, default all); y^{t,K}.
 
         Per chunk of ``client_chunk`` clients and per local step, ``step`` holds the step's mini-batch ξ and
@@ -91,14 +110,15 @@ class SimulationTools:
             rows = slice(lo, lo + trainer.client_chunk)
             ids = clients[rows]
             state = rule.init(x[rows]) if kept is None else tree_rows(kept, ids)
-            y, evals = out[rows], []                    # trained in place in the output (rules keep no y)
+            y, evals = out[rows], []  # trained in place in the output (rules keep no y)
             y.copy_(x[rows])
             for inputs, labels, weights in batches:
-                step = LocalStep(loss_and_grad, self.lr, (inputs[rows], labels[rows], weights[rows]), ids, self.model,
-                                 evals)
+                step = LocalStep(
+                    loss_and_grad, self.lr, (inputs[rows], labels[rows], weights[rows]), ids, self.model, evals
+                )
                 u, state = local_step(rule, state, y, step)
                 y.add_(u)
-            losses.append(torch.stack(evals).cpu())     # every gradient evaluation's losses, in order
+            losses.append(torch.stack(evals).cpu())  # every gradient evaluation's losses, in order
             if kept is not None:
                 tree_assign_rows(kept, ids, state)
         self._check_finite(torch.cat(losses, dim=1), clients)
@@ -108,9 +128,10 @@ class SimulationTools:
     def _kept_rule_state(self, rule: LocalRule, x: Tensor):
         """The rule's state kept across rounds (``reset_momentum=False``): every client's buffers at 0 at first."""
         if self.rule_state is None:
-            self.rule_state = rule.init(torch.zeros(self.config.num_clients, self.model.d, dtype=self.trainer.dtype,
-                                                    device=self.model.device))
-        else:                                                              # read from a checkpoint: plain tuples
+            self.rule_state = rule.init(
+                torch.zeros(self.config.num_clients, self.model.d, dtype=self.trainer.dtype, device=self.model.device)
+            )
+        else:  # read from a checkpoint: plain tuples
             self.rule_state = typed_state(rule, self.rule_state, x)
         return self.rule_state
 
@@ -123,7 +144,8 @@ class SimulationTools:
             raise DivergenceError(
                 f"loss became {float(losses[step, row])} in round {self.t + 1} (local gradient evaluation {step}) "
                 f"on client {int(clients[row])}; the run diverged, likely because the learning rate or the "
-                f"SAM radius is too large ({', '.join(self.config.step_sizes())}); try a smaller value")
+                f"SAM radius is too large ({', '.join(self.config.step_sizes())}); try a smaller value"
+            )
 
     def full_gradient(self, x: Tensor, clients: Tensor | None = None) -> Tensor:
         """Each client's gradient of its mean loss over its whole train split at ``x`` (rows = ``clients``)."""
@@ -142,7 +164,7 @@ class SimulationTools:
         unless ``bits_per_message`` says the caller quantized what it mixes itself (dfedavgm-q's
         other readings): then ``x`` is mixed exactly and each message is charged ``bits_per_message``.
         """
-        if self.gossip_state is not None and bits_per_message is None:          # compressed gossip's x̂
+        if self.gossip_state is not None and bits_per_message is None:  # compressed gossip's x̂
             return self.compressed_gossip(x)
         return self.exact_gossip(x, bits_per_message)
 
@@ -178,9 +200,9 @@ class SimulationTools:
         bits = message_bits(x.shape[1], p.quant_bits)
         for q, M in enumerate(self._matrices):
             self.count_transmissions(M.num_messages, bits)
-            message = quantize(x - public, **p.quantizer, generator=gen)                                # 1.
-            public = public + message                                                                  # 2.
-            before, x = x, x + p.consensus_step * (self._operator(M)(public) - public)                 # 3.
+            message = quantize(x - public, **p.quantizer, generator=gen)  # 1.
+            public = public + message  # 2.
+            before, x = x, x + p.consensus_step * (self._operator(M)(public) - public)  # 3.
             self.hooks.after_gossip(before, x, q)
         self.gossip_state = public
         return x

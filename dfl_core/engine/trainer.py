@@ -8,6 +8,7 @@ B, the client chunk): :meth:`~LocalTrainer.batches` draws each client's K mini-b
 Clients are independent during local training, so they run in chunks of
 ``client_chunk``; chunking changes memory use and speed, never results.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -24,8 +25,9 @@ from .buffers import OutputBuffers
 __all__ = ["LocalTrainer", "RoundStreams", "Gradient", "default_client_chunk", "tree_rows", "tree_assign_rows"]
 
 
-def default_client_chunk(d: int, m: int, device: torch.device,
-                         bytes_per_client: Callable[[], int] | None = None) -> int:
+def default_client_chunk(
+    d: int, m: int, device: torch.device, bytes_per_client: Callable[[], int] | None = None
+) -> int:
     """How many clients train together when the config leaves ``client_chunk`` unset.
 
     CPU: about 8 MB of parameters per chunk, so that a chunk's ``(chunk, d)`` temporaries stay small enough to
@@ -66,8 +68,17 @@ class RoundStreams:
 class LocalTrainer:
     """The clients' data, batched for local training (see the module docstring)."""
 
-    def __init__(self, model: StackedModel, data: FederatedData, *, local_steps: int, batch_size: int,
-                 full_batch: bool, client_chunk: int, dtype: torch.dtype):
+    def __init__(
+        self,
+        model: StackedModel,
+        data: FederatedData,
+        *,
+        local_steps: int,
+        batch_size: int,
+        full_batch: bool,
+        client_chunk: int,
+        dtype: torch.dtype,
+    ):
         self.model, self.data = model, data
         self.local_steps, self.batch_size, self.full_batch = local_steps, batch_size, full_batch
         self.client_chunk, self.dtype = client_chunk, dtype
@@ -75,8 +86,9 @@ class LocalTrainer:
         self.outputs = OutputBuffers(keep=2)
 
     # ------------------------------------------------------------------ 1. batches
-    def batches(self, clients: Tensor, streams: RoundStreams,
-                steps: int | None = None) -> list[tuple[Tensor, Tensor, Tensor]]:
+    def batches(
+        self, clients: Tensor, streams: RoundStreams, steps: int | None = None
+    ) -> list[tuple[Tensor, Tensor, Tensor]]:
         """K (or ``steps``) mini-batches for ``clients``: ``(inputs (n,B,...), labels (n,B), weights (n,B))``.
 
         Each round every client walks through a fresh random permutation of its
@@ -92,18 +104,18 @@ class LocalTrainer:
         steps = self.local_steps if steps is None else steps
         if self.full_batch:
             return [self.whole_splits(ids)] * steps
-        index, counts, mask = train.index[ids], train.counts[ids], train.mask()[ids]   # (n, n_max), (n,)
+        index, counts, mask = train.index[ids], train.counts[ids], train.mask()[ids]  # (n, n_max), (n,)
         m, n_max = train.index.shape
-        B = min(self.batch_size, n_max)        # a batch never needs more slots than a client has samples
+        B = min(self.batch_size, n_max)  # a batch never needs more slots than a client has samples
         keys = torch.rand(m, n_max, generator=streams.generator("batches")).to(dev)[ids]
-        perm = keys.masked_fill(~mask, 2.0).argsort(dim=1)             # padding sorts last
+        perm = keys.masked_fill(~mask, 2.0).argsort(dim=1)  # padding sorts last
         b = counts.clamp(max=B)
         arange = torch.arange(B, device=dev)
-        w = (arange[None, :] < b[:, None]).to(self.dtype)              # (n, B)
+        w = (arange[None, :] < b[:, None]).to(self.dtype)  # (n, B)
         out = []
         for k in range(steps):
             pos = (k * b[:, None] + arange[None, :]) % counts[:, None].clamp(min=1)
-            idx = index.gather(1, perm.gather(1, pos))                   # (n, B) sample ids
+            idx = index.gather(1, perm.gather(1, pos))  # (n, B) sample ids
             out.append((self._augment(train.x[idx], streams), train.y[idx], w))
         return out
 
@@ -142,11 +154,11 @@ class LocalTrainer:
         torch.cuda.synchronize(device)
         before = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
-        with self.model.eager():            # no compile for one client; the eager pass keeps more intermediates
+        with self.model.eager():  # no compile for one client; the eager pass keeps more intermediates
             self.model.loss_and_grad(p, *batch)
         peak = torch.cuda.max_memory_allocated(device) - before
-        buffers = 8 * d * p.element_size()                  # x, y, g, u, SAM point, momentum, leaves, out
-        return int(2 * peak + buffers)                      # 2x: SAM's second pass, allocator slack
+        buffers = 8 * d * p.element_size()  # x, y, g, u, SAM point, momentum, leaves, out
+        return int(2 * peak + buffers)  # 2x: SAM's second pass, allocator slack
 
 
 def tree_rows(state, ids: Tensor):

@@ -18,6 +18,7 @@ Each inner maximum is computed twice: by SAM's one-step approximation :math:`\de
 that point, the quantity the definition asks for. PGA keeps the best point it visits, so it never reports less than
 the one-step value.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -32,8 +33,7 @@ from ..algorithms.centralized import fedavg_round
 from ..local import SAM_EPS, sam_perturbation
 from ..stacked import StackedModel
 
-__all__ = ["ball_max", "BallMax", "flatness_discrepancy", "from_simulation", "FlatnessDiscrepancy",
-           "FLATNESS_CHUNK"]
+__all__ = ["ball_max", "BallMax", "flatness_discrepancy", "from_simulation", "FlatnessDiscrepancy", "FLATNESS_CHUNK"]
 
 #: Samples (summed over the models evaluated together) per forward/backward pass.
 FLATNESS_CHUNK = 2048
@@ -45,18 +45,24 @@ LossGrad = Callable[[Tensor, bool], tuple[Tensor, Tensor | None]]
 class BallMax:
     """:math:`\\max_{\\lVert\\delta\\rVert \\le \\rho} f(w + \\delta)` for each row of ``w``, two ways."""
 
-    loss: Tensor          # (k,) f(w)
-    one_step: Tensor      # (k,) f(w + ρ g/‖g‖), SAM's approximation
-    pga: Tensor           # (k,) the best f(w + δ) projected gradient ascent found (≥ one_step)
-    delta: Tensor         # (k, d) the δ attaining ``pga`` (‖δ‖ ≤ ρ)
+    loss: Tensor  # (k,) f(w)
+    one_step: Tensor  # (k,) f(w + ρ g/‖g‖), SAM's approximation
+    pga: Tensor  # (k,) the best f(w + δ) projected gradient ascent found (≥ one_step)
+    delta: Tensor  # (k, d) the δ attaining ``pga`` (‖δ‖ ≤ ρ)
 
 
 def _row_norm(v: Tensor) -> Tensor:
-    return torch.linalg.vector_norm(v, dim=1, keepdim=True)                  # (k, 1)
+    return torch.linalg.vector_norm(v, dim=1, keepdim=True)  # (k, 1)
 
 
-def ball_max(loss_grad: LossGrad, w: Tensor, rho: float, *, steps: int = 10,
-             step_size: float | Callable[[int], float] | None = None) -> BallMax:
+def ball_max(
+    loss_grad: LossGrad,
+    w: Tensor,
+    rho: float,
+    *,
+    steps: int = 10,
+    step_size: float | Callable[[int], float] | None = None,
+) -> BallMax:
     r"""Maximise :math:`f_i(w_i + \delta_i)` over :math:`\lVert\delta_i\rVert_2 \le \rho`, for every row i at once.
 
     .. math::
@@ -84,7 +90,7 @@ def ball_max(loss_grad: LossGrad, w: Tensor, rho: float, *, steps: int = 10,
     if steps < 1:
         raise ValueError(f"steps must be at least 1, got {steps}")
     loss, g = loss_grad(w, True)
-    delta = sam_perturbation(g, rho)                                       # δ⁰: SAM's point, as the engine's SAM takes it
+    delta = sam_perturbation(g, rho)  # δ⁰: SAM's point, as the engine's SAM takes it
     best = torch.full_like(loss, -torch.inf)
     best_delta = delta.clone()
     one_step = None
@@ -98,11 +104,11 @@ def ball_max(loss_grad: LossGrad, w: Tensor, rho: float, *, steps: int = 10,
         best_delta[better] = delta[better]
         if last:
             break
-        if step_size is None:                         # 2ρ for s < ⌊S/2⌋, then linearly down to 2ρ/⌈S/2⌉ at s = S − 1
+        if step_size is None:  # 2ρ for s < ⌊S/2⌋, then linearly down to 2ρ/⌈S/2⌉ at s = S − 1
             eta = 2 * rho if s < steps // 2 else 2 * rho * (steps - s) / (steps - steps // 2)
         else:
             eta = step_size(s) if callable(step_size) else step_size
-        delta = delta + sam_perturbation(g, eta)                            # ascent step of length η
+        delta = delta + sam_perturbation(g, eta)  # ascent step of length η
         delta = delta * (rho / (_row_norm(delta) + SAM_EPS)).clamp(max=1.0)  # back onto the ball
     return BallMax(loss=loss, one_step=one_step, pga=best, delta=best_delta)
 
@@ -111,13 +117,12 @@ class _Samples:
     """k weighted sample sets over one pool; row i's loss is :math:`\\sum_j s_{ij}\\, \\ell_{I_{ij}}`."""
 
     def __init__(self, x: Tensor, y: Tensor, index: Tensor, weights: Tensor):
-        self.x, self.y = x, y              # (N, ...), (N,)
-        self.index = index                 # (k, n) int64 into x; padding has weight 0
-        self.weights = weights             # (k, n)
+        self.x, self.y = x, y  # (N, ...), (N,)
+        self.index = index  # (k, n) int64 into x; padding has weight 0
+        self.weights = weights  # (k, n)
 
     @classmethod
-    def from_lists(cls, client_xy: Sequence[tuple[Tensor, Tensor]],
-                   fractions: Tensor) -> tuple["_Samples", "_Samples"]:
+    def from_lists(cls, client_xy: Sequence[tuple[Tensor, Tensor]], fractions: Tensor) -> tuple["_Samples", "_Samples"]:
         """Per-client means (k rows) and their ``fractions``-weighted mixture (one row)."""
         xs, ys = zip(*client_xy)
         counts = [len(v) for v in ys]
@@ -137,6 +142,7 @@ class _Samples:
 
     def loss_grad(self, model: StackedModel, chunk: int) -> LossGrad:
         """The row losses of models ``p (k, d)`` and their gradients, accumulated over sample chunks."""
+
         def fn(p: Tensor, need_grad: bool) -> tuple[Tensor, Tensor | None]:
             k, n = self.index.shape
             if p.shape[0] != k:
@@ -147,18 +153,20 @@ class _Samples:
             total = torch.zeros(k, dtype=p.dtype, device=p.device)
             grads = None
             for a in range(0, n, per):
-                idx = self.index[:, a:a + per].to(self.x.device)           # (k, b)
+                idx = self.index[:, a : a + per].to(self.x.device)  # (k, b)
                 xb = self.x[idx].to(device=p.device, dtype=p.dtype)
                 with torch.set_grad_enabled(need_grad):
-                    logits = model.forward(leaves, xb)                          # (k, b, C)
-                    ce = F.cross_entropy(logits.flatten(0, 1), self.y[idx].flatten().to(p.device),
-                                         reduction="none").view(k, -1)
-                    part = (ce * weights[:, a:a + per]).sum(1)                  # (k,)
+                    logits = model.forward(leaves, xb)  # (k, b, C)
+                    ce = F.cross_entropy(
+                        logits.flatten(0, 1), self.y[idx].flatten().to(p.device), reduction="none"
+                    ).view(k, -1)
+                    part = (ce * weights[:, a : a + per]).sum(1)  # (k,)
                     if need_grad:
                         gs = torch.autograd.grad(part.sum(), list(leaves.values()))
                         grads = list(gs) if grads is None else [u + v for u, v in zip(grads, gs)]
                 total += part.detach()
             return total, (model.gather_grads(tuple(grads), p) if need_grad else None)
+
         return fn
 
 
@@ -166,26 +174,36 @@ class _Samples:
 class FlatnessDiscrepancy:
     """Δ_F and its two terms, by projected gradient ascent (PGA) and by SAM's one step."""
 
-    delta_f: float                       # Δ_F with PGA maxima
-    delta_f_one_step: float              # Δ_F with one-step maxima
-    global_sharpness: float              # max F(w+δ) − F(w), PGA
+    delta_f: float  # Δ_F with PGA maxima
+    delta_f_one_step: float  # Δ_F with one-step maxima
+    global_sharpness: float  # max F(w+δ) − F(w), PGA
     global_sharpness_one_step: float
-    local_sharpness: float               # Σ (m_i/m) [max F_i(w_i+δ_i) − F_i(w_i)], PGA
+    local_sharpness: float  # Σ (m_i/m) [max F_i(w_i+δ_i) − F_i(w_i)], PGA
     local_sharpness_one_step: float
-    global_loss: float                   # F(w)
+    global_loss: float  # F(w)
     rho: float
     steps: int
     # per client, and the maximisers (left out of the repr)
-    client_sharpness: np.ndarray = field(repr=False)            # (n,) each client's PGA term
-    client_sharpness_one_step: np.ndarray = field(repr=False)   # (n,)
-    client_losses: np.ndarray = field(repr=False)               # (n,) F_i(w_i)
-    weights: np.ndarray = field(repr=False)                     # (n,) m_i/m
-    global_delta: Tensor = field(repr=False)                    # (d,) maximiser of the global term
-    local_delta: Tensor = field(repr=False)                     # (n, d) maximisers of the local terms
+    client_sharpness: np.ndarray = field(repr=False)  # (n,) each client's PGA term
+    client_sharpness_one_step: np.ndarray = field(repr=False)  # (n,)
+    client_losses: np.ndarray = field(repr=False)  # (n,) F_i(w_i)
+    weights: np.ndarray = field(repr=False)  # (n,) m_i/m
+    global_delta: Tensor = field(repr=False)  # (d,) maximiser of the global term
+    local_delta: Tensor = field(repr=False)  # (n, d) maximisers of the local terms
 
 
-def _discrepancy(model: StackedModel, w: Tensor, local: Tensor, clients: _Samples, glob: _Samples,
-                 weights: Tensor, rho: float, steps: int, step_size, chunk: int) -> FlatnessDiscrepancy:
+def _discrepancy(
+    model: StackedModel,
+    w: Tensor,
+    local: Tensor,
+    clients: _Samples,
+    glob: _Samples,
+    weights: Tensor,
+    rho: float,
+    steps: int,
+    step_size,
+    chunk: int,
+) -> FlatnessDiscrepancy:
     g = ball_max(glob.loss_grad(model, chunk), w.detach()[None], rho, steps=steps, step_size=step_size)
     c = ball_max(clients.loss_grad(model, chunk), local.detach().to(w), rho, steps=steps, step_size=step_size)
     p = weights.to(torch.float64).cpu()
@@ -194,19 +212,37 @@ def _discrepancy(model: StackedModel, w: Tensor, local: Tensor, clients: _Sample
     per_one = (c.one_step - c.loss).double().cpu()
     loc_pga, loc_one = float(p @ per_pga), float(p @ per_one)
     return FlatnessDiscrepancy(
-        delta_f=abs(glob_pga - loc_pga), delta_f_one_step=abs(glob_one - loc_one),
-        global_sharpness=glob_pga, global_sharpness_one_step=glob_one,
-        local_sharpness=loc_pga, local_sharpness_one_step=loc_one,
-        client_sharpness=per_pga.numpy(), client_sharpness_one_step=per_one.numpy(),
-        global_loss=float(g.loss[0]), client_losses=c.loss.double().cpu().numpy(), weights=p.numpy(),
-        rho=float(rho), steps=steps, global_delta=g.delta[0], local_delta=c.delta)
+        delta_f=abs(glob_pga - loc_pga),
+        delta_f_one_step=abs(glob_one - loc_one),
+        global_sharpness=glob_pga,
+        global_sharpness_one_step=glob_one,
+        local_sharpness=loc_pga,
+        local_sharpness_one_step=loc_one,
+        client_sharpness=per_pga.numpy(),
+        client_sharpness_one_step=per_one.numpy(),
+        global_loss=float(g.loss[0]),
+        client_losses=c.loss.double().cpu().numpy(),
+        weights=p.numpy(),
+        rho=float(rho),
+        steps=steps,
+        global_delta=g.delta[0],
+        local_delta=c.delta,
+    )
 
 
-def flatness_discrepancy(model: StackedModel, global_params: Tensor, local_params: Tensor,
-                         client_xy: Sequence[tuple[Tensor, Tensor]], weights=None, rho: float = 0.05,
-                         steps: int = 10, *, step_size: float | Callable[[int], float] | None = None,
-                         global_xy: tuple[Tensor, Tensor] | None = None,
-                         chunk: int = FLATNESS_CHUNK) -> FlatnessDiscrepancy:
+def flatness_discrepancy(
+    model: StackedModel,
+    global_params: Tensor,
+    local_params: Tensor,
+    client_xy: Sequence[tuple[Tensor, Tensor]],
+    weights=None,
+    rho: float = 0.05,
+    steps: int = 10,
+    *,
+    step_size: float | Callable[[int], float] | None = None,
+    global_xy: tuple[Tensor, Tensor] | None = None,
+    chunk: int = FLATNESS_CHUNK,
+) -> FlatnessDiscrepancy:
     r"""FedGF's :math:`\Delta_F` for a global model ``(d,)`` and n local models ``(n, d)``.
 
     Args:
@@ -239,9 +275,16 @@ def flatness_discrepancy(model: StackedModel, global_params: Tensor, local_param
     return _discrepancy(model, global_params, local_params, clients, glob, p, rho, steps, step_size, chunk)
 
 
-def from_simulation(sim, rho: float | None = None, steps: int = 10, *, local_params: Tensor | None = None,
-                    clients: Tensor | None = None, step_size: float | Callable[[int], float] | None = None,
-                    chunk: int = FLATNESS_CHUNK) -> FlatnessDiscrepancy:
+def from_simulation(
+    sim,
+    rho: float | None = None,
+    steps: int = 10,
+    *,
+    local_params: Tensor | None = None,
+    clients: Tensor | None = None,
+    step_size: float | Callable[[int], float] | None = None,
+    chunk: int = FLATNESS_CHUNK,
+) -> FlatnessDiscrepancy:
     r""":math:`\Delta_F` of a :class:`~dfl_core.engine.Simulation` on its clients' train splits.
 
     * Decentralized: w is the average model :math:`\bar x`, :math:`w_i` the rows of ``sim.x``, :math:`m_i/m = n_i/n`
@@ -261,9 +304,11 @@ def from_simulation(sim, rho: float | None = None, steps: int = 10, *, local_par
         w = sim.x[0]
         if local_params is None:
             if sim.algorithm.round is not fedavg_round:
-                raise ValueError(f"{cfg.algorithm}: pass the local models (local_params) and their clients; "
-                                 "they can only be recomputed for FedAvg's round (FedAvg, FedSAM, FedASAM, FedProx)")
-            tools = sim.tools()                                      # the next round's, computed aside
+                raise ValueError(
+                    f"{cfg.algorithm}: pass the local models (local_params) and their clients; "
+                    "they can only be recomputed for FedAvg's round (FedAvg, FedSAM, FedASAM, FedProx)"
+                )
+            tools = sim.tools()  # the next round's, computed aside
             clients = tools.sample_clients()
             local_params = tools.local_train(w.expand(len(clients), -1), clients)
         elif clients is None:
@@ -279,10 +324,9 @@ def from_simulation(sim, rho: float | None = None, steps: int = 10, *, local_par
     counts = train.counts[rows].cpu()
     index = train.index[rows]
     mask = train.mask()[rows]
-    per_sample = mask.double() / counts.clamp(min=1).double().to(mask.device)[:, None]   # 1/n_i
+    per_sample = mask.double() / counts.clamp(min=1).double().to(mask.device)[:, None]  # 1/n_i
     local = _Samples(train.x, train.y, index, per_sample)
     union = train.index[train.mask()]
-    glob = _Samples(train.x, train.y, union[None],
-                    torch.full((1, len(union)), 1.0 / len(union), dtype=torch.float64))
+    glob = _Samples(train.x, train.y, union[None], torch.full((1, len(union)), 1.0 / len(union), dtype=torch.float64))
     p = counts.double() / counts.sum()
     return _discrepancy(sim.model, w, local_params, local, glob, p, rho, steps, step_size, chunk)

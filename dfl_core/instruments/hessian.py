@@ -12,6 +12,7 @@ Both measures here need only Hessian-vector products
 a second backward pass through the first (Pearlmutter, 1994), so the ``d × d`` Hessian is never formed. The sum over
 samples is split into chunks and accumulated, so F can be a client's or the union's whole train split.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,8 +26,17 @@ from torch.func import functional_call
 from ..metrics import evaluate_model
 from ..stacked import StackedModel
 
-__all__ = ["hessian_vector_product", "top_hessian_eigenvalue", "hessian_trace", "TraceEstimate",
-           "SharpnessReport", "sharpness_report", "client_data", "union_data", "HVP_CHUNK"]
+__all__ = [
+    "hessian_vector_product",
+    "top_hessian_eigenvalue",
+    "hessian_trace",
+    "TraceEstimate",
+    "SharpnessReport",
+    "sharpness_report",
+    "client_data",
+    "union_data",
+    "HVP_CHUNK",
+]
 
 #: Samples per double-backward pass (bounds memory, not results).
 HVP_CHUNK = 1024
@@ -37,8 +47,9 @@ def _as_input(x: Tensor, like: Tensor) -> Tensor:
     return x.to(device=like.device, dtype=like.dtype) if x.is_floating_point() else x.to(like.device)
 
 
-def hessian_vector_product(model: StackedModel, params: Tensor, x: Tensor, y: Tensor, v: Tensor,
-                           *, chunk: int = HVP_CHUNK) -> Tensor:
+def hessian_vector_product(
+    model: StackedModel, params: Tensor, x: Tensor, y: Tensor, v: Tensor, *, chunk: int = HVP_CHUNK
+) -> Tensor:
     r""":math:`H v` for the mean cross-entropy of the model ``params`` (``(d,)``) on ``(x, y)``.
 
     Each chunk contributes :math:`\nabla(\nabla F_c^\top v)` with :math:`F_c = \frac1n \sum_{j \in c} \ell_j`, so
@@ -46,12 +57,12 @@ def hessian_vector_product(model: StackedModel, params: Tensor, x: Tensor, y: Te
     """
     n = len(y)
     out = torch.zeros_like(params)
-    leaves = model.leaves(params)                                   # {name: (*shape)} autograd leaves
+    leaves = model.leaves(params)  # {name: (*shape)} autograd leaves
     tangents = [t.detach() for t in model.unflatten(v.to(params)).values()]
     for a in range(0, n, chunk):
         with torch.enable_grad():
-            logits = functional_call(model.template, leaves, (_as_input(x[a:a + chunk], params),))
-            loss = F.cross_entropy(logits, y[a:a + chunk].to(params.device), reduction="sum") / n
+            logits = functional_call(model.template, leaves, (_as_input(x[a : a + chunk], params),))
+            loss = F.cross_entropy(logits, y[a : a + chunk].to(params.device), reduction="sum") / n
             grads = torch.autograd.grad(loss, list(leaves.values()), create_graph=True)
             dot = sum((g * t).sum() for g, t in zip(grads, tangents))
             hv = torch.autograd.grad(dot, list(leaves.values()))
@@ -79,8 +90,8 @@ def _lanczos_top(matvec: Callable[[Tensor], Tensor], q: Tensor, iters: int, tol:
         w = matvec(q)
         alpha = float(w @ q)
         alphas.append(alpha)
-        Q = basis[:k + 1]
-        for _ in range(2):                                          # "twice is enough" (Kahan/Parlett)
+        Q = basis[: k + 1]
+        for _ in range(2):  # "twice is enough" (Kahan/Parlett)
             w = w - Q.T @ (Q @ w)
         beta = float(torch.linalg.vector_norm(w))
         T = torch.diag(torch.tensor(alphas, dtype=torch.float64))
@@ -91,7 +102,7 @@ def _lanczos_top(matvec: Callable[[Tensor], Tensor], q: Tensor, iters: int, tol:
         theta = float(evals[-1])
         residual = beta * abs(float(evecs[-1, -1]))
         if residual <= tol * max(abs(theta), 1e-30) or beta <= 1e-12 * max(abs(theta), 1e-30):
-            break                                                   # converged, or an invariant subspace
+            break  # converged, or an invariant subspace
         betas.append(beta)
         q = w / beta
     return theta
@@ -103,7 +114,7 @@ def _power_top(matvec: Callable[[Tensor], Tensor], q: Tensor, iters: int, tol: f
     eig = None
     for _ in range(iters):
         hv = matvec(q)
-        new = float(hv @ q)                                         # Rayleigh quotient
+        new = float(hv @ q)  # Rayleigh quotient
         q = hv / torch.linalg.vector_norm(hv)
         if eig is not None and abs(new - eig) <= tol * (abs(eig) + 1e-30):
             return new
@@ -111,9 +122,18 @@ def _power_top(matvec: Callable[[Tensor], Tensor], q: Tensor, iters: int, tol: f
     return eig
 
 
-def top_hessian_eigenvalue(model: StackedModel, params: Tensor, x: Tensor, y: Tensor, *, iters: int = 100,
-                           tol: float = 1e-4, seed: int = 0, chunk: int = HVP_CHUNK,
-                           method: str = "lanczos") -> float:
+def top_hessian_eigenvalue(
+    model: StackedModel,
+    params: Tensor,
+    x: Tensor,
+    y: Tensor,
+    *,
+    iters: int = 100,
+    tol: float = 1e-4,
+    seed: int = 0,
+    chunk: int = HVP_CHUNK,
+    method: str = "lanczos",
+) -> float:
     r"""Largest eigenvalue :math:`\lambda_{\max}(\nabla^2 F(w))` of the mean cross-entropy on ``(x, y)``.
 
     ``method="lanczos"`` (default) returns the largest *algebraic* eigenvalue, stopping when the Ritz residual is
@@ -154,8 +174,16 @@ class TraceEstimate:
         return self.value
 
 
-def hessian_trace(model: StackedModel, params: Tensor, x: Tensor, y: Tensor, *, samples: int = 100,
-                  seed: int = 0, chunk: int = HVP_CHUNK) -> TraceEstimate:
+def hessian_trace(
+    model: StackedModel,
+    params: Tensor,
+    x: Tensor,
+    y: Tensor,
+    *,
+    samples: int = 100,
+    seed: int = 0,
+    chunk: int = HVP_CHUNK,
+) -> TraceEstimate:
     r"""Hutchinson's estimate of :math:`\operatorname{tr} \nabla^2 F(w)` with Rademacher vectors.
 
     .. math::
@@ -178,7 +206,7 @@ def hessian_trace(model: StackedModel, params: Tensor, x: Tensor, y: Tensor, *, 
         v = (torch.randint(0, 2, (model.d,), generator=gen) * 2 - 1).to(params)
         draws.append(float(v @ hessian_vector_product(model, params, x, y, v, chunk=chunk)))
     t = torch.tensor(draws, dtype=torch.float64)
-    return TraceEstimate(value=float(t.mean()), stderr=float(t.std() / samples ** 0.5), samples=samples)
+    return TraceEstimate(value=float(t.mean()), stderr=float(t.std() / samples**0.5), samples=samples)
 
 
 def _split(sim, split: str):
@@ -190,7 +218,7 @@ def _split(sim, split: str):
 def client_data(sim, i: int, split: str = "train") -> tuple[Tensor, Tensor]:
     """Client i's samples ``(x, y)`` of a :class:`~dfl_core.engine.Simulation`'s train (or test) split."""
     part = _split(sim, split)
-    idx = part.index[i, :int(part.counts[i])]
+    idx = part.index[i, : int(part.counts[i])]
     return part.x[idx], part.y[idx]
 
 
@@ -208,15 +236,23 @@ def union_data(sim, split: str = "train") -> tuple[Tensor, Tensor]:
 class SharpnessReport:
     """DFedSAM Figure 5's measure and a second one, for one model on one data set."""
 
-    top_eigenvalue: float      # λ_max of the Hessian of the mean training loss
-    trace: TraceEstimate       # Hutchinson estimate of its trace
-    loss: float                # the mean training loss itself
-    samples: int               # how many samples the loss averages over
+    top_eigenvalue: float  # λ_max of the Hessian of the mean training loss
+    trace: TraceEstimate  # Hutchinson estimate of its trace
+    loss: float  # the mean training loss itself
+    samples: int  # how many samples the loss averages over
 
 
-def sharpness_report(sim, params: Tensor | None = None, *, split: str = "train", iters: int = 100,
-                     tol: float = 1e-4, trace_samples: int = 50, seed: int = 0,
-                     chunk: int = HVP_CHUNK) -> SharpnessReport:
+def sharpness_report(
+    sim,
+    params: Tensor | None = None,
+    *,
+    split: str = "train",
+    iters: int = 100,
+    tol: float = 1e-4,
+    trace_samples: int = 50,
+    seed: int = 0,
+    chunk: int = HVP_CHUNK,
+) -> SharpnessReport:
     r"""Top Hessian eigenvalue and trace of the union's loss at the average model :math:`\bar x`.
 
     This is DFedSAM Figure 5's flatness measure (the consensus model, all clients' training data). ``params``
@@ -229,4 +265,6 @@ def sharpness_report(sim, params: Tensor | None = None, *, split: str = "train",
     return SharpnessReport(
         top_eigenvalue=top_hessian_eigenvalue(sim.model, w, x, y, iters=iters, tol=tol, seed=seed, chunk=chunk),
         trace=hessian_trace(sim.model, w, x, y, samples=trace_samples, seed=seed, chunk=chunk),
-        loss=loss, samples=len(y))
+        loss=loss,
+        samples=len(y),
+    )

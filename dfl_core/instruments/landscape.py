@@ -16,6 +16,7 @@ clients' models means they sit in different basins, which is what inconsistency 
 Every point is one forward pass of a whole model, so several points of a line are evaluated at once by treating them
 as the "clients" of :meth:`~dfl_core.stacked.StackedModel.forward`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,8 +30,16 @@ from ..metrics import EVAL_CHUNK
 from ..stacked import StackedModel
 from .hessian import union_data
 
-__all__ = ["random_direction", "loss_line", "loss_surface", "interpolation_line", "evaluate_points",
-           "landscape_around_average", "LossLine", "LossSurface"]
+__all__ = [
+    "random_direction",
+    "loss_line",
+    "loss_surface",
+    "interpolation_line",
+    "evaluate_points",
+    "landscape_around_average",
+    "LossLine",
+    "LossSurface",
+]
 
 #: Memory for the stacked parameter copies of one group of points (bounds memory, not results).
 POINTS_BYTES = 64 << 20
@@ -59,18 +68,25 @@ def random_direction(model: StackedModel, params: Tensor, seed: int = 0) -> Tens
     out = torch.zeros(model.d, dtype=torch.float64)
     for shape, o in zip(model.shapes, model.offsets):
         n = shape.numel()
-        if len(shape) <= 1:                                         # bias / norm parameter: not perturbed
+        if len(shape) <= 1:  # bias / norm parameter: not perturbed
             continue
-        d_f = raw[o:o + n].view(shape[0], -1)                       # (filters, fan-in)
-        w_f = w[o:o + n].view(shape[0], -1)
+        d_f = raw[o : o + n].view(shape[0], -1)  # (filters, fan-in)
+        w_f = w[o : o + n].view(shape[0], -1)
         scale = w_f.norm(dim=1, keepdim=True) / (d_f.norm(dim=1, keepdim=True) + 1e-10)
-        out[o:o + n] = (d_f * scale).reshape(-1)
+        out[o : o + n] = (d_f * scale).reshape(-1)
     return out.to(params)
 
 
 @torch.no_grad()
-def evaluate_points(model: StackedModel, points: Tensor, x: Tensor, y: Tensor, *,
-                    chunk: int = EVAL_CHUNK, point_chunk: int | None = None) -> tuple[Tensor, Tensor]:
+def evaluate_points(
+    model: StackedModel,
+    points: Tensor,
+    x: Tensor,
+    y: Tensor,
+    *,
+    chunk: int = EVAL_CHUNK,
+    point_chunk: int | None = None,
+) -> tuple[Tensor, Tensor]:
     """Mean cross-entropy and accuracy of each model in ``points`` (``(P, d)``) on all of ``(x, y)``.
 
     Returns two ``(P,)`` float64 tensors. ``point_chunk`` models go through one stacked forward pass (default: as
@@ -84,15 +100,15 @@ def evaluate_points(model: StackedModel, points: Tensor, x: Tensor, y: Tensor, *
     x = x.to(device=points.device, dtype=points.dtype) if x.is_floating_point() else x.to(points.device)
     y = y.to(points.device)
     for g in range(0, P, point_chunk):
-        pts = points[g:g + point_chunk]                             # (k, d)
+        pts = points[g : g + point_chunk]  # (k, d)
         k = pts.shape[0]
-        per = max(1, chunk // k)                                    # samples per point per pass
+        per = max(1, chunk // k)  # samples per point per pass
         for a in range(0, n, per):
-            xb, yb = x[a:a + per], y[a:a + per]
-            logits = model.forward(pts, xb.unsqueeze(0).expand(k, *xb.shape))   # (k, b, C)
+            xb, yb = x[a : a + per], y[a : a + per]
+            logits = model.forward(pts, xb.unsqueeze(0).expand(k, *xb.shape))  # (k, b, C)
             ce = F.cross_entropy(logits.flatten(0, 1), yb.repeat(k), reduction="none").view(k, -1)
-            loss[g:g + k] += ce.sum(1).double().cpu()
-            correct[g:g + k] += (logits.argmax(-1) == yb).sum(1).double().cpu()
+            loss[g : g + k] += ce.sum(1).double().cpu()
+            correct[g : g + k] += (logits.argmax(-1) == yb).sum(1).double().cpu()
     return loss / max(n, 1), correct / max(n, 1)
 
 
@@ -100,36 +116,47 @@ def evaluate_points(model: StackedModel, points: Tensor, x: Tensor, y: Tensor, *
 class LossLine:
     """Loss and accuracy at the points ``coords`` of a line (α or t)."""
 
-    coords: np.ndarray   # (P,)
-    loss: np.ndarray     # (P,) mean cross-entropy
-    acc: np.ndarray      # (P,) accuracy
+    coords: np.ndarray  # (P,)
+    loss: np.ndarray  # (P,) mean cross-entropy
+    acc: np.ndarray  # (P,) accuracy
 
 
 @dataclass(frozen=True)
 class LossSurface:
     """Loss and accuracy on the grid ``alphas × betas``; ``loss[i, j]`` is at ``(alphas[i], betas[j])``."""
 
-    alphas: np.ndarray   # (A,)
-    betas: np.ndarray    # (B,)
-    loss: np.ndarray     # (A, B)
-    acc: np.ndarray      # (A, B)
+    alphas: np.ndarray  # (A,)
+    betas: np.ndarray  # (B,)
+    loss: np.ndarray  # (A, B)
+    acc: np.ndarray  # (A, B)
 
 
 def _coords(values) -> Tensor:
     return torch.as_tensor(np.asarray(values, dtype=np.float64))
 
 
-def loss_line(model: StackedModel, params: Tensor, direction: Tensor, x: Tensor, y: Tensor, alphas, *,
-              chunk: int = EVAL_CHUNK) -> LossLine:
+def loss_line(
+    model: StackedModel, params: Tensor, direction: Tensor, x: Tensor, y: Tensor, alphas, *, chunk: int = EVAL_CHUNK
+) -> LossLine:
     r"""The 1-D landscape :math:`F(w + \alpha d)` at each α in ``alphas`` (Li et al., 2018, §3)."""
     a = _coords(alphas)
-    points = params.detach() + a.to(params)[:, None] * direction.to(params)   # (P, d)
+    points = params.detach() + a.to(params)[:, None] * direction.to(params)  # (P, d)
     loss, acc = evaluate_points(model, points, x, y, chunk=chunk)
     return LossLine(coords=a.numpy(), loss=loss.numpy(), acc=acc.numpy())
 
 
-def loss_surface(model: StackedModel, params: Tensor, d1: Tensor, d2: Tensor, x: Tensor, y: Tensor,
-                 alphas, betas, *, chunk: int = EVAL_CHUNK) -> LossSurface:
+def loss_surface(
+    model: StackedModel,
+    params: Tensor,
+    d1: Tensor,
+    d2: Tensor,
+    x: Tensor,
+    y: Tensor,
+    alphas,
+    betas,
+    *,
+    chunk: int = EVAL_CHUNK,
+) -> LossSurface:
     r"""The 2-D landscape :math:`F(w + \alpha d_1 + \beta d_2)` on the grid ``alphas × betas``.
 
     The grid is evaluated one row of α at a time, so only ``len(betas)`` parameter copies exist at once.
@@ -139,14 +166,22 @@ def loss_surface(model: StackedModel, params: Tensor, d1: Tensor, d2: Tensor, x:
     loss = np.empty((len(a), len(b)))
     acc = np.empty((len(a), len(b)))
     for i, alpha in enumerate(a.tolist()):
-        points = (w + alpha * d1) + b.to(params)[:, None] * d2               # (B, d)
+        points = (w + alpha * d1) + b.to(params)[:, None] * d2  # (B, d)
         li, ai = evaluate_points(model, points, x, y, chunk=chunk)
         loss[i], acc[i] = li.numpy(), ai.numpy()
     return LossSurface(alphas=a.numpy(), betas=b.numpy(), loss=loss, acc=acc)
 
 
-def interpolation_line(model: StackedModel, params_a: Tensor, params_b: Tensor, x: Tensor, y: Tensor,
-                       ts=np.linspace(-0.25, 1.25, 31), *, chunk: int = EVAL_CHUNK) -> LossLine:
+def interpolation_line(
+    model: StackedModel,
+    params_a: Tensor,
+    params_b: Tensor,
+    x: Tensor,
+    y: Tensor,
+    ts=np.linspace(-0.25, 1.25, 31),
+    *,
+    chunk: int = EVAL_CHUNK,
+) -> LossLine:
     r"""The loss along the straight line :math:`(1 - t)\, w_a + t\, w_b` between two models.
 
     t = 0 is ``params_a``, t = 1 is ``params_b``; values outside [0, 1] extrapolate (the default grid goes a quarter
@@ -159,13 +194,14 @@ def interpolation_line(model: StackedModel, params_a: Tensor, params_b: Tensor, 
     t = _coords(ts)
     a, b = params_a.detach(), params_b.detach().to(params_a)
     t_ = t.to(a)[:, None]
-    points = (1 - t_) * a + t_ * b                      # (P, d); exactly w_a at t = 0 and w_b at t = 1
+    points = (1 - t_) * a + t_ * b  # (P, d); exactly w_a at t = 0 and w_b at t = 1
     loss, acc = evaluate_points(model, points, x, y, chunk=chunk)
     return LossLine(coords=t.numpy(), loss=loss.numpy(), acc=acc.numpy())
 
 
-def landscape_around_average(sim, alphas, betas=None, *, seed: int = 0, split: str = "train",
-                             chunk: int = EVAL_CHUNK) -> LossLine | LossSurface:
+def landscape_around_average(
+    sim, alphas, betas=None, *, seed: int = 0, split: str = "train", chunk: int = EVAL_CHUNK
+) -> LossLine | LossSurface:
     r"""The landscape of the union's loss around the average model :math:`\bar x` of a Simulation.
 
     One filter-normalised direction (seed ``seed``) gives a :class:`LossLine` over ``alphas``; with ``betas`` a

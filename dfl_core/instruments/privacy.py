@@ -27,6 +27,7 @@ What the paper leaves open, and what we chose (say so when you report numbers):
 Every random choice (splits, initialisations, batches) is drawn from generators
 seeded by ``seed``, so the AUC is a function of the inputs and the seed.
 """
+
 from __future__ import annotations
 
 import copy
@@ -44,8 +45,17 @@ from ..stacked import StackedModel
 if TYPE_CHECKING:
     from ..engine import Simulation
 
-__all__ = ["membership_auc", "client_membership_auc", "MembershipResult", "roc_auc", "attack_features",
-           "attack_model", "train_classifier", "ATTACK_HIDDEN", "TOP_K"]
+__all__ = [
+    "membership_auc",
+    "client_membership_auc",
+    "MembershipResult",
+    "roc_auc",
+    "attack_features",
+    "attack_model",
+    "train_classifier",
+    "ATTACK_HIDDEN",
+    "TOP_K",
+]
 
 #: Hidden units of the attack MLP (DFedAvgM §6, footnote 3).
 ATTACK_HIDDEN = 64
@@ -77,8 +87,8 @@ def roc_auc(scores, labels) -> float:
     if n_pos == 0 or n_neg == 0:
         raise ValueError(f"the AUC needs both classes; got {n_pos} positives and {n_neg} negatives")
     _, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
-    ends = np.cumsum(counts)                          # 1-based rank of each tie group's last member
-    ranks = (ends - (counts - 1) / 2.0)[inverse]      # average rank within the group
+    ends = np.cumsum(counts)  # 1-based rank of each tie group's last member
+    ranks = (ends - (counts - 1) / 2.0)[inverse]  # average rank within the group
     return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
 
 
@@ -89,7 +99,7 @@ def attack_features(logits: Tensor, k: int = TOP_K) -> Tensor:
     With fewer than ``k`` classes, all of them (two for a binary task, as the paper).
     """
     probs = torch.softmax(logits.detach().to(torch.float64), dim=-1)
-    return probs.sort(dim=-1, descending=True).values[..., :min(k, probs.shape[-1])]
+    return probs.sort(dim=-1, descending=True).values[..., : min(k, probs.shape[-1])]
 
 
 def attack_model(in_features: int = TOP_K, hidden: int = ATTACK_HIDDEN, seed: int = 0) -> nn.Sequential:
@@ -99,9 +109,19 @@ def attack_model(in_features: int = TOP_K, hidden: int = ATTACK_HIDDEN, seed: in
         return nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, 2)).to(torch.float64)
 
 
-def train_classifier(model: nn.Module, x: Tensor, y: Tensor, *, steps: int, lr: float, batch_size: int = 32,
-                     momentum: float = 0.9, weight_decay: float = 0.0, seed: int = 0,
-                     restart_every: int | None = None) -> nn.Module:
+def train_classifier(
+    model: nn.Module,
+    x: Tensor,
+    y: Tensor,
+    *,
+    steps: int,
+    lr: float,
+    batch_size: int = 32,
+    momentum: float = 0.9,
+    weight_decay: float = 0.0,
+    seed: int = 0,
+    restart_every: int | None = None,
+) -> nn.Module:
     """Train ``model`` in place by ``steps`` mini-batch SGD steps (heavy ball) on the cross-entropy; returns it.
 
     Batches walk through seeded random permutations of the data, reshuffled after each pass (the whole set when it
@@ -117,17 +137,19 @@ def train_classifier(model: nn.Module, x: Tensor, y: Tensor, *, steps: int, lr: 
     model.train()
     for step in range(steps):
         if restart_every is not None and step % restart_every == 0:
-            opt.state.clear()                     # heavy ball starts again from v = 0
+            opt.state.clear()  # heavy ball starts again from v = 0
         if pos + b > n:
             order, pos = torch.randperm(n, generator=gen), 0
-        idx = order[pos:pos + b].to(y.device)
+        idx = order[pos : pos + b].to(y.device)
         pos += b
         opt.zero_grad()
         loss = F.cross_entropy(model(x[idx]), y[idx])
-        if not torch.isfinite(loss):         # a diverged shadow would surface later as NaN attack scores
-            raise DivergenceError(f"training the classifier (e.g. the attack's shadow model) diverged at step "
-                                  f"{step + 1} of {steps}: loss {float(loss.detach())}; lower lr={lr} (or momentum="
-                                  f"{momentum}), e.g. with client_membership_auc(..., shadow_lr=...)")
+        if not torch.isfinite(loss):  # a diverged shadow would surface later as NaN attack scores
+            raise DivergenceError(
+                f"training the classifier (e.g. the attack's shadow model) diverged at step "
+                f"{step + 1} of {steps}: loss {float(loss.detach())}; lower lr={lr} (or momentum="
+                f"{momentum}), e.g. with client_membership_auc(..., shadow_lr=...)"
+            )
         loss.backward()
         opt.step()
     model.eval()
@@ -181,22 +203,35 @@ def _accuracy(logits: Tensor, y: Tensor) -> float:
 class MembershipResult:
     """The outcome of one membership inference attack."""
 
-    auc: float                  # the attack's ROC AUC on the target: members vs non-members
-    shadow_auc: float           # the same on the shadow model's own data (the attack's training fit)
-    target_member_acc: float    # target model's accuracy on its members
+    auc: float  # the attack's ROC AUC on the target: members vs non-members
+    shadow_auc: float  # the same on the shadow model's own data (the attack's training fit)
+    target_member_acc: float  # target model's accuracy on its members
     target_nonmember_acc: float  # ... and on the non-members
-    shadow_train_acc: float     # shadow model's accuracy on D_shadow^in
-    shadow_out_acc: float       # ... and on D_shadow^out
-    member_scores: Tensor = field(repr=False)      # attack's P(member) for each member
-    nonmember_scores: Tensor = field(repr=False)   # ... for each non-member
+    shadow_train_acc: float  # shadow model's accuracy on D_shadow^in
+    shadow_out_acc: float  # ... and on D_shadow^out
+    member_scores: Tensor = field(repr=False)  # attack's P(member) for each member
+    nonmember_scores: Tensor = field(repr=False)  # ... for each non-member
 
 
-def membership_auc(target_model: StackedModel | nn.Module, params: Tensor | None, members_xy: XY,
-                   nonmembers_xy: XY, shadow_train_xy: XY, shadow_out_xy: XY, *, seed: int,
-                   shadow_steps: int = 500, shadow_lr: float = 0.1, shadow_batch_size: int = 32,
-                   shadow_momentum: float = 0.9, shadow_weight_decay: float = 0.0,
-                   shadow_restart_every: int | None = None, attack_steps: int = 300, attack_lr: float = 0.01,
-                   top_k: int = TOP_K) -> MembershipResult:
+def membership_auc(
+    target_model: StackedModel | nn.Module,
+    params: Tensor | None,
+    members_xy: XY,
+    nonmembers_xy: XY,
+    shadow_train_xy: XY,
+    shadow_out_xy: XY,
+    *,
+    seed: int,
+    shadow_steps: int = 500,
+    shadow_lr: float = 0.1,
+    shadow_batch_size: int = 32,
+    shadow_momentum: float = 0.9,
+    shadow_weight_decay: float = 0.0,
+    shadow_restart_every: int | None = None,
+    attack_steps: int = 300,
+    attack_lr: float = 0.01,
+    top_k: int = TOP_K,
+) -> MembershipResult:
     """Run the DFedAvgM §6 membership inference attack against one trained model.
 
     Args:
@@ -219,9 +254,18 @@ def membership_auc(target_model: StackedModel | nn.Module, params: Tensor | None
     x_in, y_in = shadow_train_xy
     x_out, y_out = shadow_out_xy
     shadow = _fresh_copy(target_model, x_in, seed)
-    train_classifier(shadow, x_in, y_in, steps=shadow_steps, lr=shadow_lr, batch_size=shadow_batch_size,
-                     momentum=shadow_momentum, weight_decay=shadow_weight_decay, seed=seed + 1,
-                     restart_every=shadow_restart_every)
+    train_classifier(
+        shadow,
+        x_in,
+        y_in,
+        steps=shadow_steps,
+        lr=shadow_lr,
+        batch_size=shadow_batch_size,
+        momentum=shadow_momentum,
+        weight_decay=shadow_weight_decay,
+        seed=seed + 1,
+        restart_every=shadow_restart_every,
+    )
     with torch.no_grad():
         logits_in, logits_out = shadow(x_in), shadow(x_out)
     feats = torch.cat([attack_features(logits_in, top_k), attack_features(logits_out, top_k)]).cpu()
@@ -235,20 +279,26 @@ def membership_auc(target_model: StackedModel | nn.Module, params: Tensor | None
     scores = torch.cat([s_in, s_out])
     labels = torch.cat([torch.ones(len(s_in)), torch.zeros(len(s_out))])
     return MembershipResult(
-        auc=roc_auc(scores, labels), shadow_auc=roc_auc(shadow_scores, tags),
-        target_member_acc=_accuracy(t_in, members_xy[1]), target_nonmember_acc=_accuracy(t_out, nonmembers_xy[1]),
-        shadow_train_acc=_accuracy(logits_in, y_in), shadow_out_acc=_accuracy(logits_out, y_out),
-        member_scores=s_in, nonmember_scores=s_out)
+        auc=roc_auc(scores, labels),
+        shadow_auc=roc_auc(shadow_scores, tags),
+        target_member_acc=_accuracy(t_in, members_xy[1]),
+        target_nonmember_acc=_accuracy(t_out, nonmembers_xy[1]),
+        shadow_train_acc=_accuracy(logits_in, y_in),
+        shadow_out_acc=_accuracy(logits_out, y_out),
+        member_scores=s_in,
+        nonmember_scores=s_out,
+    )
 
 
 def _by_class(pool: Tensor, labels: Tensor, counts: Tensor, gen: torch.Generator) -> Tensor:
     """``counts[c]`` random indices of class c from ``pool``, for every class c (each class's draws in one block)."""
     pool = pool[torch.randperm(len(pool), generator=gen)]
-    return torch.cat([pool[labels[pool] == c][:int(k)] for c, k in enumerate(counts)])
+    return torch.cat([pool[labels[pool] == c][: int(k)] for c, k in enumerate(counts)])
 
 
-def client_membership_auc(sim: Simulation, client: int = 0, *, seed: int = 0, params: Tensor | None = None,
-                          **kwargs) -> MembershipResult:
+def client_membership_auc(
+    sim: Simulation, client: int = 0, *, seed: int = 0, params: Tensor | None = None, **kwargs
+) -> MembershipResult:
     """The attack on client ``client``'s model in a :class:`~dfl_core.engine.Simulation`.
 
     Data (our reading, for a federated run, of the paper's equal-size splits of one pool):
@@ -280,16 +330,19 @@ def client_membership_auc(sim: Simulation, client: int = 0, *, seed: int = 0, pa
     def hist(idx: Tensor, labels: Tensor) -> Tensor:
         return torch.bincount(labels[idx], minlength=num_classes)
 
-    k = torch.minimum(torch.minimum(hist(mine, y_train), torch.bincount(y_test, minlength=num_classes)),
-                      hist(others, y_train) // 2)
+    k = torch.minimum(
+        torch.minimum(hist(mine, y_train), torch.bincount(y_test, minlength=num_classes)), hist(others, y_train) // 2
+    )
     n = int(k.sum())
     if n < 1:
-        raise ValueError(f"client {client}: no class has samples in the client's data, the test set and "
-                         f"the other clients' data at once; the attack has nothing to compare")
+        raise ValueError(
+            f"client {client}: no class has samples in the client's data, the test set and "
+            f"the other clients' data at once; the attack has nothing to compare"
+        )
     members = _by_class(mine, y_train, k, gen)
     nonmembers = _by_class(torch.arange(len(y_test)), y_test, k, gen)
     shadow = _by_class(others, y_train, 2 * k, gen)
-    offsets = torch.cumsum(2 * k, 0) - 2 * k                         # each class's block in ``shadow``
+    offsets = torch.cumsum(2 * k, 0) - 2 * k  # each class's block in ``shadow``
     first = torch.cat([torch.arange(int(o), int(o + kc)) for o, kc in zip(offsets, k)])
     second = torch.cat([torch.arange(int(o + kc), int(o + 2 * kc)) for o, kc in zip(offsets, k)])
     dev = train.y.device
@@ -298,10 +351,22 @@ def client_membership_auc(sim: Simulation, client: int = 0, *, seed: int = 0, pa
         idx = idx.to(dev)
         return split.x[idx], split.y[idx]
 
-    options = dict(shadow_steps=max(sim.t, 1) * cfg.params.local_steps, shadow_lr=cfg.lr,
-                   shadow_batch_size=n if cfg.full_batch else cfg.batch_size, shadow_momentum=getattr(cfg.params, "momentum", 0.0),
-                   shadow_weight_decay=cfg.weight_decay, shadow_restart_every=cfg.params.local_steps)
+    options = dict(
+        shadow_steps=max(sim.t, 1) * cfg.params.local_steps,
+        shadow_lr=cfg.lr,
+        shadow_batch_size=n if cfg.full_batch else cfg.batch_size,
+        shadow_momentum=getattr(cfg.params, "momentum", 0.0),
+        shadow_weight_decay=cfg.weight_decay,
+        shadow_restart_every=cfg.params.local_steps,
+    )
     options.update(kwargs)
-    return membership_auc(sim.model, sim.x[client] if params is None else params,
-                          xy(train, members), xy(test, nonmembers),
-                          xy(train, shadow[first]), xy(train, shadow[second]), seed=seed, **options)
+    return membership_auc(
+        sim.model,
+        sim.x[client] if params is None else params,
+        xy(train, members),
+        xy(test, nonmembers),
+        xy(train, shadow[first]),
+        xy(train, shadow[second]),
+        seed=seed,
+        **options,
+    )

@@ -5,6 +5,7 @@ Reisizadeh et al. (NeurIPS 2020) report robustness as test accuracy under a wors
 training side is :mod:`dfl_core.algorithms.fedrobust`, whose per-client shifts :func:`~dfl_core.operators.shift_inputs`
 applies (re-exported here, its former home).
 """
+
 from __future__ import annotations
 
 import math
@@ -29,10 +30,17 @@ def _project(point: Tensor, center: Tensor, radius: float) -> Tensor:
     return center + diff * (radius / norm) if norm > radius else point
 
 
-def adversarial_affine_accuracy(sim, lambda_radius: float = PAPER_LAMBDA_RADIUS,
-                                delta_radius: float = PAPER_DELTA_RADIUS, steps: int = 20,
-                                step_fraction: float = 0.25, x: Tensor | None = None, y: Tensor | None = None,
-                                w: Tensor | None = None, chunk: int = 2048) -> dict:
+def adversarial_affine_accuracy(
+    sim,
+    lambda_radius: float = PAPER_LAMBDA_RADIUS,
+    delta_radius: float = PAPER_DELTA_RADIUS,
+    steps: int = 20,
+    step_fraction: float = 0.25,
+    x: Tensor | None = None,
+    y: Tensor | None = None,
+    w: Tensor | None = None,
+    chunk: int = 2048,
+) -> dict:
     r"""Accuracy of the model under the worst affine shift an adversary finds (the paper's evaluation).
 
     One shift (Λ, δ) for the whole evaluation set (a new user's device, as in the paper's
@@ -56,10 +64,12 @@ def adversarial_affine_accuracy(sim, lambda_radius: float = PAPER_LAMBDA_RADIUS,
     centralized run). Returns ``clean_acc``, ``robust_acc``, ``clean_loss``, ``robust_loss``, the
     worst shift found (``Lambda``, ``delta``) and its ``lambda_dist`` = ‖Λ − I‖_F and ``delta_norm``.
     """
-    for name, value in (("lambda_radius", lambda_radius), ("delta_radius", delta_radius),
-                        ("step_fraction", step_fraction)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 \
-                or not math.isfinite(value):
+    for name, value in (
+        ("lambda_radius", lambda_radius),
+        ("delta_radius", delta_radius),
+        ("step_fraction", step_fraction),
+    ):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or not math.isfinite(value):
             raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
@@ -78,30 +88,40 @@ def adversarial_affine_accuracy(sim, lambda_radius: float = PAPER_LAMBDA_RADIUS,
         g_Lam, g_dlt = torch.zeros_like(Lam), torch.zeros_like(dlt)
         for a in range(0, len(y), chunk):
             with torch.set_grad_enabled(grad):
-                xb = x[a:a + chunk]
+                xb = x[a : a + chunk]
                 shifted = torch.addmm(dlt, xb.flatten(1), Lam.T).view_as(xb)
                 logits = model.forward_one(w.detach(), shifted)
-                loss = F.cross_entropy(logits, y[a:a + chunk], reduction="sum")
+                loss = F.cross_entropy(logits, y[a : a + chunk], reduction="sum")
                 if grad:
                     gl, gd = torch.autograd.grad(loss, [Lam, dlt])
                     g_Lam, g_dlt = g_Lam + gl, g_dlt + gd
             total += float(loss.detach())
-            correct += float((logits.argmax(1) == y[a:a + chunk]).sum())
+            correct += float((logits.argmax(1) == y[a : a + chunk]).sum())
         n = max(len(y), 1)
         return total / n, correct / n, g_Lam, g_dlt
 
     clean_loss, clean_acc, g_Lam, g_dlt = loss_acc(Lam, dlt, grad=steps > 0)
     worst = (clean_acc, clean_loss, Lam, dlt)
     for s in range(steps):
-        Lam = _project(Lam + step_fraction * lambda_radius * g_Lam / (torch.linalg.vector_norm(g_Lam) + 1e-12),
-                       eye, lambda_radius)
-        dlt = _project(dlt + step_fraction * delta_radius * g_dlt / (torch.linalg.vector_norm(g_dlt) + 1e-12),
-                       torch.zeros_like(dlt), delta_radius)
+        Lam = _project(
+            Lam + step_fraction * lambda_radius * g_Lam / (torch.linalg.vector_norm(g_Lam) + 1e-12), eye, lambda_radius
+        )
+        dlt = _project(
+            dlt + step_fraction * delta_radius * g_dlt / (torch.linalg.vector_norm(g_dlt) + 1e-12),
+            torch.zeros_like(dlt),
+            delta_radius,
+        )
         loss, acc, g_Lam, g_dlt = loss_acc(Lam, dlt, grad=s + 1 < steps)
-        if (acc, -loss) < (worst[0], -worst[1]):                 # lower accuracy; ties: higher loss
+        if (acc, -loss) < (worst[0], -worst[1]):  # lower accuracy; ties: higher loss
             worst = (acc, loss, Lam, dlt)
     robust_acc, robust_loss, Lam, dlt = worst
-    return {"clean_acc": clean_acc, "robust_acc": robust_acc, "clean_loss": clean_loss,
-            "robust_loss": robust_loss, "Lambda": Lam.detach(), "delta": dlt.detach(),
-            "lambda_dist": float(torch.linalg.matrix_norm(Lam - eye)),
-            "delta_norm": float(torch.linalg.vector_norm(dlt))}
+    return {
+        "clean_acc": clean_acc,
+        "robust_acc": robust_acc,
+        "clean_loss": clean_loss,
+        "robust_loss": robust_loss,
+        "Lambda": Lam.detach(),
+        "delta": dlt.detach(),
+        "lambda_dist": float(torch.linalg.matrix_norm(Lam - eye)),
+        "delta_norm": float(torch.linalg.vector_norm(dlt)),
+    }
