@@ -9,23 +9,20 @@ r"""Operators on messages and inputs that algorithms apply and instruments measu
 
 This module imports nothing from ``dfl_core``, so :mod:`dfl_core.algorithms` and
 :mod:`dfl_core.instruments` both import it at the top. ``dfl_core.instruments.quantize``
-and ``dfl_core.instruments.robustness`` re-export these names from their former home.
+and ``dfl_core.instruments.robustness`` re-export them, beside the instruments that measure with them.
 
-**The b-bit quantizer.** *Reconstructed.* The text copy of §3.2 this project works from (the seed) lost its symbols
-in extraction (the published paper has them); what survives is (verbatim, with the gaps where the formulas were):
-"Given a constant and the limited bit number , the representable range is then . For any with , we can find an
-integer such that and we then use to replace . The above quantization scheme is deterministic, which can be written
-as for ; Besides the deterministic rule, the stochastic quantization uses the following scheme ... It is easy to see
-that the stochastic quantization is unbiased ... When is small, deterministic and stochastic quantization schemes
-perform very similarly", then the coordinate-wise operator (6), "For both deterministic and stochastic quantization
-schemes, we have if for ", and "client just needs to send the pair to , whose representation requires bits rather
-than bits". From this we take, with :math:`L = 2^{b-1}` and a step s:
+**The b-bit quantizer.** *Reconstructed*: the formulas of §3.2 are missing from the copy of the paper this engine
+is checked against; the words around them remain. A constant step and b bits set a representable range; a value in
+range is replaced by an integer multiple of the step, by a deterministic rule or by an unbiased stochastic one (the
+two "perform very similarly" when the step is small); a vector is quantized coordinate by coordinate, eq. (6); the
+error is bounded for values in range; and a client sends the pair (step, integers), b bits a coordinate instead of
+the float's. From these words we take, with :math:`L = 2^{b-1}` and a step s:
 
 * representable values :math:`\{k s : k \in \{-L, \dots, L-1\}\}`, the range of
   a b-bit two's-complement integer times the step s;
 * the deterministic rule, in two readings (``rounding=``):
 
-  - ``"nearest"`` (the default, this engine's behaviour since it was written):
+  - ``"nearest"`` (the default):
     :math:`Q(v) = s \cdot \mathrm{clip}(\lfloor v/s + 1/2 \rfloor, -L, L-1)`,
     ties up, so :math:`|Q(v) - v| \le s/2` for v in :math:`[-Ls, (L-1)s]`;
   - ``"floor"``: the integer k with :math:`ks \le v < (k+1)s`, i.e.
@@ -47,9 +44,9 @@ that, but nothing around it suggests it. Second, "For both deterministic and sto
 have [a bound] if [v is in range]": one bound is stated for both rules. It must hold for the stochastic error, which
 comes arbitrarily close to s, and rounding down's error is below s too, so one bound fits both tightly; rounding to
 nearest would meet it with room to spare (its own bound is s/2), and no separate bound for it survives. So the
-surviving words support ``"floor"`` at least as well as ``"nearest"``, and slightly better; the symbols would settle
-it, and the text copy lacks them. The default stays ``"nearest"`` so that earlier results do not change;
-``dfedavgm-q`` uses it until the config passes a reading through (a field such as ``quant_rounding``). A level
+surviving words support ``"floor"`` at least as well as ``"nearest"``, and slightly better; only the missing
+symbols would settle it. Every quantizing algorithm offers both (``quant_rounding``; the default is ``"nearest"``,
+whose error bound is the smaller). A level
 computed in floating point, k·s/s, can come out a hair below k; ``"floor"`` counts a value within a few ulps of a
 level as that level, so levels quantize to themselves and the adaptive step below puts the largest entry exactly on
 the top level.

@@ -3,7 +3,7 @@ r"""Robustness to affine distribution shifts: the worst-case affine adversary of
 Reisizadeh et al. (NeurIPS 2020) report robustness as test accuracy under a worst-case affine shift
 :math:`x \mapsto \Lambda x + \delta`; :func:`adversarial_affine_accuracy` finds one by projected gradient ascent. The
 training side is :mod:`dfl_core.algorithms.fedrobust`, whose per-client shifts :func:`~dfl_core.operators.shift_inputs`
-applies (re-exported here, its former home).
+applies (re-exported here, beside the adversary).
 """
 
 from __future__ import annotations
