@@ -19,6 +19,7 @@ import re
 __all__ = ["Markdown", "to_html"]
 
 _ALIGN = {(True, True): "center", (False, True): "right", (True, False): "left"}
+SHORT_CELL = 28  # characters: cells up to this long do not wrap; longer ones wrap in a column of 12em or more
 _INLINE = [
     (re.compile(r"`([^`]+)`"), r"<code>\1</code>"),
     (re.compile(r"\*\*(.+?)\*\*"), r"<strong>\1</strong>"),
@@ -44,17 +45,25 @@ def _table(lines: list[str]) -> str:
         raise ValueError(f"a Markdown table needs a |---| rule line under its header; got {lines[1]!r}")
     align = [_ALIGN.get((r.startswith(":"), r.endswith(":"))) for r in rule]
 
-    styles = [f' style="text-align:{a}"' if a else "" for a in align]
+    def cell(text, tag, align):
+        style = [f"text-align:{align or 'left'}", "vertical-align:top"]
+        if len(text) <= SHORT_CELL:  # a number, an interval, a verdict: kept on one line
+            style.append("white-space:nowrap")
+        else:  # long text wraps, but in a column wide enough to read
+            style.append("min-width:12em")
+        attribute = ' style="' + ";".join(style) + '"' if style else ""
+        return f"<{tag}{attribute}>{_inline(text)}</{tag}>"
 
     def row(cells, tag):
-        return "<tr>" + "".join(f"<{tag}{style}>{_inline(c)}</{tag}>" for c, style in zip(cells, styles)) + "</tr>"
+        return "<tr>" + "".join(cell(text, tag, a) for text, a in zip(cells, align)) + "</tr>"
 
+    # a wide table scrolls sideways in a narrow page instead of squeezing its columns
     return (
-        "<table>\n<thead>"
+        '<div style="overflow-x:auto">\n<table style="font-size:0.85em">\n<thead>'
         + row(header, "th")
         + "</thead>\n<tbody>\n"
         + "\n".join(row(r, "td") for r in rows)
-        + "\n</tbody>\n</table>"
+        + "\n</tbody>\n</table>\n</div>"
     )
 
 
