@@ -140,8 +140,7 @@ def fast_config(preset: Preset, algorithm: str, setting: str, **changes) -> Conf
     )
     small = dict(FAST, rounds=rounds, eval_every=rounds)
     if algorithm != "dpsgd":
-        epochs = full.params.local_steps / _steps_per_epoch(full)
-        small["local_steps"] = max(1, round(epochs * _steps_per_epoch(fast_data)))
+        small["local_steps"] = max(1, round(epochs_per_round(full) * _steps_per_epoch(fast_data)))
     if getattr(full.params, "clients_per_round", None) is not None:  # centralized, a count of clients
         small["clients_per_round"] = max(1, round(full.params.clients_per_round * m / full.num_clients))
     return full.replace(**small)
@@ -157,7 +156,7 @@ SHOWCASE_ROUNDS = {"decentralized": 100, "centralized": 600}
 
 def _epochs(preset: Preset, algorithm: str, setting: str) -> float:
     full = preset.config(algorithm, setting, **({"fedgf_threshold": NEVER} if algorithm == "fedgf" else {}))
-    return full.params.local_steps / _steps_per_epoch(full)
+    return epochs_per_round(full)
 
 
 def showcase_config(preset: Preset, algorithm: str, setting: str, **changes) -> Config:
