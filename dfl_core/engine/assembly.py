@@ -53,7 +53,7 @@ def build_parts(cfg: Config, device: torch.device, centralized: bool, data: Fede
         cudnn_benchmark=cfg.cudnn_benchmark,
     )
     same_init = cfg.same_init or centralized
-    # equal rows are kept once: at m = 1000 a 2NN's (m, d) copy is 0.74 GiB (restart() clones what it needs)
+    # equal rows are kept once: at m = 1000 a 2NN's (m, d) copy is 0.74 GiB (Simulation.restart clones what it needs)
     x0 = model.init_params(1 if same_init else m, purpose_seed(cfg.seed, "init"), same_init=same_init, dtype=dtype)
     # 3. communication graph (decentralized)
     topology = None
