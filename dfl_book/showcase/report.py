@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..display import Markdown
 from .runner import ShowcaseResult, load
 
 __all__ = [
@@ -26,7 +27,6 @@ __all__ = [
     "judge",
     "verdict_table",
     "summary",
-    "as_markdown",
     "rerun_matches",
     "provenance_line",
     "regeneration_hours",
@@ -100,14 +100,6 @@ def judge(result: ShowcaseResult, claims: list[Claim], margin: float | None = No
     return out
 
 
-def as_markdown(text: str):
-    """``text`` as a :class:`dfl_book.display.Markdown`: a table or list that Jupyter, Colab and the website
-    all show formatted."""
-    from ..display import Markdown
-
-    return Markdown(text)
-
-
 #: The book's endpoint (chapter "Judging a claim"): a run's test accuracy is the mean of its last five
 #: evaluations, which averages out the evaluation-to-evaluation noise of the last one.
 ENDPOINT = "test accuracy, the mean of each seed's last five evaluations"
@@ -142,7 +134,7 @@ def verdict_table(verdicts, digits: int = 2, unit: str = "points", endpoint: str
         family_text = f' Family: {shown}, corrected by Holm\'s method ("after Holm").'
     else:
         corrected, family_text = None, " One comparison: no family to correct."
-    return as_markdown(
+    return Markdown(
         markdown_table(verdicts, digits=digits, corrected=corrected)
         + f"\n\nEndpoint: {endpoint}. Differences in {unit}; 95% t-intervals over {verdicts[0].n} "
         f"seeds, paired by seed.{equivalence}{family_text}"
@@ -167,7 +159,7 @@ def _sentence(v, digits: int) -> str:
 
 def summary(verdicts, digits: int = 2):
     """One Markdown bullet per verdict, worded from the verdict itself."""
-    return as_markdown("\n".join(f"- {_sentence(v, digits)}" for v in verdicts))
+    return Markdown("\n".join(f"- {_sentence(v, digits)}" for v in verdicts))
 
 
 def rerun_matches(name: str, arm: str, seed: int = 0, rounds: int = 10, tolerance: float = 0.005) -> dict:
