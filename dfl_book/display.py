@@ -20,8 +20,8 @@ __all__ = ["Markdown", "to_html"]
 
 _ALIGN = {(True, True): "center", (False, True): "right", (True, False): "left"}
 SHORT_CELL = 28  # characters: cells up to this long do not wrap; longer ones wrap in a column of 12em or more
+_CODE_SPAN = re.compile(r"`([^`]+)`")
 _INLINE = [
-    (re.compile(r"`([^`]+)`"), r"<code>\1</code>"),
     (re.compile(r"\*\*(.+?)\*\*"), r"<strong>\1</strong>"),
     (re.compile(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])"), r"<em>\1</em>"),
     (re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)"), r'<a href="\2">\1</a>'),
@@ -29,10 +29,12 @@ _INLINE = [
 
 
 def _inline(text: str) -> str:
-    out = html.escape(text.strip(), quote=False)
-    for pattern, replacement in _INLINE:
-        out = pattern.sub(replacement, out)
-    return out
+    # Code spans are taken out first, so that ``a*b*c`` inside backticks stays literal.
+    pieces = _CODE_SPAN.split(html.escape(text.strip(), quote=False))
+    for i in range(0, len(pieces), 2):  # even pieces are outside code spans, odd ones the spans' contents
+        for pattern, replacement in _INLINE:
+            pieces[i] = pattern.sub(replacement, pieces[i])
+    return "".join(piece if i % 2 == 0 else f"<code>{piece}</code>" for i, piece in enumerate(pieces))
 
 
 def _cells(line: str) -> list[str]:

@@ -31,6 +31,11 @@ def test_bullets_paragraphs_and_comments():
     assert "<li><strong>one</strong>: first wrapped</li>\n<li>two</li>" in html
 
 
+def test_code_spans_stay_literal():
+    html = to_html("run `a*b*c` and `**kwargs`, then **bold**")
+    assert html == "<p>run <code>a*b*c</code> and <code>**kwargs</code>, then <strong>bold</strong></p>"
+
+
 def test_a_table_without_its_rule_line_is_refused():
     with pytest.raises(ValueError, match=r"\|---\| rule line"):
         to_html("| a | b |\n| 1 | 2 |")
