@@ -250,7 +250,7 @@ SYMBOLS: tuple[Symbol, ...] = (
         "last change of the global model, used as a direction (MoFedSAM scales it to a gradient)",
         "—",
         "—",
-        "$\\Delta$ (server momentum)",
+        "$\\Delta$ (the global model's last update)",
         "$\\Delta^r = w^{r-1} - w^r$",
     ),
     _s("\\Delta_F", "flatness discrepancy", "—", "—", "—", "$\\Delta_{\\mathcal F}$"),

@@ -113,6 +113,7 @@ class PairedComparison:
     within_margin: bool | None = None  # TOST: the 1 − 2α interval lies inside (−δ, δ); None without a margin
     paper: str | None = None  # the paper's own difference for this comparison, with its source
     regime: str | None = None  # where it was measured: local work, rounds, the baseline's fit
+    endpoint: str | None = None  # the quantity compared, e.g. "test accuracy, the mean of ... last five evaluations"
 
     def interval(self, digits: int = 2) -> str:
         """The mean and its interval: ``+1.23 [+0.40, +2.06]`` (typographic minus signs)."""
@@ -366,12 +367,17 @@ def markdown_table(
             f"give one per comparison, in the same order"
         )
     level = f"{comparisons[0].confidence * 100:g}%" if comparisons else "95%"
-    context = any(c.paper or c.regime for c in comparisons)  # the paper's Δ and the regime, when known
+    papers = any(c.paper for c in comparisons)  # the paper's Δ and the regime: columns when any row knows them
+    regimes = any(c.regime for c in comparisons)
     lines = [
         f"| claim | mean Δ | {level} CI | detectable | verdict |"
         + (" after Holm |" if corrected else "")
-        + (" paper's Δ | regime |" if context else ""),
-        "|---|---:|---|---:|---|" + ("---|" if corrected else "") + ("---:|---|" if context else ""),
+        + (" paper's Δ |" if papers else "")
+        + (" regime |" if regimes else ""),
+        "|---|---:|---|---:|---|"
+        + ("---|" if corrected else "")
+        + ("---:|" if papers else "")
+        + ("---|" if regimes else ""),
     ]
     for k, c in enumerate(comparisons):
         verdict = c.verdict + (" (within the margin)" if c.within_margin and c.verdict != "EQUIVALENT" else "")
@@ -380,5 +386,6 @@ def markdown_table(
             f"{signed(c.high, digits)}] | {c.detectable:.{digits}f} | {verdict} |"
         )
         row += f" {corrected[k]} |" if corrected else ""
-        lines.append(row + (f" {c.paper or '—'} | {c.regime or '—'} |" if context else ""))
+        row += f" {c.paper or '—'} |" if papers else ""
+        lines.append(row + (f" {c.regime or '—'} |" if regimes else ""))
     return "\n".join(lines)

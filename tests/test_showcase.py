@@ -216,3 +216,26 @@ def test_the_start_of_a_committed_run_still_reproduces(name, arm):
 
     check = rerun_matches(name, arm)  # seed 0, to its first evaluation at round 10 or later
     assert check["round"] >= 10 and check["agree"], check
+
+
+def test_judge_names_each_claims_endpoint_and_its_whole_regime():
+    """The regime names data, model, clients, graph, local work, rounds and test size (the book's rule 6)."""
+    from dfl_book.showcase.report import ENDPOINT, Claim, judge, load
+
+    result = load("fedsam")
+    sam = result.arms[1]
+    accuracy, sharpness = judge(
+        result,
+        [
+            Claim("SAM more accurate", sam, "FedAvg"),
+            Claim("SAM flatter", sam, "FedAvg", "lambda_max", "less", 1.0, True),
+        ],
+    )
+    assert (
+        accuracy.endpoint == ENDPOINT
+        and sharpness.endpoint == "λ_max of the train-loss Hessian at x̄, after the last round"
+    )
+    parts = accuracy.regime.split("; ")
+    assert parts[:2] == ["Fashion-MNIST (Dirichlet 0.3), 2NN", "m = 100, with a server"], parts
+    assert parts[2].startswith("E = 0.26 (K = 5, B = 32), T = 600") and parts[3] == "test on 10,000 images"
+    assert parts[4].startswith("FedAvg: train ")

@@ -163,6 +163,29 @@ def test_a_verdict_table_names_its_endpoint_and_corrects_its_family():
         markdown_table(weak, corrected=["UNRESOLVED"])
 
 
+def test_a_verdict_table_states_each_rows_endpoint_and_the_regime_its_rows_share():
+    """Rows that compare different quantities name each one; the regime parts every row shares move to the
+    caption, and the regime column keeps what differs (or disappears when nothing does)."""
+    import dataclasses
+
+    from dfl_book.showcase.report import verdict_table
+
+    base = compare_paired([1.0, 1.1, 0.9, 1.2, 0.8], [0.0] * 5, label="A beats B")
+    shared = "Fashion-MNIST (Dirichlet 0.3), 2NN; E = 5 (K = 20, B = 128), T = 100"
+    rows = [
+        dataclasses.replace(base, endpoint="test accuracy", regime=f"{shared}; B: train 88.3%, gap 4.5"),
+        dataclasses.replace(base, endpoint="λ_max", regime=f"{shared}; C: train 90.0%, gap 5.0"),
+        dataclasses.replace(base, endpoint="test accuracy", regime=f"{shared}; B: train 88.3%, gap 4.5"),
+    ]
+    md = str(verdict_table(rows))
+    assert "Endpoints: rows 1 and 3, test accuracy; row 2, λ_max." in md
+    assert f"Regime of every row: {shared}." in md
+    assert "| regime |" in md and "| B: train 88.3%, gap 4.5 |" in md and "paper's Δ" not in md
+    same = str(verdict_table(rows[:1] + rows[2:]))
+    assert "| regime |" not in same and "Endpoint: test accuracy." in same and "B: train 88.3%, gap 4.5." in same
+    assert "Endpoint: λ_max of x." in str(verdict_table(rows, endpoint="λ_max of x"))  # a stated endpoint wins
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [

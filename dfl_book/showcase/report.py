@@ -68,15 +68,72 @@ def paper_difference(
     return diff, f"{papers.get(paper, paper)} paper, Table {number}, {', '.join(where.values())}"
 
 
+#: The book's endpoint (chapter "Judging a claim"): a run's test accuracy is the mean of its last five
+#: evaluations, which averages out the evaluation-to-evaluation noise of the last one.
+ENDPOINT = "test accuracy, the mean of each seed's last five evaluations"
+#: The other quantities a claim can compare, as a caption names them: history metrics are the mean of the
+#: last five evaluations, like the endpoint; measures (``Claim.measure``) are taken once, after the last round.
+_LAST_FIVE = "the mean of each seed's last five evaluations"
+_QUANTITIES = {
+    "test_acc": "test accuracy",
+    "train_acc": "train accuracy",
+    "gen_error": "generalization gap (train − test accuracy of x̄)",
+    "test_loss": "test loss",
+    "lambda_max": "λ_max of the train-loss Hessian at x̄",
+    "hessian_trace": "the trace of the train-loss Hessian at x̄",
+    "membership_gap": "the attacked clients' member − non-member accuracy gap",
+    "membership_auc": "the membership attack's AUC",
+}
+
+
+def endpoint_of(claim: Claim) -> str:
+    """What ``claim`` compares, in words: ``"train accuracy, the mean of each seed's last five evaluations"``."""
+    quantity = _QUANTITIES.get(claim.metric, claim.metric)
+    return f"{quantity}, {'after the last round' if claim.measure else _LAST_FIVE}"
+
+
+#: How a regime names the models (the configs' names are for the command line).
+_MODEL_NAMES = {
+    "2nn": "2NN",
+    "cnn-mnist": "CNN",
+    "cnn-cifar": "CNN",
+    "vgg11-gn": "VGG-11-GN",
+    "resnet18-gn": "ResNet-18-GN",
+    "linear": "softmax regression",
+}
+
+
+def _data_text(cfg) -> str:
+    from dfl_core.data.datasets import DATASETS
+
+    spec = DATASETS.get(cfg.dataset)
+    split = {
+        "iid": "IID",
+        "dirichlet": f"Dirichlet {cfg.alpha:g}",
+        "shards": f"{cfg.shards_per_client} label shards per client",
+    }.get(cfg.partition, cfg.partition)
+    return f"{spec.title if spec else cfg.dataset} ({split}), {_MODEL_NAMES.get(cfg.model, cfg.model)}"
+
+
 def regime(result: ShowcaseResult, arm: str) -> str:
-    """Where ``arm`` was measured: local epochs a round (E = K/⌈n/B⌉), rounds, clients a round, and its train accuracy
-    and train − test gap (means over seeds of the last five evaluations)."""
+    """Where ``arm`` was measured, in parts separated by "; ": the data and model; the clients and the graph
+    (or the server); the local work (E = K/⌈n/B⌉ local epochs a round) and rounds; the test set; and the arm's
+    own train accuracy and train − test gap (means over seeds of the last five evaluations).
+    :func:`verdict_table` states once, in its caption, the parts every row shares."""
     from dfl_core.config import Config
+    from dfl_core.data.datasets import DATASETS
     from ..tables import local_work
 
     cfg = Config.from_dict(result.runs[(arm, result.seeds[0])]["config"])
     train, test = (sum(v) / len(v) for v in (result.per_seed(arm, "train_acc"), result.per_seed(arm)))
-    return f"{local_work(cfg)}; {arm}: train {train:.1f}%, gap {train - test:.1f}".replace("gap -", "gap −")
+    graph = getattr(cfg.params, "topology", None)
+    clients = f"m = {cfg.num_clients}, " + (f"graph: {graph}" if graph else "with a server")
+    spec = DATASETS.get(cfg.dataset)
+    test_size = cfg.test_size or (spec.test_size if spec else None)
+    parts = [_data_text(cfg), clients, local_work(cfg)]
+    parts += [f"test on {test_size:,} images"] if test_size else []
+    parts += [f"{arm}: train {train:.1f}%, gap {train - test:.1f}".replace("gap -", "gap −")]
+    return "; ".join(parts)
 
 
 def judge(result: ShowcaseResult, claims: list[Claim], margin: float | None = None):
@@ -96,23 +153,50 @@ def judge(result: ShowcaseResult, claims: list[Claim], margin: float | None = No
             a, b = result.per_seed(c.better, c.metric, scale=c.scale), result.per_seed(c.worse, c.metric, scale=c.scale)
         comparison = compare_paired(a, b, expect=c.expect, label=c.text, margin=margin)
         paper = f"{signed(c.paper[0], 2)} ({c.paper[1]})" if c.paper else None
-        out.append(dataclasses.replace(comparison, paper=paper, regime=regime(result, c.worse)))
+        out.append(
+            dataclasses.replace(comparison, paper=paper, regime=regime(result, c.worse), endpoint=endpoint_of(c))
+        )
     return out
 
 
-#: The book's endpoint (chapter "Judging a claim"): a run's test accuracy is the mean of its last five
-#: evaluations, which averages out the evaluation-to-evaluation noise of the last one.
-ENDPOINT = "test accuracy, the mean of each seed's last five evaluations"
+def _rows_text(rows: list[int]) -> str:
+    names = [str(k + 1) for k in rows]
+    return f"row {names[0]}" if len(names) == 1 else f"rows {', '.join(names[:-1])} and {names[-1]}"
 
 
-def verdict_table(verdicts, digits: int = 2, unit: str = "points", endpoint: str = ENDPOINT, family=None):
+def _endpoint_caption(endpoints: list[str]) -> str:
+    """ "Endpoint: X." when every row compares the same quantity, else each quantity with its rows."""
+    distinct = list(dict.fromkeys(endpoints))
+    if len(distinct) == 1:
+        return f"Endpoint: {distinct[0]}."
+    groups = [f"{_rows_text([k for k, e in enumerate(endpoints) if e == d])}, {d}" for d in distinct]
+    return f"Endpoints: {'; '.join(groups)}."
+
+
+def _shared_regime(verdicts) -> tuple[list[str], list]:
+    """The regime parts (separated by "; ") that every row carries, and the verdicts with only their own parts
+    left in the regime column (None where nothing is left)."""
+    import dataclasses
+
+    parts = [v.regime.split("; ") if v.regime else None for v in verdicts]
+    if any(p is None for p in parts) or not parts:
+        return [], verdicts
+    shared = [part for part in parts[0] if all(part in p for p in parts[1:])]
+    return shared, [
+        dataclasses.replace(v, regime="; ".join(x for x in p if x not in shared) or None)
+        for v, p in zip(verdicts, parts)
+    ]
+
+
+def verdict_table(verdicts, digits: int = 2, unit: str = "points", endpoint: str | None = None, family=None):
     """The verdicts as a Markdown table (claim, mean paired difference, 95% interval, detectable effect, verdict,
-    and the verdict after Holm's correction for the family), captioned with the endpoint compared, the unit,
-    the seeds and the family.
+    the verdict after Holm's correction for the family, the paper's own difference and the regime), captioned
+    with the endpoint compared, the unit, the seeds, the regime every row shares and the family.
 
-    The family is the table's rows, or ``family`` when the table shows part of a larger one (e.g. its
-    comparisons in one unit): each verdict then stands beside the one that survives Holm's correction over the
-    whole family (:func:`dfl_book.stats.holm`).
+    The endpoint is each verdict's own (:func:`judge` names what its claim compares), ``endpoint`` when given,
+    else :data:`ENDPOINT`. The family is the table's rows, or ``family`` when the table shows part of a larger
+    one (e.g. its comparisons in one unit): each verdict then stands beside the one that survives Holm's
+    correction over the whole family (:func:`dfl_book.stats.holm`).
     """
     from ..stats import holm, markdown_table
 
@@ -134,10 +218,13 @@ def verdict_table(verdicts, digits: int = 2, unit: str = "points", endpoint: str
         family_text = f' Family: {shown}, corrected by Holm\'s method ("after Holm").'
     else:
         corrected, family_text = None, " One comparison: no family to correct."
+    endpoints = [endpoint or v.endpoint or ENDPOINT for v in verdicts]
+    shared, rows = _shared_regime(verdicts)
+    regime_text = f" Regime of every row: {'; '.join(shared)}." if shared else ""
     return Markdown(
-        markdown_table(verdicts, digits=digits, corrected=corrected)
-        + f"\n\nEndpoint: {endpoint}. Differences in {unit}; 95% t-intervals over {verdicts[0].n} "
-        f"seeds, paired by seed.{equivalence}{family_text}"
+        markdown_table(rows, digits=digits, corrected=corrected)
+        + f"\n\n{_endpoint_caption(endpoints)} Differences in {unit}; 95% t-intervals over {verdicts[0].n} "
+        f"seeds, paired by seed.{equivalence}{regime_text}{family_text}"
     )
 
 
