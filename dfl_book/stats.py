@@ -112,7 +112,7 @@ class PairedComparison:
     margin: float | None = None  # the equivalence margin δ (same unit as the values), if tested
     within_margin: bool | None = None  # TOST: the 1 − 2α interval lies inside (−δ, δ); None without a margin
     paper: str | None = None  # the paper's own difference for this comparison, with its source
-    regime: str | None = None  # where it was measured: local work, rounds, the baseline's fit
+    regime: str | None = None  # where it was measured: data, model, clients, graph, local work, test size, fit
     endpoint: str | None = None  # the quantity compared, e.g. "test accuracy, the mean of ... last five evaluations"
 
     def interval(self, digits: int = 2) -> str:
