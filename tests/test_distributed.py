@@ -33,7 +33,7 @@ from dfl_core.distributed import GossipPlan, block_of, load_final_params, privat
 from dfl_core.distributed.exchange import Exchange, PeerFailure, decode_pieces, wire_pieces
 from dfl_core.distributed.rank import distributed_algorithms
 from dfl_core.distributed.cli import torchrun_command
-from dfl_core.distributed.launch import free_port, run_configs, spawn
+from dfl_core.distributed.launch import config_args, free_port, run_configs, spawn
 from dfl_core.engine import federated_data
 from dfl_core.operators import encode, message_bits, quantize
 from dfl_core.topology import make_topology
@@ -60,13 +60,8 @@ def tiny(algorithm: str, topology: str, **changes) -> Config:
 
 
 def cli_args(cfg: Config, out: Path, *extra: str) -> list[str]:
-    """The command-line options that give ``cfg`` (only fields that differ from the defaults)."""
-    default = Config().to_dict()
-    args = ["--algorithm", cfg.algorithm, "--seed", str(cfg.seed), "--out", str(out), "--no-progress", *extra]
-    for key, value in cfg.to_dict().items():
-        if key not in ("algorithm", "seed") and value != default[key]:
-            args += ["--" + key.replace("_", "-"), str(value)]
-    return args
+    """The command-line options that give ``cfg`` (:func:`config_args`), its output folder and ``extra``."""
+    return [*config_args(cfg), "--out", str(out), "--no-progress", *extra]
 
 
 def simulated(cfg: Config) -> torch.Tensor:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Sequence
 if TYPE_CHECKING:
     from ..config import Config
 
-__all__ = ["spawn", "free_port", "run_configs", "main"]
+__all__ = ["spawn", "free_port", "config_args", "run_configs", "main"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -29,6 +29,19 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def config_args(cfg: "Config") -> list[str]:
+    """The command-line options that give ``cfg`` to ``python -m dfl_core.distributed``: the algorithm and the
+    seed, and ``--field value`` for every other field that differs from its default."""
+    from ..config import Config
+
+    default = Config().to_dict()
+    args = ["--algorithm", cfg.algorithm, "--seed", str(cfg.seed)]
+    for key, value in cfg.to_dict().items():
+        if key not in ("algorithm", "seed") and value != default[key]:
+            args += ["--" + key.replace("_", "-"), str(value)]
+    return args
 
 
 def spawn(
