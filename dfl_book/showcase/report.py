@@ -103,10 +103,8 @@ _MODEL_NAMES = {
 }
 
 
-def _data_text(cfg) -> str:
-    from dfl_core.data.datasets import DATASETS
-
-    spec = DATASETS.get(cfg.dataset)
+def _data_text(cfg, spec) -> str:
+    """The data, its split and the model: ``"Fashion-MNIST (Dirichlet 0.3), 2NN"`` (``spec``: the dataset's entry)."""
     split = {
         "iid": "IID",
         "dirichlet": f"Dirichlet {cfg.alpha:g}",
@@ -128,9 +126,9 @@ def regime(result: ShowcaseResult, arm: str) -> str:
     train, test = (sum(v) / len(v) for v in (result.per_seed(arm, "train_acc"), result.per_seed(arm)))
     graph = getattr(cfg.params, "topology", None)
     clients = f"m = {cfg.num_clients}, " + (f"graph: {graph}" if graph else "with a server")
-    spec = DATASETS.get(cfg.dataset)
+    spec = DATASETS.get(cfg.dataset)  # None for a folder of images registered in another process
     test_size = cfg.test_size or (spec.test_size if spec else None)
-    parts = [_data_text(cfg), clients, local_work(cfg)]
+    parts = [_data_text(cfg, spec), clients, local_work(cfg)]
     parts += [f"test on {test_size:,} images"] if test_size else []
     parts += [f"{arm}: train {train:.1f}%, gap {train - test:.1f}".replace("gap -", "gap −")]
     return "; ".join(parts)
