@@ -67,7 +67,9 @@ def add_commands(sub) -> None:
     )
     table.add_argument("name", help="a preset: " + ", ".join(PRESETS))
     table.add_argument("--profile", default="fast", help="fast, showcase or full (default: %(default)s)")
-    table.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default: %(default)s)")
+    table.add_argument(
+        "--seeds", default="0,1,2,3,4", help="comma-separated seeds (default: %(default)s, the five a verdict needs)"
+    )
     table.add_argument("--algorithms", default=None, help="only these rows (comma-separated)")
     table.add_argument("--settings", default=None, help="only these columns (comma-separated)")
     table.add_argument(
