@@ -239,3 +239,14 @@ def test_judge_names_each_claims_endpoint_and_its_whole_regime():
     assert parts[:2] == ["Fashion-MNIST (Dirichlet 0.3), 2NN", "m = 100, with a server"], parts
     assert parts[2].startswith("E = 0.26 (K = 5, B = 32), T = 600") and parts[3] == "test on 10,000 images"
     assert parts[4].startswith("FedAvg: train ")
+
+
+def test_the_fedgf_threshold_is_calibrated_on_seeds_the_experiment_does_not_run():
+    import inspect
+
+    from dfl_book.showcase.measures import calibrate_fedgf_threshold
+
+    pilot_seeds = inspect.signature(calibrate_fedgf_threshold).parameters["seeds"].default
+    assert not set(pilot_seeds) & set(EXPERIMENTS["fedgf"].seeds)
+    threshold = calibrate_fedgf_threshold(profile="fast", rounds=2, seeds=(5,))
+    assert math.isfinite(threshold) and threshold > 0
