@@ -238,19 +238,25 @@ def _graph(W: np.ndarray) -> nx.Graph:
 # --------------------------------------------------------------------------------------------- 00 preface
 
 
-def chapter_map():
-    """Chapter 00 (preface): which chapter to read before which, as a layered map.
+#: The size of a chapter's box on the map, (width, height), without its rounded padding of 0.05.
+CHAPTER_BOX = (2.2, 0.85)
 
-    An arrow a → b means "read a first". Chapters are placed in columns by the
-    longest chain of prerequisites, so every arrow points right; the notation
-    appendix stands apart, to be looked up at any time. Colours group the
-    parts: foundations, decentralized training, flat minima, theory and practice.
+
+def chapter_positions() -> dict[str, tuple[float, float]]:
+    """The centre of each chapter's box on :func:`chapter_map`.
+
+    A chapter's column is the length of its longest chain of prerequisites, so
+    every arrow points right; chapter 09 moves one column further, beside the
+    chapters it sits between (07 and 11), so that its arrow to 11 crosses no
+    box. The rows are chosen by hand, for the same reason (tests/test_diagrams.py
+    checks that no arrow crosses a box).
     """
     G = nx.DiGraph([(d, c) for c, ds in CHAPTER_DEPENDENCIES.items() for d in ds])
-    layer = {n: 0 for n in G}
+    column = {n: 0 for n in G}
     for n in nx.topological_sort(G):
         for s in G.successors(n):
-            layer[s] = max(layer[s], layer[n] + 1)
+            column[s] = max(column[s], column[n] + 1)
+    column["09"] += 1
     rows = {
         "00": 2.0,
         "01": 2.0,
@@ -259,15 +265,29 @@ def chapter_map():
         "07": 1.0,
         "03": 4.2,
         "04": 2.4,
-        "09": 0.0,
         "05": 4.6,
         "06": 3.6,
         "08": 2.0,
+        "09": 0.0,
+        "085": 1.1,
         "10": 3.1,
-        "085": 1.5,
-        "12": 0.4,
+        "12": 4.1,
         "11": 2.0,
     }
+    pos = {n: (1.25 + 2.5 * column[n], 1.2 + 1.1 * rows[n]) for n in G}
+    pos["90"] = (1.25, 1.2 + 1.1 * 4.4)
+    return pos
+
+
+def chapter_map():
+    """Chapter 00 (preface): which chapter to read before which, as a layered map.
+
+    An arrow a → b means "read a first". Chapters are placed in columns by the
+    longest chain of prerequisites (:func:`chapter_positions`), so every arrow
+    points right; the notation appendix stands apart, to be looked up at any
+    time. Colours group the parts: foundations, decentralized training, flat
+    minima, theory and practice.
+    """
     part = {
         "00": BLUE,
         "01": BLUE,
@@ -286,14 +306,14 @@ def chapter_map():
         "12": PINK,
         "90": "0.4",
     }
-    pos = {n: (1.25 + 2.5 * layer[n], 1.2 + 1.1 * rows[n]) for n in G}
-    pos["90"] = (1.25, 1.2 + 1.1 * 4.4)
+    pos, (width, height) = chapter_positions(), CHAPTER_BOX
     fig, ax = _canvas((14, 5.4), None, xlim=(0, 17.6), ylim=(0, 6.9))
     for n, (x, y) in pos.items():
-        _box(ax, (x, y), f"{n}  {CHAPTERS[n]}", width=2.2, height=0.85, color=part[n], fontsize=8, gid="chapter")
-    for a, b in G.edges:
-        (xa, ya), (xb, yb) = pos[a], pos[b]
-        _arrow(ax, (xa + 1.1, ya), (xb - 1.1, yb), color="0.35", gid="depends", shrink=2)
+        _box(ax, (x, y), f"{n}  {CHAPTERS[n]}", width=width, height=height, color=part[n], fontsize=8, gid="chapter")
+    for b, first in CHAPTER_DEPENDENCIES.items():
+        for a in first:
+            (xa, ya), (xb, yb) = pos[a], pos[b]
+            _arrow(ax, (xa + width / 2, ya), (xb - width / 2, yb), color="0.35", gid="depends", shrink=2)
     legend = [
         ("foundations", BLUE),
         ("decentralized training", GREEN),

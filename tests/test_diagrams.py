@@ -95,3 +95,19 @@ def test_quantizer_has_two_to_the_b_levels():
     fig = diagrams.quantizer_levels(bits=3, value=1.3)
     levels = [a for a in fig.axes[0].get_lines() if a.get_gid() == "level"]
     assert len(levels) == 3 and all(len(line.get_xdata()) == 8 for line in levels)
+
+
+def test_no_arrow_of_the_chapter_map_crosses_another_chapter_s_box():
+    pos, (width, height) = diagrams.chapter_positions(), diagrams.CHAPTER_BOX
+    half_w, half_h = width / 2 + 0.05, height / 2 + 0.05  # the drawn box has a rounded padding of 0.05
+    for b, first in diagrams.CHAPTER_DEPENDENCIES.items():
+        for a in first:
+            (xa, ya), (xb, yb) = pos[a], pos[b]
+            assert xb > xa, f"the arrow {a} → {b} must point right"
+            t = np.linspace(0, 1, 500)[:, None]
+            points = np.array([xa + width / 2, ya]) + t * np.array([xb - xa - width, yb - ya])
+            for n, (x, y) in pos.items():
+                if n in (a, b):
+                    continue
+                inside = (np.abs(points[:, 0] - x) < half_w) & (np.abs(points[:, 1] - y) < half_h)
+                assert not inside.any(), f"the arrow {a} → {b} crosses the box of chapter {n}"
