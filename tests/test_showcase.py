@@ -250,3 +250,17 @@ def test_the_fedgf_threshold_is_calibrated_on_seeds_the_experiment_does_not_run(
     assert not set(pilot_seeds) & set(EXPERIMENTS["fedgf"].seeds)
     threshold = calibrate_fedgf_threshold(profile="fast", rounds=2, seeds=(5,))
     assert math.isfinite(threshold) and threshold > 0
+
+
+def test_a_comparison_of_arms_with_different_local_work_names_each_arms():
+    """A compute-matched baseline trains twice the local steps: the regime must not state the baseline's alone."""
+    from dfl_book.showcase.experiments import COMPUTE_MATCHED, REGIME_MAPS
+    from dfl_book.showcase.report import Claim, judge, load
+
+    regime_map, result = REGIME_MAPS["dfedsam-regime"], load("dfedsam-regime")
+    sam, matched = regime_map.treated_arm(5, 0.01), COMPUTE_MATCHED["DFedAvg"]
+    (equal_gradients,) = judge(result, [Claim("DFedSAM beats DFedAvg at equal gradients", sam, matched)])
+    assert f"{sam}: E = 5 (K = 20, B = 128), T = 100" in equal_gradients.regime
+    assert f"{matched}: E = 10 (K = 40, B = 128), T = 100" in equal_gradients.regime
+    (same_work,) = judge(result, [Claim("DFedSAM beats DFedAvg", sam, regime_map.baseline_arm(5))])
+    assert "; E = 5 (K = 20, B = 128), T = 100;" in same_work.regime  # one local work, named once

@@ -113,11 +113,14 @@ def _data_text(cfg, spec) -> str:
     return f"{spec.title if spec else cfg.dataset} ({split}), {_MODEL_NAMES.get(cfg.model, cfg.model)}"
 
 
-def regime(result: ShowcaseResult, arm: str) -> str:
+def regime(result: ShowcaseResult, arm: str, versus: str | None = None) -> str:
     """Where ``arm`` was measured, in parts separated by "; ": the data and model; the clients and the graph
     (or the server); the local work (E = K/⌈n/B⌉ local epochs a round) and rounds; the test set; and the arm's
     own train accuracy and train − test gap (means over seeds of the last five evaluations).
-    :func:`verdict_table` states once, in its caption, the parts every row shares."""
+    :func:`verdict_table` states once, in its caption, the parts every row shares.
+
+    ``versus`` is the arm it is compared with: where the two differ in local work or rounds (a compute-matched
+    baseline, D-SGD's one step against many), each arm's is named."""
     from dfl_core.config import Config
     from dfl_core.data.datasets import DATASETS
     from ..tables import local_work
@@ -128,7 +131,11 @@ def regime(result: ShowcaseResult, arm: str) -> str:
     clients = f"m = {cfg.num_clients}, " + (f"graph: {graph}" if graph else "with a server")
     spec = DATASETS.get(cfg.dataset)  # None for a folder of images registered in another process
     test_size = cfg.test_size or (spec.test_size if spec else None)
-    parts = [_data_text(cfg, spec), clients, local_work(cfg)]
+    work = local_work(cfg)
+    if versus is not None:
+        other = local_work(Config.from_dict(result.runs[(versus, result.seeds[0])]["config"]))
+        work = work if other == work else f"{versus}: {other}; {arm}: {work}"
+    parts = [_data_text(cfg, spec), clients, work]
     parts += [f"test on {test_size:,} images"] if test_size else []
     parts += [f"{arm}: train {train:.1f}%, gap {train - test:.1f}".replace("gap -", "gap −")]
     return "; ".join(parts)
@@ -136,7 +143,8 @@ def regime(result: ShowcaseResult, arm: str) -> str:
 
 def judge(result: ShowcaseResult, claims: list[Claim], margin: float | None = None):
     """One :class:`~dfl_book.stats.PairedComparison` per claim (95% t-interval over the seeds), carrying the
-    paper's own difference (if the claim names one) and the regime of the claim's ``worse`` arm (:func:`regime`).
+    paper's own difference (if the claim names one) and the regime of the claim's ``worse`` arm, with the
+    ``better`` arm's local work where it differs (:func:`regime`).
     ``margin`` turns on the equivalence test (EQUIVALENT within ±margin)."""
     import dataclasses
 
@@ -152,7 +160,9 @@ def judge(result: ShowcaseResult, claims: list[Claim], margin: float | None = No
         comparison = compare_paired(a, b, expect=c.expect, label=c.text, margin=margin)
         paper = f"{signed(c.paper[0], 2)} ({c.paper[1]})" if c.paper else None
         out.append(
-            dataclasses.replace(comparison, paper=paper, regime=regime(result, c.worse), endpoint=endpoint_of(c))
+            dataclasses.replace(
+                comparison, paper=paper, regime=regime(result, c.worse, versus=c.better), endpoint=endpoint_of(c)
+            )
         )
     return out
 
