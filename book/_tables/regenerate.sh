@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Regenerate the fast-scale tables that chapter 11 reads (5 seeds; about 35 minutes of one CPU core,
-# spread over JOBS processes).
+# Regenerate the fast-scale tables that chapter 11 reads (5 seeds; their headers sum to 53 CPU minutes,
+# about half that in wall time with the default JOBS=2).
 # Each CSV's header records the exact command that wrote it; this script runs them all.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
