@@ -26,7 +26,7 @@ class Symbol:
     """One symbol of the book: what it means, where it lives in the code, and each paper's symbol for it.
 
     ``papers`` maps a name of :data:`PAPERS` to that paper's symbol or words ("—": the paper has no such
-    quantity; "lost": its symbol did not survive in the text the book was written from; absent: not mapped).
+    quantity; absent: the book does not give the paper's symbol).
     ``fields`` are the ``Config`` fields that set it; ``code`` says where else the code has it.
     """
 
@@ -45,9 +45,9 @@ def _s(symbol, meaning, dfedsam=None, dfedavgm=None, fedsam=None, fedgf=None, fi
 
 SYMBOLS: tuple[Symbol, ...] = (
     # --- the federation and its data
-    _s("m", "number of clients", "$m$", "$m$ (lost in places)", "lost", "$N$", fields=["num_clients"], index="i"),
-    _s("n_i", "training samples of client $i$", "—", "—", "lost", "$m_i$", code="(from the partition)"),
-    _s("n", "training samples in total", "—", "—", "lost", "$m$", code="(from the partition)"),
+    _s("m", "number of clients", "$m$", "$m$", None, "$N$", fields=["num_clients"], index="i"),
+    _s("n_i", "training samples of client $i$", "—", "—", None, "$m_i$", code="(from the partition)"),
+    _s("n", "training samples in total", "—", "—", None, "$m$", code="(from the partition)"),
     _s(
         "p_i",
         "weight of client $i$ in an average, $n_i/n$ (over the sampled clients: $p_i^t$)",
@@ -64,13 +64,13 @@ SYMBOLS: tuple[Symbol, ...] = (
     ),
     _s("d", "number of model parameters", code="`sim.model.d`"),
     # --- rounds and local work
-    _s("T", "communication rounds", "$T$, $t$", "lost", "lost", "index $r$", fields=["rounds"], index="t"),
+    _s("T", "communication rounds", "$T$, $t$", None, None, "index $r$", fields=["rounds"], index="t"),
     _s(
         "C",
         "fraction of clients sampled per round (FedAvg's $C$)",
         "— (all take part)",
         "—",
-        "participation rate, lost",
+        "participation rate",
         "—",
         fields=["client_fraction"],
     ),
@@ -79,7 +79,7 @@ SYMBOLS: tuple[Symbol, ...] = (
         "set of clients sampled in round $t$",
         "— (all take part)",
         "—",
-        "lost",
+        None,
         "$S^r$",
         code="`sim.tools(t).sample_clients`",
     ),
@@ -88,7 +88,7 @@ SYMBOLS: tuple[Symbol, ...] = (
         "number of clients sampled per round",
         "—",
         "—",
-        "lost",
+        None,
         "$\\lvert S^r \\rvert$",
         fields=["clients_per_round"],
     ),
@@ -105,9 +105,9 @@ SYMBOLS: tuple[Symbol, ...] = (
     _s("E", "local epochs per round, $K = E\\lceil n_i/B \\rceil$", fields=["local_epochs"]),
     _s("B", "mini-batch size", fields=["batch_size"]),
     _s("\\xi", "a mini-batch, $\\xi_i^{t,k}$ that of client $i$ in step $k$ of round $t$", "$\\xi$", fedgf="$\\zeta$"),
-    _s("\\eta", "local learning rate", "$\\eta$", "lost", "$\\eta_l$", "$\\eta_l$", fields=["lr"]),
+    _s("\\eta", "local learning rate", "$\\eta$", None, "$\\eta_l$", "$\\eta_l$", fields=["lr"]),
     _s("\\eta_g", "server learning rate", '"global learning rate"', "—", "$\\eta_g$", "—", fields=["server_lr"]),
-    _s("\\theta", "heavy-ball momentum of the local steps", '"momentum 0.9"', "lost", "—", "—", fields=["momentum"]),
+    _s("\\theta", "heavy-ball momentum of the local steps", '"momentum 0.9"', None, "—", "—", fields=["momentum"]),
     _s(
         "\\theta_g",
         "server momentum of FedAvgM and MimeLite (their papers' $\\beta$)",
@@ -151,13 +151,13 @@ SYMBOLS: tuple[Symbol, ...] = (
     _s("f_i", "local objective of client $i$, $f_i(x) = \\frac{1}{n_i}\\sum_{\\xi \\in D_i} F(x; \\xi)$"),
     _s("f", "global objective, $f = \\sum_i p_i f_i$"),
     _s("w^t", "global model of a server in round $t$", "—", "—", fedgf="$w^r$"),
-    _s("x^t(i)", "model of client $i$ at the start of round $t$ (no server)", "$x^t(i)$", "lost", code="`sim.x[i]`"),
-    _s("\\bar x^t", "average of the clients' models, $\\frac1m \\sum_i x^t(i)$", "$\\bar x^t$", "lost"),
+    _s("x^t(i)", "model of client $i$ at the start of round $t$ (no server)", "$x^t(i)$", None, code="`sim.x[i]`"),
+    _s("\\bar x^t", "average of the clients' models, $\\frac1m \\sum_i x^t(i)$", "$\\bar x^t$", None),
     _s(
         "y^{t,k}(i)",
         "local iterate of client $i$ after $k$ local steps of round $t$",
         "$y^{t,k}(i)$",
-        "lost",
+        None,
         fedgf="$w^r_{i,k}$",
     ),
     _s("z^{t,q}(i)", "model of client $i$ after $q$ gossip steps of round $t$", "$z^{t,q}(i)$", "—", "—", "—"),
@@ -173,7 +173,7 @@ SYMBOLS: tuple[Symbol, ...] = (
         "data heterogeneity bound (Definition 4.2)",
         "$\\beta$",
         "$\\sigma_g$",
-        "lost",
+        None,
         "—",
         code="(computed in `theory`)",
     ),
@@ -181,8 +181,8 @@ SYMBOLS: tuple[Symbol, ...] = (
         "\\sigma_l",
         "bound on the local gradient noise",
         "$\\sigma_l$",
-        "lost",
-        "lost",
+        None,
+        None,
         "—",
         code="(computed in `theory`)",
     ),
@@ -190,12 +190,12 @@ SYMBOLS: tuple[Symbol, ...] = (
         "\\sigma_g",
         "bound on the clients' gradient dissimilarity",
         "$\\sigma_g$",
-        "lost",
-        "lost",
+        None,
+        None,
         "—",
         code="(computed in `theory`)",
     ),
-    _s("L", "smoothness constant", "$L$", "$L$ (lost)", "lost", "—", code="(computed in `theory`)"),
+    _s("L", "smoothness constant", "$L$", "$L$", None, "—", code="(computed in `theory`)"),
     _s(
         "\\Psi",
         "term of Theorem 4.5's bound that does not depend on the graph, $\\Psi(K, \\rho, \\eta)$",
@@ -215,12 +215,12 @@ SYMBOLS: tuple[Symbol, ...] = (
         code="`theory.BETA_TERM`",
     ),
     # --- the graph
-    _s("W", "mixing matrix, entries $w_{ij}$", "$W$, $w_{i,l}$", "$W$ (lost)", "—", "—", fields=["topology"]),
+    _s("W", "mixing matrix, entries $w_{ij}$", "$W$, $w_{i,l}$", "$W$", "—", "—", fields=["topology"]),
     _s(
         "\\lambda",
         "second-largest eigenvalue modulus of $W$; $1 - \\lambda$ is the spectral gap",
         "$\\lambda$ (Def. 4.1)",
-        "$\\lambda$ (lost)",
+        "$\\lambda$",
         "—",
         "—",
         code="`MixingMatrix.lam`",
@@ -275,8 +275,8 @@ SYMBOLS: tuple[Symbol, ...] = (
         code="(reported as `fedgf_drift`)",
     ),
     # --- quantized messages
-    _s("b", "bits per coordinate of a quantized message", "—", "lost", "—", "—", fields=["quant_bits"]),
-    _s("h", "quantization step", "—", "lost", "—", "—", fields=["quant_step"]),
+    _s("b", "bits per coordinate of a quantized message", "—", None, "—", "—", fields=["quant_bits"]),
+    _s("h", "quantization step", "—", None, "—", "—", fields=["quant_step"]),
     _s(
         "\\hat x_i",
         "client $i$'s public copy in compressed gossip, built from its messages alone (CHOCO-Gossip)",
@@ -299,7 +299,7 @@ SYMBOLS: tuple[Symbol, ...] = (
         "\\mathcal Q",
         "the quantizer, $\\mathcal Q(v) = h\\,k$ for a level $k$",
         "—",
-        "lost",
+        None,
         "—",
         "—",
         code="`dfl_core.operators.quantize`",
