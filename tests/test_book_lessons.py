@@ -28,7 +28,7 @@ LESSONS = sorted(p for p in BOOK.glob("[01]*.md") if re.match(r"(0\d|1[0-2])\w*_
 
 # sentences about the book's own sources, their extraction or its earlier versions (issue 40, item 6)
 MAKING_OF = re.compile(
-    r"text copy|seed text|seed texts|lost the symbols|lost its symbols|retract"
+    r"text copy|seed text|seed texts|lost the symbols|lost its symbols|retract|we worked from|lost in the text"
     r"|earlier version of this chapter",
     re.I,
 )
