@@ -6,7 +6,8 @@ Every function takes the labels as an ``(N,)`` integer array and an explicit
 * ``iid``: a random equal split.
 * ``dirichlet`` (label skew, :func:`dirichlet`), method ``"prior"`` (default): the partition of FedDyn (Acar et al.,
   2021) that DisPFL (Dai et al., 2022) reuses (``partition_data(..., "dir")`` in the rong-dai/DisPFL code);
-  method ``"hsu"``: Hsu et al. (2019), the partition DFedSAM §5 cites.
+  each client draws its class mix ~ Dir(alpha), as in Hsu et al. (2019), whom DFedSAM §5 cites; method ``"hsu"``:
+  each class split among the clients (the NIID-Bench-style split many FL codes attribute to Hsu et al.).
 * ``shards``: the pathological split of McMahan et al. (2017): sort by label, cut into ``m * shards_per_client``
   shards, deal each client that many shards (DFedSAM App. C: 200 shards, 100 clients, 2 each; DFedAvgM §6: 40 shards
   of 1500 MNIST images, 20 clients, 2 each).
@@ -27,7 +28,8 @@ __all__ = ["PARTITIONS", "DIRICHLET_METHODS", "partition", "iid", "dirichlet", "
 PARTITIONS: dict[str, str] = {
     "iid": "random equal split",
     "dirichlet": "label skew: each client's class mix ~ Dir(alpha) (alpha=0: one class per client; "
-    "method 'prior' = FedDyn/DisPFL equal sizes, 'hsu' = Hsu et al. 2019 unequal sizes)",
+    "method 'prior' = per-client draw, equal sizes (Hsu et al. 2019; FedDyn/DisPFL), 'hsu' = per-class split, "
+    "unequal sizes)",
     "shards": "pathological: sort by label, deal shards_per_client label-sorted shards to each client "
     "(McMahan et al. 2017)",
 }
@@ -195,7 +197,8 @@ def dirichlet(
     ``client_size``); client i draws ``p_i ~ Dir(alpha 1_C)`` and then the label of each of its samples from
     ``p_i``, renormalized over the classes not yet used up.
 
-    ``method="hsu"`` (Hsu et al. 2019): each class is split among the clients with
+    ``method="hsu"`` (the name many FL codes give it; Hsu et al. 2019 draw per client, as "prior" does): each class
+    is split among the clients with
     proportions ``~ Dir(alpha 1_m)``; sizes differ. A draw that leaves a client
     empty is redrawn (up to 100 times, like NIID-Bench's ``min_size`` loop).
 
