@@ -637,10 +637,10 @@ def round_timelines(K: int = 4, Q: int = 3):
 def quantizer_levels(bits: int = 2, value: float = 0.7, step: float = 1.0):
     """Chapter 05: a b-bit quantizer's levels, and where one value goes under each rounding.
 
-    The 2^b levels k·s, k = −2^(b−1) … 2^(b−1) − 1, on a number line. The value
-    v between levels k·s and (k+1)·s goes to the nearer level (nearest
-    rounding: error ≤ s/2, biased), to the lower one (rounding down: always
-    biased downwards), or, stochastically, up with probability v/s − k and down
+    The 2^b levels k·h, k = −2^(b−1) … 2^(b−1) − 1, on a number line (h: the step). The value
+    v between levels k·h and (k+1)·h goes to the nearer level (nearest
+    rounding: error ≤ h/2, biased), to the lower one (rounding down: always
+    biased downwards), or, stochastically, up with probability v/h − k and down
     otherwise (unbiased: the expected level is v).
     """
     L = 2 ** (bits - 1)
@@ -663,7 +663,7 @@ def quantizer_levels(bits: int = 2, value: float = 0.7, step: float = 1.0):
         color=BLUE,
         rad=0.7 if nearest > value else -0.7,
         shrink=2,
-        text=f"to the nearer level: error {abs(nearest - value):.2g} ≤ s/2",
+        text=f"to the nearer level: error {abs(nearest - value):.2g} ≤ h/2",
         text_offset=(0, 0.32),
     )
     _arrow(
@@ -710,17 +710,17 @@ def quantizer_levels(bits: int = 2, value: float = 0.7, step: float = 1.0):
 def public_copies(bits: int = 8):
     r"""Chapter 05: what each client holds and sends in compressed gossip with public copies (CHOCO-Gossip).
 
-    Three clients on a path, j — i — l. Client i holds its model :math:`x_i`, its own public copy
+    Three clients on a path, j — i — l. Client i holds its model :math:`z_i`, its own public copy
     :math:`\hat x_i` and the copies of its neighbours :math:`\hat x_j, \hat x_l`; every copy of
     :math:`\hat x_j` is built from j's messages alone, so all holders agree. A message carries
-    :math:`q_j = \mathcal Q(x_j - \hat x_j)`: b-bit integers and one 32-bit step, d·b + 32 bits.
+    :math:`q_j = \mathcal Q(z_j - \hat x_j)`: b-bit integers and one 32-bit step, d·b + 32 bits.
     """
     fig, ax = plt.subplots(figsize=(10, 3.6))
     centres = {"j": 1.6, "i": 5.0, "l": 8.4}
     holds = {
-        "j": ["x_j", "\\hat x_j", "\\hat x_i"],
-        "i": ["x_i", "\\hat x_i", "\\hat x_j,\\ \\hat x_l"],
-        "l": ["x_l", "\\hat x_l", "\\hat x_i"],
+        "j": ["z_j", "\\hat x_j", "\\hat x_i"],
+        "i": ["z_i", "\\hat x_i", "\\hat x_j,\\ \\hat x_l"],
+        "l": ["z_l", "\\hat x_l", "\\hat x_i"],
     }
     for name, x in centres.items():
         own, public, copies = holds[name]
@@ -744,7 +744,7 @@ def public_copies(bits: int = 8):
     ax.text(
         5.0,
         2.75,
-        f"each gossip step, each client sends $q = \\mathcal{{Q}}(x - \\hat x)$: {bits}-bit "
+        f"each gossip step, each client sends $q = \\mathcal{{Q}}(z - \\hat x)$: {bits}-bit "
         f"integers and one 32-bit step (d·{bits} + 32 bits)",
         ha="center",
         fontsize=10,
@@ -753,7 +753,7 @@ def public_copies(bits: int = 8):
         5.0,
         -0.45,
         "everyone who holds $\\hat x_j$ adds $q_j$ to it;  then "
-        "$x_i \\leftarrow x_i + \\gamma\\sum_j w_{ij}(\\hat x_j - \\hat x_i)$",
+        "$z_i \\leftarrow z_i + \\gamma\\sum_j w_{ij}(\\hat x_j - \\hat x_i)$",
         ha="center",
         fontsize=10,
     )
