@@ -1052,14 +1052,14 @@ def engine_loop():
     """Chapter 12: the engine's loop, and the two places a new algorithm plugs in.
 
     The engine owns the loop over rounds: it hands the clients' parameters
-    (an ``(m, d)`` tensor) and the round's tools ``r`` to the algorithm's
-    ``round(x, r) -> x``, which typically calls ``r.local_train(x)`` (K steps of
+    (in its state, e.g. ``ClientModels(x)`` with ``x`` an ``(m, d)`` tensor) and the round's tools ``r``
+    to the algorithm's ``round(state, r) -> state``, which typically calls ``r.local_train(x)`` (K steps of
     the local rule on every client, on each client's own data) and
     ``r.gossip(x)`` (W applied Q times), and evaluates every ``eval_every``
     rounds. A new algorithm is a new ``round`` (or a new local rule).
     """
     fig, ax = _canvas((11, 4.6), None, xlim=(0, 11), ylim=(0, 4.6))
-    _box(ax, (1.3, 2.3), "data:\neach client's split\n(P.data / DataCache)", width=2.2, height=1.2, color=SKY)
+    _box(ax, (1.3, 2.3), "data:\neach client's split\n(held by the engine)", width=2.2, height=1.2, color=SKY)
     ax.add_patch(
         FancyBboxPatch(
             (3.1, 1.1),
@@ -1072,7 +1072,7 @@ def engine_loop():
             linestyle="--",
         )
     )
-    ax.text(5.6, 3.6, "your algorithm: round(x, r) -> x", ha="center", fontsize=10, color=PINK)
+    ax.text(5.6, 3.6, "your algorithm: round(state, r) -> state", ha="center", fontsize=10, color=PINK)
     _box(
         ax,
         (4.4, 2.3),
@@ -1092,7 +1092,7 @@ def engine_loop():
     ax.text(
         5.6,
         0.2,
-        "x: the clients' parameters, an (m, d) tensor (row i is client i's model)",
+        "state: e.g. ClientModels(x), x an (m, d) tensor whose row i is client i's model",
         ha="center",
         fontsize=9,
         color="0.3",
