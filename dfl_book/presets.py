@@ -225,7 +225,7 @@ _DFEDSAM_COMMON_NOTES = (
     "It only matters for DFedSAM-MGS.",
     "Dirichlet split: §5.1 cites Hsu et al. (2019), whose per-client draw with equal sizes is the 'prior' split "
     "(also the DisPFL code's FedDyn-style split), as the K conversion's 500 samples on every client assume; "
-    "dirichlet_method='hsu' is the per-class split with unequal sizes.",
+    "dirichlet_method='per-class' is the per-class split with unequal sizes.",
     "Weight decay: App. B.3 says 5e-4 'for all baselines except FedSAM'; DFedSAM/DFedSAM-MGS are not "
     "baselines in the paper's wording, and the third-party DFedSAM code (da-dpfl) passes no weight decay to "
     "SAM. We read the sentence as covering every method but FedSAM (weight_decay=0 is the alternative).",

@@ -65,7 +65,7 @@ class Config:
         0.3, "α, Dirichlet concentration of the label split (0 means one class per client)", Number(0.0)
     )
     dirichlet_method: str = setting(
-        "prior", "'prior' (equal sizes, DisPFL/FedDyn) or 'hsu' (per-class split)", OneOf(DIRICHLET_METHODS)
+        "prior", "'prior' (equal sizes, DisPFL/FedDyn) or 'per-class' (unequal sizes)", OneOf(DIRICHLET_METHODS)
     )
     shards_per_client: int = setting(2, "classes per client for the 'shards' partition", Integer(1))
     train_size: int | None = setting(None, "use a stratified subset of this many training samples", Integer(1))

@@ -412,17 +412,17 @@ def test_prior_sampler_matches_feddyn_loop():
     np.testing.assert_allclose(ours, reference, atol=0.2)
 
 
-def test_dirichlet_hsu_sizes_differ_and_classes_preserved():
+def test_dirichlet_per_class_sizes_differ_and_classes_preserved():
     labels = balanced_labels()
-    parts = dirichlet(labels, 10, 0.5, np.random.default_rng(0), method="hsu")
+    parts = dirichlet(labels, 10, 0.5, np.random.default_rng(0), method="per-class")
     assert_disjoint_sorted(parts, len(labels), covering=True)
     assert len({len(p) for p in parts}) > 1
     np.testing.assert_array_equal(histograms(labels, parts, 10).sum(0), np.bincount(labels))
 
 
-def test_dirichlet_hsu_alpha_zero():
+def test_dirichlet_per_class_alpha_zero():
     labels = balanced_labels()
-    hist = histograms(labels, dirichlet(labels, 4, 0, np.random.default_rng(0), method="hsu"), 10)
+    hist = histograms(labels, dirichlet(labels, 4, 0, np.random.default_rng(0), method="per-class"), 10)
     assert np.all((hist > 0).sum(0) == 1)  # every class whole on one client
     assert sorted((hist > 0).sum(1)) == [2, 2, 3, 3]
 
@@ -461,7 +461,7 @@ def test_same_seed_same_partition():
     for scheme, kwargs in [
         ("iid", {}),
         ("dirichlet", {"alpha": 0.3}),
-        ("dirichlet", {"alpha": 0.3, "dirichlet_method": "hsu"}),
+        ("dirichlet", {"alpha": 0.3, "dirichlet_method": "per-class"}),
         ("shards", {}),
     ]:
         a = partition(labels, 8, scheme, rng=np.random.default_rng(5), **kwargs)
@@ -496,7 +496,7 @@ def test_unknown_scheme_lists_allowed():
     with pytest.raises(DataError, match="unknown partition scheme 'dirchlet'") as info:
         partition(balanced_labels(), 5, "dirchlet", rng=np.random.default_rng(0))
     assert all(name in str(info.value) for name in PARTITIONS)
-    with pytest.raises(DataError, match="prior, hsu"):
+    with pytest.raises(DataError, match="prior, per-class"):
         dirichlet(balanced_labels(), 5, 0.3, np.random.default_rng(0), method="acar")
 
 
@@ -507,12 +507,12 @@ def test_more_clients_than_samples(scheme, kwargs):
         partition(labels, 11, scheme, rng=np.random.default_rng(0), **kwargs)
 
 
-def test_too_many_shards_and_empty_hsu_clients():
+def test_too_many_shards_and_empty_per_class_clients():
     labels = balanced_labels(per_class=1)
     with pytest.raises(DataError, match="shards"):
         shards(labels, 6, 2, np.random.default_rng(0))
     with pytest.raises(DataError, match="m=50"):  # 10 classes cannot reach 50 clients at tiny alpha
-        dirichlet(balanced_labels(), 50, 0.001, np.random.default_rng(0), method="hsu")
+        dirichlet(balanced_labels(), 50, 0.001, np.random.default_rng(0), method="per-class")
 
 
 def test_bad_counts_and_rng():

@@ -71,7 +71,7 @@ def test_linear_model_is_softmax_regression():
 
 # ------------------------------------------------------------------ constants
 def test_softmax_L_bound_against_autograd_hessian():
-    sim = _sim(dirichlet_method="hsu")
+    sim = _sim(dirichlet_method="per-class")
     c = simulation_constants(sim)
     parts = _numpy_softmax_parts(sim)
     Li = [np.linalg.eigvalsh(xt.T @ xt).max() / (2 * len(xt)) for xt, _ in parts]
@@ -104,7 +104,7 @@ def test_softmax_L_bound_against_autograd_hessian():
 
 
 def test_softmax_gradient_bounds_hold():
-    sim = _sim(dirichlet_method="hsu")
+    sim = _sim(dirichlet_method="per-class")
     c = simulation_constants(sim)
     parts = _numpy_softmax_parts(sim)
     rng = np.random.default_rng(1)
@@ -123,7 +123,7 @@ def test_softmax_gradient_bounds_hold():
 # ------------------------------------------------------------ the measurement
 def test_engine_gradient_matches_numpy():
     """∇f with f = (1/m)Σ f_i (DFedSAM eq. (1)), unequal client sizes, float64, to 1e-10."""
-    sim = _sim(dirichlet_method="hsu", topology="ring")
+    sim = _sim(dirichlet_method="per-class", topology="ring")
     counts = sim.data.train.counts.numpy()
     assert counts.min() != counts.max()  # else the pooled mean would agree too
     for _ in range(3):
@@ -141,7 +141,7 @@ def test_engine_gradient_matches_numpy():
     assert np.abs(pooled - gn).max() > 1e-6  # the weighting is visible
     # the same computation inside measure_against_bounds, at x̄¹ = x0
     res = measure_against_bounds(
-        Config(**{**BASE, "algorithm": "dfedsam", "dirichlet_method": "hsu", "rounds": 1}), eta="max"
+        Config(**{**BASE, "algorithm": "dfedsam", "dirichlet_method": "per-class", "rounds": 1}), eta="max"
     )
     f0, g0 = _numpy_f_grad(_flat_to_V(sim.x0[0].numpy(), 10), parts)
     assert res["grad_norm_sq"][0] == pytest.approx((g0**2).sum(), abs=1e-10)

@@ -6,7 +6,7 @@ Every function takes the labels as an ``(N,)`` integer array and an explicit
 * ``iid``: a random equal split.
 * ``dirichlet`` (label skew, :func:`dirichlet`), method ``"prior"`` (default): the partition of FedDyn (Acar et al.,
   2021) that DisPFL (Dai et al., 2022) reuses (``partition_data(..., "dir")`` in the rong-dai/DisPFL code);
-  each client draws its class mix ~ Dir(alpha), as in Hsu et al. (2019), whom DFedSAM §5 cites; method ``"hsu"``:
+  each client draws its class mix ~ Dir(alpha), as in Hsu et al. (2019), whom DFedSAM §5 cites; method ``"per-class"``:
   each class split among the clients (the NIID-Bench-style split many FL codes attribute to Hsu et al.).
 * ``shards``: the pathological split of McMahan et al. (2017): sort by label, cut into ``m * shards_per_client``
   shards, deal each client that many shards (DFedSAM App. C: 200 shards, 100 clients, 2 each; DFedAvgM §6: 40 shards
@@ -28,15 +28,15 @@ __all__ = ["PARTITIONS", "DIRICHLET_METHODS", "partition", "iid", "dirichlet", "
 PARTITIONS: dict[str, str] = {
     "iid": "random equal split",
     "dirichlet": "label skew: each client's class mix ~ Dir(alpha) (alpha=0: one class per client; "
-    "method 'prior' = per-client draw, equal sizes (Hsu et al. 2019; FedDyn/DisPFL), 'hsu' = per-class split, "
+    "method 'prior' = per-client draw, equal sizes (Hsu et al. 2019; FedDyn/DisPFL), 'per-class' = per-class split, "
     "unequal sizes)",
     "shards": "pathological: sort by label, deal shards_per_client label-sorted shards to each client "
     "(McMahan et al. 2017)",
 }
-DIRICHLET_METHODS = ("prior", "hsu")
+DIRICHLET_METHODS = ("prior", "per-class")
 # Hsu's split can leave a client empty (small alpha, many clients); it is redrawn
 # this many times, as NIID-Bench's min_size loop does, before giving up.
-_HSU_ATTEMPTS = 100
+_PER_CLASS_ATTEMPTS = 100
 # A renormalized prior with less mass than this on the classes left is redrawn
 # (see _sample_by_priors): dividing by it would lose all precision.
 _DEAD_MASS = 1e-200
@@ -197,13 +197,13 @@ def dirichlet(
     ``client_size``); client i draws ``p_i ~ Dir(alpha 1_C)`` and then the label of each of its samples from
     ``p_i``, renormalized over the classes not yet used up.
 
-    ``method="hsu"`` (the name many FL codes give it; Hsu et al. 2019 draw per client, as "prior" does): each class
+    ``method="per-class"`` (often attributed to Hsu et al. 2019, who draw per client, as "prior" does): each class
     is split among the clients with
     proportions ``~ Dir(alpha 1_m)``; sizes differ. A draw that leaves a client
     empty is redrawn (up to 100 times, like NIID-Bench's ``min_size`` loop).
 
     ``alpha = 0`` is the limit alpha -> 0: one class per client ("prior": after a seeded shuffle of the classes
-    client i gets class ``i mod C``, and moves to one random class left if its class runs out; "hsu": each class
+    client i gets class ``i mod C``, and moves to one random class left if its class runs out; "per-class": each class
     goes whole to one client, dealt round-robin, so it needs m <= C).
     """
     labels, rng = _check_labels(labels), _check_rng(rng)
@@ -233,13 +233,13 @@ def dirichlet(
     if client_size is not None:
         raise DataError(
             f"client_size={client_size!r} is only for equal-size splits (iid, dirichlet 'prior'); "
-            "the 'hsu' method's client sizes are random"
+            "the 'per-class' method's client sizes are random"
         )
     members = [rng.permutation(np.flatnonzero(dense == c)) for c in range(num_classes)]
     if alpha == 0:
         if m > num_classes:
             raise DataError(
-                f"dirichlet method 'hsu' with alpha=0 gives each class to one client, so m={m} "
+                f"dirichlet method 'per-class' with alpha=0 gives each class to one client, so m={m} "
                 f"clients cannot all get data from N={len(labels)} samples of {num_classes} classes; "
                 "use m <= number of classes or method 'prior'"
             )
@@ -247,7 +247,7 @@ def dirichlet(
         owner_of_class[rng.permutation(num_classes)] = np.arange(num_classes) % m
         parts = [np.concatenate([members[c] for c in np.flatnonzero(owner_of_class == i)]) for i in range(m)]
         return [np.sort(p) for p in parts]
-    for _ in range(_HSU_ATTEMPTS):
+    for _ in range(_PER_CLASS_ATTEMPTS):
         pieces = [[] for _ in range(m)]
         for idx in members:
             proportions = rng.dirichlet(np.full(m, alpha))
@@ -258,8 +258,8 @@ def dirichlet(
         if min(len(p) for p in parts) > 0:
             return parts
     raise DataError(
-        f"dirichlet method 'hsu' with alpha={alpha} left some of the m={m} clients without "
-        f"samples (N={len(labels)}) in {_HSU_ATTEMPTS} draws; use a larger alpha, fewer clients "
+        f"dirichlet method 'per-class' with alpha={alpha} left some of the m={m} clients without "
+        f"samples (N={len(labels)}) in {_PER_CLASS_ATTEMPTS} draws; use a larger alpha, fewer clients "
         "or method 'prior'"
     )
 
