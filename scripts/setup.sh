@@ -4,15 +4,16 @@
 #   DFL_TORCH="torch==X torchvision==Y"  install this torch first (CI uses the build on its disk)
 #   DFL_TORCH_INDEX=URL                  install torch and torchvision (or $DFL_TORCH) from this package
 #                                        index first; https://download.pytorch.org/whl/cpu is the CPU-only
-#                                        build (about 1 GB installed, instead of the 4-5 GB of the CUDA
+#                                        build (about 0.7 GB installed, instead of the 4.4 GB of the CUDA
 #                                        build that PyPI's Linux wheels pull in)
 #   DFL_REQUIRE_ALL=1                    fail instead of skipping optional system packages
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # dataset-fashion-mnist: the original Fashion-MNIST IDX files (no download at run time);
-# chromium + libjs-mathjax: the offline browser test of the book (tests/test_book_site.py)
-SYSTEM_PACKAGES="dataset-fashion-mnist chromium libjs-mathjax"
+# chromium + libjs-mathjax: the offline browser test of the book (tests/test_book_site.py);
+# python3-venv: Debian and Ubuntu ship python3 without the venv module's pip (ensurepip)
+SYSTEM_PACKAGES="dataset-fashion-mnist chromium libjs-mathjax python3-venv"
 if command -v apt-get >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else SUDO="none"; fi
   if [ "$SUDO" != none ]; then

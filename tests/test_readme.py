@@ -6,7 +6,7 @@ Checked here: the README stays short; every relative link of the README and of t
 (a file of the repository, and for ``page.md#anchor`` a heading of that page, which GitHub and MyST name
 alike); the README links every guide page; the guide's links into the repository name files that exist; the
 Quickstart's commands are the ones .ci/run and the guide run, and what it quotes the CLI printing, the CLI
-prints; the README's figure is chapter 02's. (The architecture section's names: tests/test_architecture.py.
+prints; the README's figure is chapter 02's. (The names on the architecture page: tests/test_architecture.py.
 The GPU timings the guide quotes: tests/test_benchmarks.py.)
 """
 
