@@ -127,7 +127,7 @@ PROFILES: dict[str, Profile] = {
         model="vgg11-gn",
         num_clients=100,
         rounds=1000,
-        seeds=(0, 1, 2),
+        seeds=(0, 1, 2, 3, 4),
         eval_every=10,
         presets={"table1": "dfedsam-table1-cifar10", "table2": "dfedsam-table2-cifar10"},
     ),
