@@ -961,19 +961,26 @@ def claims_overview(ax, claims: Iterable[Any]) -> dict:
     """Appendix 91: how many claims of each seed paper hold, fail, or cannot be checked, as stacked bars.
 
     ``claims`` are :class:`theory.claims.Claim` records (``.location``, ``.verdict``); a claim belongs to
-    the paper whose seed file its location names first (``seeds/003…`` → "DFedSAM (003)").
+    the paper whose source file its location names first (``seeds/003…`` → "DFedSAM (Shi et al. 2023)").
     Returns ``{paper: {verdict: count}}``.
     """
     import re
 
-    names = {"000": "DFedSAM poster", "001": "FedGF", "002": "FedSAM", "003": "DFedSAM", "004": "DFedAvgM"}
+    names = {
+        "003": "DFedSAM (Shi et al. 2023)",
+        "000": "DFedSAM's poster",
+        "004": "DFedAvgM (Sun et al. 2022)",
+        "002": "FedSAM (Qu et al. 2022)",
+        "001": "FedGF (Lee & Yoon 2024)",
+    }
     verdicts = ("HOLDS", "FAILS", "NOT CHECKABLE")
     counts: dict[str, dict[str, int]] = {}
     for c in claims:
         found = re.search(r"seeds/(\d{3})", c.location)
-        paper = f"{names.get(found.group(1), 'seed')} ({found.group(1)})" if found else "other"
+        paper = names.get(found.group(1), "other") if found else "other"
         counts.setdefault(paper, dict.fromkeys(verdicts, 0))[c.verdict] += 1
-    papers = sorted(counts, key=lambda p: p[-4:])  # by seed number
+    order = [*names.values(), "other"]
+    papers = sorted(counts, key=order.index)
     left = np.zeros(len(papers))
     for i, v in enumerate(verdicts):
         widths = np.array([counts[p][v] for p in papers], dtype=float)
@@ -989,7 +996,7 @@ def claims_overview(ax, claims: Iterable[Any]) -> dict:
         )
         left += widths
     ax.invert_yaxis()
-    ax.set(xlabel="number of claims", ylabel="seed paper")
+    ax.set(xlabel="number of claims", ylabel="paper")
     ax.grid(True, axis="x", alpha=0.3)
     legend_outside(ax)
     return counts
