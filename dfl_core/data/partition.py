@@ -34,7 +34,7 @@ PARTITIONS: dict[str, str] = {
     "(McMahan et al. 2017)",
 }
 DIRICHLET_METHODS = ("prior", "per-class")
-# Hsu's split can leave a client empty (small alpha, many clients); it is redrawn
+# The per-class split can leave a client empty (small alpha, many clients); it is redrawn
 # this many times, as NIID-Bench's min_size loop does, before giving up.
 _PER_CLASS_ATTEMPTS = 100
 # A renormalized prior with less mass than this on the classes left is redrawn
