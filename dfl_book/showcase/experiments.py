@@ -86,7 +86,7 @@ REGIME_MAPS: dict[str, RegimeMap] = {
             "08",
             "Where does DFedSAM beat DFedAvg: at which local work per round (E local epochs) and which ρ? Ring, "
             "m = 20 clients of 500 Fashion-MNIST images, Dirichlet 0.3, the paper's batch 128 and weight decay, "
-            "100 rounds; the paper's protocol is the row E = 5, and DFedSAM-MGS (Q = 4) runs there too.",
+            "100 rounds; the paper's local training is the row E = 5, and DFedSAM-MGS (Q = 4) runs there too.",
             "DFedAvg",
             "DFedSAM",
             dict(algorithm="dfedavg", topology="ring"),
