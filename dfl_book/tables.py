@@ -29,7 +29,9 @@ detectable effect says how large a difference these seeds could have shown).
 :func:`orderings` compares every pair of rows the paper orders in a column,
 :func:`check_claims` the papers' named claims (:data:`CLAIMS`);
 :func:`write_table` adds both to the Markdown and writes them to
-``NAME-PROFILE[-TAG]-verdicts.csv``.
+``NAME-PROFILE[-TAG]-verdicts.csv``. A table tests many comparisons, so each
+is also judged after Holm's correction over its family: the table's orderings
+form one family, its named claims another.
 """
 
 from __future__ import annotations
@@ -53,7 +55,18 @@ from dfl_core.checkpoint import write_atomic
 from dfl_core.config import Config, ConfigError
 
 from .presets import PRESETS, Preset, get_preset
-from .stats import MIN_SEEDS, VERDICTS, PairedComparison, compare_paired, markdown_table, signed, summarize
+from .stats import (
+    MIN_SEEDS,
+    VERDICTS,
+    PairedComparison,
+    compare_paired,
+    holm,
+    holm_adjust,
+    markdown_table,
+    p_value,
+    signed,
+    summarize,
+)
 
 __all__ = [
     "TABLE_PROFILES",
@@ -705,7 +718,7 @@ def verdicts_markdown(result: TableResult) -> str:
             by_setting.setdefault(pair.setting, []).append(c)
         by_setting["all"] = [c for _, c in ordered]
         lines += [
-            "The paper's orderings (every pair of rows whose paper numbers differ), per column:",
+            "The paper's orderings (every pair of rows whose paper numbers differ), per column, uncorrected:",
             "",
             "| setting | pairs | " + " | ".join(VERDICTS) + " |",
             "|---|---:|" + "---:|" * len(VERDICTS),
@@ -713,15 +726,34 @@ def verdicts_markdown(result: TableResult) -> str:
         for s, cs in by_setting.items():
             counts = summarize(cs)
             lines.append(f"| {s} | {len(cs)} | " + " | ".join(str(counts[v]) for v in VERDICTS) + " |")
+        after = holm([c for _, c in ordered])
+        lines += [
+            "",
+            f"After Holm's correction over the table's {len(ordered)} orderings (one family): "
+            f"{after.count('REPRODUCED')} REPRODUCED, {after.count('REVERSED')} REVERSED, "
+            f"{after.count('UNRESOLVED')} UNRESOLVED.",
+        ]
     else:
         lines.append("No two rows here have different paper numbers in a column, so there are no orderings to check.")
     claims = check_claims(result)
     lines += [""] + (
-        ["The paper's named claims (`CLAIMS` in `dfl_book/tables.py`), per column:", "", markdown_table(claims)]
+        [
+            "The paper's named claims (`CLAIMS` in `dfl_book/tables.py`), per column; *after Holm* corrects "
+            f"over the table's {len(claims)} named-claim comparisons (one family):",
+            "",
+            markdown_table(claims, corrected=holm(claims)),
+        ]
         if claims
         else ["No named claims for these rows."]
     )
     return "\n".join(lines)
+
+
+_HOLM_TEXT = (
+    "p is the paired t-test's two-sided p-value; p_holm its Holm-adjusted value within the row's family "
+    "(the table's orderings are one family, its named claims another), and verdict_holm the verdict that "
+    "stands after the correction (a difference stands when p_holm < 0.05)."
+)
 
 
 def _write_verdicts(result: TableResult, path: Path) -> None:
@@ -730,27 +762,37 @@ def _write_verdicts(result: TableResult, path: Path) -> None:
     header = [f"# {k}: {v}" for k, v in result.meta.items()] + [f"# interval: {_method_text(n)}"]
     if n < MIN_SEEDS:
         header.append(f"# note: {_few_seeds(n)}")
+    header.append(f"# holm: {_HOLM_TEXT}")
     fields = ["kind", "label", "setting", "better", "worse", "n", "mean", "low", "high", "detectable", "verdict"]
+    fields += ["p", "p_holm", "verdict_holm"]
+    families = [_compared(result, _ordering_pairs(result)), _compared(result, _claim_pairs(result))]
     with open(path, "w", newline="") as f:
         f.write("\n".join(header) + "\n")
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
-        for p, c in _compared(result, _ordering_pairs(result) + _claim_pairs(result)):
-            writer.writerow(
-                dict(
-                    kind=p.kind,
-                    label=p.label,
-                    setting=p.setting,
-                    better=p.better,
-                    worse=p.worse,
-                    n=c.n,
-                    mean=f"{c.mean:.4f}",
-                    low=f"{c.low:.4f}",
-                    high=f"{c.high:.4f}",
-                    detectable=f"{c.detectable:.4f}",
-                    verdict=c.verdict,
+        for family in filter(None, families):  # a table may have no named claims for its rows
+            comparisons = [c for _, c in family]
+            p_values = [p_value(c) for c in comparisons]
+            rows = zip(family, p_values, holm_adjust(p_values), holm(comparisons))
+            for (p, c), p_raw, p_holm, verdict_holm in rows:
+                writer.writerow(
+                    dict(
+                        kind=p.kind,
+                        label=p.label,
+                        setting=p.setting,
+                        better=p.better,
+                        worse=p.worse,
+                        n=c.n,
+                        mean=f"{c.mean:.4f}",
+                        low=f"{c.low:.4f}",
+                        high=f"{c.high:.4f}",
+                        detectable=f"{c.detectable:.4f}",
+                        verdict=c.verdict,
+                        p=f"{p_raw:.4f}",
+                        p_holm=f"{p_holm:.4f}",
+                        verdict_holm=verdict_holm,
+                    )
                 )
-            )
 
 
 def write_table(result: TableResult, folder: str | Path, tag: str | None = None) -> tuple[Path, Path]:

@@ -391,8 +391,19 @@ def test_write_table_adds_the_verdicts(tmp_path, capsys):
         "high",
         "detectable",
         "verdict",
+        "p",
+        "p_holm",
+        "verdict_holm",
     ]
     assert [r["kind"] for r in rows] == ["ordering"] * 6 + ["claim"] * 2
+    assert "one family" in meta["holm"] and "p_holm < 0.05" in meta["holm"]
+    for family in (rows[:6], rows[6:]):  # Holm's adjusted p: at least the raw p, and monotone in it
+        raw, adjusted = [float(r["p"]) for r in family], [float(r["p_holm"]) for r in family]
+        assert all(a >= r for r, a in zip(raw, adjusted))
+        assert all(adjusted[i] <= adjusted[j] for i in range(len(raw)) for j in range(len(raw)) if raw[i] < raw[j])
+        for r in family:
+            resolved = r["verdict"] in ("REPRODUCED", "REVERSED") and float(r["p_holm"]) < 0.05
+            assert r["verdict_holm"] == (r["verdict"] if resolved else "UNRESOLVED"), r
     first = rows[0]
     assert (first["label"], first["setting"], first["better"], first["worse"], first["n"], first["verdict"]) == (
         "ring: DFedSAM > DFedAvg (paper 73.19 vs 69.95)",
@@ -408,9 +419,10 @@ def test_write_table_adds_the_verdicts(tmp_path, capsys):
     assert "| setting | pairs | REPRODUCED | REVERSED | EQUIVALENT | UNRESOLVED |" in md
     assert "| ring | 3 | 2 | 1 | 0 | 0 |" in md and "| full | 3 | 0 | 0 | 0 | 3 |" in md
     assert "| all | 6 | 2 | 1 | 0 | 3 |" in md
-    assert "| claim | mean Δ | 95% CI | detectable | verdict | paper's Δ | regime |" in md
+    assert "After Holm's correction over the table's 6 orderings (one family): 2 REPRODUCED, 1 REVERSED" in md
+    assert "| claim | mean Δ | 95% CI | detectable | verdict | after Holm | paper's Δ | regime |" in md
     assert (
-        "| ring: DFedSAM-MGS beats DFedSAM | +2.99 | [+2.96, +3.02] | 0.04 | REPRODUCED | +7.36 | "
+        "| ring: DFedSAM-MGS beats DFedSAM | +2.99 | [+2.96, +3.02] | 0.04 | REPRODUCED | REPRODUCED | +7.36 | "
         "E = 5 (K = 15, B = 32), T = 30 |"
     ) in md
     assert "Note:" not in md
