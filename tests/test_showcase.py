@@ -264,3 +264,14 @@ def test_a_comparison_of_arms_with_different_local_work_names_each_arms():
     assert f"{matched}: E = 10 (K = 40, B = 128), T = 100" in equal_gradients.regime
     (same_work,) = judge(result, [Claim("DFedSAM beats DFedAvg", sam, regime_map.baseline_arm(5))])
     assert "; E = 5 (K = 20, B = 128), T = 100;" in same_work.regime  # one local work, named once
+
+
+def test_a_comparison_of_arms_on_different_graphs_names_both():
+    """The ring against the complete graph: the regime must not state the baseline's graph alone."""
+    from dfl_book.showcase.report import Claim, judge, load
+
+    result = load("dsgd-batch")
+    (ring_vs_complete,) = judge(result, [Claim("ring beats SGD", "ring, total batch 160", "complete, total batch 160")])
+    assert "graph: ring against complete" in ring_vs_complete.regime, ring_vs_complete.regime
+    (same_graph,) = judge(result, [Claim("160 beats 1280", "ring, total batch 160", "ring, total batch 1280")])
+    assert "graph: ring;" in same_graph.regime and "against" not in same_graph.regime.split("; ")[1]

@@ -163,6 +163,28 @@ def test_a_verdict_table_names_its_endpoint_and_corrects_its_family():
         markdown_table(weak, corrected=["UNRESOLVED"])
 
 
+def test_a_summary_says_what_survives_holms_correction():
+    """Each resolved verdict's bullet says whether it stands after Holm over its family; unresolved ones add
+    nothing; a single comparison has no family to correct."""
+    from dfl_book.showcase.report import summary
+
+    base = [0.0] * 5
+    weak = [compare_paired([1.0, 0.1, 0.9, 0.2, 0.8], base, label=f"claim {k}") for k in (1, 2)]
+    strong = compare_paired([3.0, 3.1, 2.9, 3.2, 2.8], base, label="strong")
+    none = compare_paired([1.0, -1.0, 0.5, -0.5, 0.1], base, label="none")
+    text = str(summary([*weak, strong, none]))
+    lines = text.splitlines()
+    assert len(lines) == 4 and all(line.startswith("- **") for line in lines)
+    assert lines[0].endswith("After Holm's correction over the family of 4: unresolved.")
+    assert lines[2].endswith("It stands after Holm's correction over the family of 4.")
+    assert "Holm" not in lines[3] and "unresolved" in lines[3]
+    assert "Holm" not in str(summary(weak[:1]))
+    part = str(summary(weak[:1], family=[*weak, strong]))
+    assert part.endswith("After Holm's correction over the family of 3: unresolved.")
+    with pytest.raises(ValueError, match="every verdict must be in the family given"):
+        summary([strong], family=weak)
+
+
 def test_a_verdict_table_states_each_rows_endpoint_and_the_regime_its_rows_share():
     """Rows that compare different quantities name each one; the regime parts every row shares move to the
     caption, and the regime column keeps what differs (or disappears when nothing does)."""

@@ -120,7 +120,8 @@ def regime(result: ShowcaseResult, arm: str, versus: str | None = None) -> str:
     :func:`verdict_table` states once, in its caption, the parts every row shares.
 
     ``versus`` is the arm it is compared with: where the two differ in local work or rounds (a compute-matched
-    baseline, D-SGD's one step against many), each arm's is named."""
+    baseline, D-SGD's one step against many), each arm's is named, and where they run on different graphs, both
+    graphs are (``versus``'s first)."""
     from dfl_core.config import Config
     from dfl_core.data.datasets import DATASETS
     from ..tables import local_work
@@ -128,6 +129,11 @@ def regime(result: ShowcaseResult, arm: str, versus: str | None = None) -> str:
     cfg = Config.from_dict(result.runs[(arm, result.seeds[0])]["config"])
     train, test = (sum(v) / len(v) for v in (result.per_seed(arm, "train_acc"), result.per_seed(arm)))
     graph = getattr(cfg.params, "topology", None)
+    if versus is not None:
+        other_graph = getattr(
+            Config.from_dict(result.runs[(versus, result.seeds[0])]["config"]).params, "topology", None
+        )
+        graph = graph if other_graph == graph else f"{other_graph or 'a server'} against {graph or 'a server'}"
     clients = f"m = {cfg.num_clients}, " + (f"graph: {graph}" if graph else "with a server")
     spec = DATASETS.get(cfg.dataset)  # None for a folder of images registered in another process
     test_size = cfg.test_size or (spec.test_size if spec else None)
@@ -252,9 +258,28 @@ def _sentence(v, digits: int) -> str:
     )
 
 
-def summary(verdicts, digits: int = 2):
-    """One Markdown bullet per verdict, worded from the verdict itself."""
-    return Markdown("\n".join(f"- {_sentence(v, digits)}" for v in verdicts))
+def summary(verdicts, digits: int = 2, family=None):
+    """One Markdown bullet per verdict, worded from the verdict itself, and what Holm's correction over the
+    family (the verdicts, or ``family`` when they are part of a larger one) leaves of each resolved verdict."""
+    from ..stats import holm
+
+    verdicts = list(verdicts)
+    family = list(family) if family is not None else verdicts
+    if any(not any(v is f for f in family) for v in verdicts):
+        raise ValueError("summary: every verdict must be in the family given")
+    after = holm(family) if len(family) > 1 else [v.verdict for v in family]
+    corrected = [next(a for f, a in zip(family, after) if f is v) for v in verdicts]
+    lines = []
+    for v, c in zip(verdicts, corrected):
+        note = ""
+        if len(family) > 1 and v.verdict != "UNRESOLVED":
+            note = (
+                f" It stands after Holm's correction over the family of {len(family)}."
+                if c == v.verdict
+                else f" After Holm's correction over the family of {len(family)}: {c.lower()}."
+            )
+        lines.append(f"- {_sentence(v, digits)}{note}")
+    return Markdown("\n".join(lines))
 
 
 def rerun_matches(name: str, arm: str, seed: int = 0, rounds: int = 10, tolerance: float = 0.005) -> dict:
