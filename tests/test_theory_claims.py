@@ -180,3 +180,12 @@ def test_no_rounding_noise_in_details(claims):
     assert "‖Π W_s - P‖ < 1e-12" in by_id["lemma-d1/random-symmetric"].computed
     assert "‖x-x̄1‖² < 1e-12" in by_id["defn41-random/random-symmetric"].computed
     assert "‖x-x̄1‖² = 7.45e-06" in by_id["defn41-random/random-as-coded"].computed
+
+
+def test_a_quote_is_read_at_the_precision_it_prints(claims):
+    """ "15%" matches a cell of 15.04 at no decimals, but "14.10%" is two decimals: it does not match 14.14, though
+    the float 14.10 reads back as 14.1."""
+    by_id = {c.id: c for c in claims}
+    assert by_id["sec52-quotes/iid/FedSAM"].verdict == "HOLDS"  # "15%in FedSAM"
+    assert by_id["sec52-quotes/noniid/DFedSAM/IID"].verdict == "FAILS"  # "14.10%" against 14.14
+    assert by_id["sec52-quotes/noniid/DFedSAM/Dir0.3"].verdict == "HOLDS"

@@ -1,4 +1,4 @@
-"""``python -m theory check``: print every checkable claim of the seed papers with a verdict.
+"""``python -m theory check``: print every claim of the seed papers the checker transcribes, with a verdict.
 
 Usage::
 
