@@ -301,7 +301,7 @@ def tost_p_value(c: PairedComparison) -> float:
 
 
 def holm_adjust(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values: reject hypothesis k at level α when its adjusted p ≤ α.
+    """Holm's step-down adjusted p-values: reject hypothesis k at level α when its adjusted p < α.
 
     Sort the m p-values, p_(1) ≤ … ≤ p_(m); the adjusted p_(i) is max_{j ≤ i} min(1, (m − j + 1)·p_(j)).
     This controls the chance of any false rejection in the family at α, for any dependence between the tests

@@ -455,3 +455,19 @@ def test_committed_tables_give_verdicts(name):
     comparisons = orderings(result) + check_claims(result)
     assert all(c.n == 5 and c.verdict in ("REPRODUCED", "REVERSED", "UNRESOLVED") for c in comparisons)
     assert bool(comparisons) == (name != "dfedavgm-mnist-2nn")  # that paper prints figures only
+
+
+def test_a_named_claim_is_checked_only_where_the_papers_table_orders_it():
+    """FedGF's table has FedAvgM below FedAvg in five columns and SCAFFOLD failing to train at α = 0: there the
+    claims are not the paper's, so they are not checked; every checked claim has the paper's sign."""
+    from dfl_book.tables import paper_orders
+
+    result = read_result(ROOT / "book" / "_tables" / "fedgf-table1-cifar10-fast.csv")
+    checked = check_claims(result)
+    labels = {c.label for c in checked}
+    assert "alpha0.005-n5: FedAvgM beats FedAvg" not in labels  # the paper: FedAvg 67.85, FedAvgM 67.56
+    assert "alpha0.005-n20: FedAvgM beats FedAvg" in labels
+    assert not any(label.startswith("alpha0-") and "SCAFFOLD beats FedAvg" in label for label in labels)
+    assert paper_orders("fedgf-table1-cifar10", "fedavg", "scaffold", "alpha0-n5")  # SCAFFOLD fails there
+    assert not paper_orders("fedgf-table1-cifar10", "scaffold", "fedavg", "alpha0-n5")
+    assert checked and all(c.paper is None or not c.paper.startswith(("−", "-")) for c in checked)
