@@ -20,7 +20,7 @@ from .plots import plot_comparison
 from .presets import PRESETS
 from .showcase import run_experiment
 from .showcase.experiments import EXPERIMENTS
-from .stats import MIN_SEEDS, compare_paired
+from .stats import MIN_SEEDS, compare_paired, holm
 from .tables import FAST, run_table, write_table
 
 __all__ = ["EXTENSION", "EQUIVALENCE_MARGIN", "add_commands", "run", "paired_table"]
@@ -183,19 +183,14 @@ def paired_table(
     The claim judged is "the method beats the reference" in final test
     accuracy: the paired difference (points) with its 95% t-interval and the
     verdict of :func:`dfl_book.stats.compare_paired`, EQUIVALENT within
-    ±``margin`` points. Empty when fewer than 2 seeds are shared.
+    ±``margin`` points, and beside it the verdict that stands after Holm's
+    correction over the table's comparisons (one family). Empty when fewer than 2 seeds are shared.
     """
     if not results:
         return ""
     reference = reference or ("dfedavg" if "dfedavg" in results else next(iter(results)))
     ref = {h.config["seed"]: 100 * h.final["test_acc"] for h in results[reference]}
-    head = f"{'algorithm':<14} {'Δ test acc vs ' + reference + ' (points)':>34}   verdict"
-    lines = [
-        f"Paired with {reference} seed by seed (claim: the method beats {reference}; 95% t-intervals; "
-        f"EQUIVALENT: within ±{margin:g} points):",
-        head,
-        "-" * len(head),
-    ]
+    rows = []
     for name, hs in results.items():
         if name == reference:
             continue
@@ -203,8 +198,16 @@ def paired_table(
         seeds = sorted(set(own) & set(ref))
         if len(seeds) < 2:
             return ""
-        c = compare_paired([own[s] for s in seeds], [ref[s] for s in seeds], margin=margin)
-        lines.append(f"{name:<14} {c.interval():>34}   {c.verdict_note()}")
+        rows.append((name, compare_paired([own[s] for s in seeds], [ref[s] for s in seeds], margin=margin)))
+    after = holm([c for _, c in rows]) if len(rows) > 1 else [c.verdict for _, c in rows]
+    head = f"{'algorithm':<14} {'Δ test acc vs ' + reference + ' (points)':>34}   {'verdict':<33} after Holm"
+    lines = [
+        f"Paired with {reference} seed by seed (claim: the method beats {reference}; 95% t-intervals; "
+        f"EQUIVALENT: within ±{margin:g} points; after Holm: over these {len(rows)} comparisons):",
+        head,
+        "-" * len(head),
+    ]
+    lines += [f"{name:<14} {c.interval():>34}   {c.verdict_note():<33} {a}" for (name, c), a in zip(rows, after)]
     if len(ref) < MIN_SEEDS:
         lines.append(f"({len(ref)} seeds: the book asks for at least {MIN_SEEDS} before calling a verdict)")
     return "\n".join(lines)

@@ -4,7 +4,8 @@
 With no options, ``run`` performs the default comparison: D-PSGD, DFedAvg, DFedAvgM, DFedSAM and DFedSAM-MGS (Q = 4)
 on 20 clients of the bundled digits data (Dirichlet 0.3, ring, 2NN, K = 5, 30 rounds), 5 seeds each. It prints the
 final test accuracy and consensus distance as mean ± std over seeds, then (with the book's package installed) each
-method's per-seed paired difference from DFedAvg with its 95% interval and verdict (``dfl_book.cli.paired_table``),
+method's per-seed paired difference from DFedAvg with its 95% interval and verdict, before and after Holm's correction
+over the comparisons (``dfl_book.cli.paired_table``),
 writes a JSON results file (schema in :mod:`dfl_core.results`) and a plot.
 """
 

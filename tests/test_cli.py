@@ -350,10 +350,11 @@ def test_paired_table_judges_each_method_against_dfedavg_seed_by_seed():
         }
     )
     lines = {line.split()[0]: line for line in table.splitlines()[3:]}
-    assert "dfedavg" not in lines and table.splitlines()[1].split()[-1] == "verdict"
-    assert lines["dpsgd"].split()[1] == "−5.20" and lines["dpsgd"].endswith("REVERSED")
-    assert lines["dfedsam"].endswith("EQUIVALENT (within ±0.5)")
-    assert "UNRESOLVED (could detect" in lines["dfedsam-mgs"]
+    assert "dfedavg" not in lines and table.splitlines()[1].split()[-3:] == ["verdict", "after", "Holm"]
+    assert "after Holm: over these 3 comparisons" in table.splitlines()[0]
+    assert lines["dpsgd"].split()[1] == "−5.20" and lines["dpsgd"].split()[-2:] == ["REVERSED", "REVERSED"]
+    assert "EQUIVALENT (within ±0.5)" in lines["dfedsam"] and lines["dfedsam"].endswith("EQUIVALENT")
+    assert "UNRESOLVED (could detect" in lines["dfedsam-mgs"] and lines["dfedsam-mgs"].endswith("UNRESOLVED")
     assert paired_table({"dfedavg": runs(base[:1]), "dfedsam": runs(base[:1])}) == ""  # one seed: no pairs
     few = paired_table({"dfedavg": runs(base[:3]), "dfedsam": runs(base[:3])})
     assert few.splitlines()[-1].startswith("(3 seeds: the book asks for at least 5")
