@@ -128,19 +128,18 @@ def regime(result: ShowcaseResult, arm: str, versus: str | None = None) -> str:
 
     cfg = Config.from_dict(result.runs[(arm, result.seeds[0])]["config"])
     train, test = (sum(v) / len(v) for v in (result.per_seed(arm, "train_acc"), result.per_seed(arm)))
+    other = Config.from_dict(result.runs[(versus, result.seeds[0])]["config"]) if versus is not None else None
     graph = getattr(cfg.params, "topology", None)
-    if versus is not None:
-        other_graph = getattr(
-            Config.from_dict(result.runs[(versus, result.seeds[0])]["config"]).params, "topology", None
-        )
+    if other is not None:
+        other_graph = getattr(other.params, "topology", None)
         graph = graph if other_graph == graph else f"{other_graph or 'a server'} against {graph or 'a server'}"
     clients = f"m = {cfg.num_clients}, " + (f"graph: {graph}" if graph else "with a server")
     spec = DATASETS.get(cfg.dataset)  # None for a folder of images registered in another process
     test_size = cfg.test_size or (spec.test_size if spec else None)
     work = local_work(cfg)
-    if versus is not None:
-        other = local_work(Config.from_dict(result.runs[(versus, result.seeds[0])]["config"]))
-        work = work if other == work else f"{versus}: {other}; {arm}: {work}"
+    if other is not None:
+        other_work = local_work(other)
+        work = work if other_work == work else f"{versus}: {other_work}; {arm}: {work}"
     parts = [_data_text(cfg, spec), clients, work]
     parts += [f"test on {test_size:,} images"] if test_size else []
     parts += [f"{arm}: train {train:.1f}%, gap {train - test:.1f}".replace("gap -", "gap −")]
@@ -202,6 +201,21 @@ def _shared_regime(verdicts) -> tuple[list[str], list]:
     ]
 
 
+def _after_holm(verdicts: list, family) -> tuple[list, list[str] | None]:
+    """The family (``family``, or the verdicts themselves) and each verdict's verdict after Holm's correction
+    over it; None when the family is one comparison, which has nothing to correct."""
+    from ..stats import holm
+
+    family = list(family) if family is not None else verdicts
+    missing = [v.label for v in verdicts if not any(v is f for f in family)]
+    if missing:
+        raise ValueError(f"verdicts not in the family given: {missing} (every verdict must be in the family given)")
+    if len(family) < 2:
+        return family, None
+    after = holm(family)
+    return family, [next(a for f, a in zip(family, after) if f is v) for v in verdicts]
+
+
 def verdict_table(verdicts, digits: int = 2, unit: str = "points", endpoint: str | None = None, family=None):
     """The verdicts as a Markdown table (claim, mean paired difference, 95% interval, detectable effect, verdict,
     the verdict after Holm's correction for the family, the paper's own difference and the regime), captioned
@@ -212,18 +226,13 @@ def verdict_table(verdicts, digits: int = 2, unit: str = "points", endpoint: str
     one (e.g. its comparisons in one unit): each verdict then stands beside the one that survives Holm's
     correction over the whole family (:func:`dfl_book.stats.holm`).
     """
-    from ..stats import holm, markdown_table
+    from ..stats import markdown_table
 
     verdicts = list(verdicts)
-    family = list(family) if family is not None else verdicts
-    missing = [v.label for v in verdicts if not any(v is f for f in family)]
-    if missing:
-        raise ValueError(f"verdicts not in the family given: {missing}")
+    family, corrected = _after_holm(verdicts, family)
     margin = next((v.margin for v in verdicts if v.margin), None)
     equivalence = f" EQUIVALENT: within ±{margin:g} {unit} (two one-sided tests)." if margin else ""
-    if len(family) > 1:
-        after = holm(family)
-        corrected = [next(a for f, a in zip(family, after) if f is v) for v in verdicts]
+    if corrected is not None:
         shown = (
             f"these {len(family)} comparisons"
             if len(family) == len(verdicts)
@@ -231,7 +240,7 @@ def verdict_table(verdicts, digits: int = 2, unit: str = "points", endpoint: str
         )
         family_text = f' Family: {shown}, corrected by Holm\'s method ("after Holm").'
     else:
-        corrected, family_text = None, " One comparison: no family to correct."
+        family_text = " One comparison: no family to correct."
     endpoints = [endpoint or v.endpoint or ENDPOINT for v in verdicts]
     shared, rows = _shared_regime(verdicts)
     regime_text = f" Regime of every row: {'; '.join(shared)}." if shared else ""
@@ -261,18 +270,12 @@ def _sentence(v, digits: int) -> str:
 def summary(verdicts, digits: int = 2, family=None):
     """One Markdown bullet per verdict, worded from the verdict itself, and what Holm's correction over the
     family (the verdicts, or ``family`` when they are part of a larger one) leaves of each resolved verdict."""
-    from ..stats import holm
-
     verdicts = list(verdicts)
-    family = list(family) if family is not None else verdicts
-    if any(not any(v is f for f in family) for v in verdicts):
-        raise ValueError("summary: every verdict must be in the family given")
-    after = holm(family) if len(family) > 1 else [v.verdict for v in family]
-    corrected = [next(a for f, a in zip(family, after) if f is v) for v in verdicts]
+    family, corrected = _after_holm(verdicts, family)
     lines = []
-    for v, c in zip(verdicts, corrected):
+    for v, c in zip(verdicts, corrected or [None] * len(verdicts)):
         note = ""
-        if len(family) > 1 and v.verdict != "UNRESOLVED":
+        if corrected is not None and v.verdict != "UNRESOLVED":
             note = (
                 f" It stands after Holm's correction over the family of {len(family)}."
                 if c == v.verdict
