@@ -838,7 +838,7 @@ def sam_geometry(rho: float = 0.3, lr: float = 0.2, w=(0.15, 1.0)):
         ylabel="weight $w_2$",
         aspect="equal",
         title="one SAM step and one SGD step on $F(w) = \\frac{1}{2} w^\\top A w$\n"
-        "(contours of L; ★ its minimum; the sharp direction is $w_1$)",
+        "(contours of F, A = diag(6, 0.4); ★ its minimum; the sharp direction is $w_1$)",
     )
     fig.tight_layout()
     return fig

@@ -753,7 +753,8 @@ def verdicts_markdown(result: TableResult) -> str:
     claims = check_claims(result)
     lines += [""] + (
         [
-            "The paper's named claims (`CLAIMS` in `dfl_book/tables.py`), per column; *after Holm* corrects "
+            "The paper's named claims (`CLAIMS` in `dfl_book/tables.py`), each checked in the columns where the "
+            "paper's own numbers order its two rows that way; *after Holm* corrects "
             f"over the table's {len(claims)} named-claim comparisons (one family):",
             "",
             markdown_table(claims, corrected=holm(claims)),

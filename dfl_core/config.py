@@ -75,12 +75,15 @@ class Config:
     params: Any = field(default=None, metadata={"help": "the algorithm's hyperparameters"})
     # --- communication (decentralized): the topologies' options (each topology checks its own, TOPOLOGIES)
     fresh_matrix_per_gossip_step: bool = setting(
-        False, "time-varying topologies: draw a new W for every gossip step (DFedSAM App. B.4)", Flag()
+        False,
+        "time-varying topologies: a new W for every gossip step (DFedSAM App. B.4); off: one W a round, "
+        "used Q times (its Algorithm 1)",
+        Flag(),
     )
     edge_probability: float = setting(0.2, "edge probability of 'erdos-renyi'", Number(0.0, 1.0, low_open=True))
-    degree: int = setting(4, "degree of every client in 'random-regular'")
-    max_degree: int = setting(10, "maximum degree of 'random-symmetric'")
-    num_neighbors: int = setting(10, "neighbours each client draws in 'random-as-coded'")
+    degree: int = setting(4, "degree of every client in 'random-regular'", Integer(1))
+    max_degree: int = setting(10, "maximum degree of 'random-symmetric'", Integer(2))
+    num_neighbors: int = setting(10, "neighbours each client draws in 'random-as-coded'", Integer(1))
     # --- local training
     local_epochs: float | None = setting(
         None,
@@ -275,6 +278,13 @@ class Config:
             raise ConfigError(
                 f"precision={self.precision!r} is mixed precision for float32 runs; dtype={self.dtype!r} "
                 f"runs compute in their own dtype: use precision='float32'"
+            )
+        if getattr(self.params, "topology", None) == "random-regular" and (
+            self.degree >= self.num_clients or (self.degree * self.num_clients) % 2
+        ):
+            raise ConfigError(
+                f"topology 'random-regular' needs degree < num_clients and num_clients × degree even; "
+                f"got degree={self.degree}, num_clients={self.num_clients}"
             )
         count = getattr(self.params, "clients_per_round", None)
         if count is not None and count > self.num_clients:

@@ -8,12 +8,12 @@ once; nothing loops over clients) is :func:`local_step`::
     y += u
 
 Every gradient evaluation of a step is a call of :meth:`LocalStep.gradient`, on the step's one
-batch, in a rule's own code. DFedSAM's rule, eq. (3), is
+batch, in a rule's own code. DFedSAM's rule, eq. (3) with weight decay, is
 
 .. code-block:: python
 
-    chain(sam(rho), sgd(weight_decay, momentum))
-    # = chain(sam(rho), add_decayed_weights(wd), trace(momentum), scale_by_lr())
+    chain(sam(rho), sgd(weight_decay))
+    # = chain(sam(rho), add_decayed_weights(wd), scale_by_lr())
 
 where :func:`sam` makes both of the step's evaluations itself::
 

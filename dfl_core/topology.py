@@ -325,7 +325,9 @@ class StaticTopology(Topology):
 
 
 class _TimeVarying(Topology):
-    """Base for random graphs redrawn every gossip step from ``default_rng([seed, round, step])``."""
+    """Base for random graphs: W for gossip step ``step`` of round ``round`` is drawn from
+    ``default_rng([seed, round, step])``. A run uses step 0's W for all Q gossip steps of a round unless
+    ``fresh_matrix_per_gossip_step`` asks for a new one every step."""
 
     time_varying = True
 
@@ -529,7 +531,7 @@ def _exponential_mh(m: int) -> StaticTopology:
 
 def _erdos_renyi(m: int, seed: int, p) -> StaticTopology:
     if not isinstance(p, numbers.Real) or isinstance(p, bool) or not (0.0 < p <= 1.0):
-        raise TopologyError(f"'erdos-renyi' option p must be a number in (0, 1], got {p!r}")
+        raise TopologyError(f"'erdos-renyi' needs edge_probability (its option p) in (0, 1]; got {p!r}")
     p, rng = float(p), np.random.default_rng(seed)
     for _ in range(100):
         upper = np.triu(rng.random((m, m)) < p, k=1)  # each pair {i<j} independently with prob. p
@@ -544,13 +546,19 @@ def _erdos_renyi(m: int, seed: int, p) -> StaticTopology:
 
 def _random_regular(m: int, seed: int, k) -> StaticTopology:
     if not _is_int(k) or not 0 < k < m or (m * k) % 2:
-        raise TopologyError(f"'random-regular' option k must be an int with 0 < k < m and m*k even; got k={k!r}, m={m}")
+        raise TopologyError(
+            f"'random-regular' needs degree (its option k) an integer with 0 < degree < num_clients and "
+            f"num_clients × degree even; got degree={k!r}, num_clients={m}"
+        )
     rnd = random.Random(seed)  # one stream for all redraws, so the result depends on seed only
     for _ in range(100):
         G = nx.random_regular_graph(int(k), m, seed=rnd)
         if nx.is_connected(G):
             return _static("random-regular", metropolis_hastings(G))
-    raise TopologyError(f"'random-regular' with m={m}, k={k} was disconnected in 100 draws (seed={seed}); use k >= 3")
+    raise TopologyError(
+        f"'random-regular' with num_clients={m}, degree={k} was disconnected in 100 draws (seed={seed}); "
+        "use degree >= 3"
+    )
 
 
 # ----------------------------------------------------------------------------------------- registry
@@ -604,8 +612,8 @@ TOPOLOGIES: dict[str, TopologySpec] = {
         {"k": TopologyOption(4, "degree")},
     ),
     "random-symmetric": TopologySpec(
-        "time-varying: new undirected graph of degree <= max_degree (default 10) every gossip step, MH "
-        "weights (DFedSAM App. B.4 read as the theory needs)",
+        "time-varying: new undirected graph of degree <= max_degree (default 10) every round (every gossip "
+        "step with fresh_matrix_per_gossip_step), MH weights (DFedSAM App. B.4 read as the theory needs)",
         RandomSymmetric,
         {"max_degree": TopologyOption(10, "max_degree")},
         time_varying=True,

@@ -56,12 +56,13 @@ def reference_run(sim: Simulation, rounds: int, gossip=None) -> list[list[torch.
         return [g.detach() for g in torch.autograd.grad(loss, list(net.parameters()))]
 
     params = [[p.detach().clone() for p in net.parameters()] for net in models]
+    kept = [[torch.zeros_like(p) for p in ps] for ps in params]  # each client's heavy-ball buffer, across rounds
     for t in range(rounds):
         lr = cfg.lr * cfg.lr_decay**t
         z = []
         for i in range(m):
             y = [p.clone() for p in params[i]]
-            buf = [torch.zeros_like(p) for p in y]
+            buf = [torch.zeros_like(p) for p in y] if cfg.reset_momentum else kept[i]
             for _ in range(cfg.params.local_steps):
                 g = grads_at(models[i], y, i)
                 if rho > 0:  # SAM: δ = ρ g/‖g‖, gradient at y + δ
@@ -72,6 +73,7 @@ def reference_run(sim: Simulation, rounds: int, gossip=None) -> list[list[torch.
                     buf = [momentum * bj + gj for bj, gj in zip(buf, g)]
                     g = buf
                 y = [yj - lr * gj for yj, gj in zip(y, g)]
+            kept[i] = buf
             z.append(y)
         mixed = params if cfg.algorithm == "dpsgd" else z  # D-PSGD mixes x^t, the others z^t
         if gossip is not None:
@@ -209,6 +211,15 @@ def test_client_chunks_do_not_change_results(algorithm):
     chunked = Simulation(base.replace(client_chunk=4))  # chunks of 4 and 2 clients
     whole.run(), chunked.run()
     assert float((whole.x - chunked.x).abs().max()) < 1e-12
+
+
+def test_kept_momentum_equals_per_client_reference():
+    """reset_momentum=False: each client's heavy-ball buffer carries over from round to round, never gossiped."""
+    cfg = Config(algorithm="dfedavgm", momentum=0.5, local_steps=3, reset_momentum=False, topology="ring", **SMALL)
+    sim = Simulation(cfg)
+    sim.run()
+    err = float((sim.x - flat(reference_run(sim, ROUNDS))).abs().max())
+    assert err < 1e-10, f"max |engine - reference| = {err:.2e}"
 
 
 def test_momentum_buffer_persists_across_rounds_when_asked():

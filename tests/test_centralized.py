@@ -68,7 +68,11 @@ def reference(sim: Simulation):
     for t in range(cfg.rounds):
         lr = cfg.lr * cfg.lr_decay**t
         S = sim.clients_of_round(t).tolist()
-        c = sum(indicators[-cfg.params.fedgf_window :]) / cfg.params.fedgf_window if cfg.algorithm == "fedgf" else None
+        c = None
+        if cfg.algorithm == "fedgf":  # eq. (16): the last W indicators over W, or over the rounds seen so far
+            window = indicators[-cfg.params.fedgf_window :]
+            seen = cfg.params.fedgf_c_reading == "seen"
+            c = (sum(window) / len(window) if window else 0.0) if seen else sum(window) / cfg.params.fedgf_window
         ys = []
         for i in S:
             y = [v.clone() for v in w]
@@ -146,6 +150,7 @@ CASES = {
     "mofedsam-fl-simulator": dict(algorithm="mofedsam", mofedsam_alpha=0.3, mofedsam_variant="fl-simulator"),
     "fedgf-points": dict(algorithm="fedgf", rho=0.1, fedgf_threshold=0.5, fedgf_window=2),
     "fedgf-vectors": dict(algorithm="fedgf", rho=0.1, fedgf_threshold=0.5, fedgf_window=2, fedgf_reading="vectors"),
+    "fedgf-seen": dict(algorithm="fedgf", rho=0.1, fedgf_threshold=0.5, fedgf_window=3, fedgf_c_reading="seen"),
 }
 
 

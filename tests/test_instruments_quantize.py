@@ -274,7 +274,8 @@ def test_config_fields_belong_to_the_gossiping_algorithms():
 
 # ------------------------------------------------------- quantized DFedAvgM itself
 def reference_run(sim: Simulation, rounds: int) -> torch.Tensor:
-    """Replay dfedavgm-q one client at a time (deterministic rounding); returns ``(m, d)``."""
+    """Replay dfedavgm-q one client at a time (deterministic rounding); returns ``(m, d)``. Its
+    ``"differences-only"`` reading, x + W·Q(z − x), or ``"exact-neighbour-models"``, W·(x + Q(z − x))."""
     cfg = sim.config
     ds, m = sim.data.dataset, cfg.num_clients
     x_train, y_train = sim.data.train.x, sim.data.train.y
@@ -315,18 +316,21 @@ def reference_run(sim: Simulation, rounds: int) -> torch.Tensor:
                 y = [yj - lr * bj for yj, bj in zip(y, buf)]
             sent.append(q(torch.cat([p.reshape(-1) for p in y]) - xs[i]))  # Q(z_i - x_i)
         (M,) = sim.matrices(t)
-        xs = [xs[i] + sum(M.W[i, j] * sent[j] for j in range(m) if M.W[i, j] != 0) for i in range(m)]
+        if cfg.params.quant_mixing == "exact-neighbour-models":
+            moved = [xs[j] + sent[j] for j in range(m)]
+            xs = [sum(M.W[i, j] * moved[j] for j in range(m) if M.W[i, j] != 0) for i in range(m)]
+        else:
+            xs = [xs[i] + sum(M.W[i, j] * sent[j] for j in range(m) if M.W[i, j] != 0) for i in range(m)]
     return torch.stack(xs)
 
 
 @pytest.mark.parametrize(
     "quant", [dict(quant_bits=8), dict(quant_bits=4, quant_step=2e-3)], ids=["8-bit-adaptive", "4-bit-fixed-step"]
 )
+@pytest.mark.parametrize("mixing", ["differences-only", "exact-neighbour-models"])
 @pytest.mark.parametrize("topology", ["ring", "random-symmetric"])
-def test_engine_equals_per_client_reference(topology, quant):
-    cfg = Config(
-        algorithm="dfedavgm-q", topology=topology, max_degree=4, quant_mixing="differences-only", **SMALL, **quant
-    )
+def test_engine_equals_per_client_reference(topology, quant, mixing):
+    cfg = Config(algorithm="dfedavgm-q", topology=topology, max_degree=4, quant_mixing=mixing, **SMALL, **quant)
     sim = Simulation(cfg)
     sim.run()
     err = float((sim.x - reference_run(sim, ROUNDS)).abs().max())

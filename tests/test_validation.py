@@ -36,6 +36,14 @@ from dfl_core.topology import MixingMatrix, TopologyError
         (dict(lr_decay=1.5), "lr_decay must be in (0.0, 1.0], got 1.5"),
         (dict(dtype="float16"), "unknown dtype 'float16'; allowed: float32, float64"),
         (dict(full_batch="yes"), "full_batch must be true or false"),
+        (dict(degree=-7), "degree must be >= 1, got -7"),
+        (dict(max_degree=1), "max_degree must be >= 2, got 1"),
+        (dict(num_neighbors=0), "num_neighbors must be >= 1, got 0"),
+        (
+            dict(topology="random-regular", degree=3, num_clients=5),
+            "'random-regular' needs degree < num_clients and num_clients × degree even; got degree=3, num_clients=5",
+        ),
+        (dict(topology="random-regular", degree=10, num_clients=10), "got degree=10, num_clients=10"),
     ],
 )
 def test_bad_config_values_are_refused_with_a_clear_message(changes, message):

@@ -170,7 +170,8 @@ class GlobalModel(NamedTuple):
 # ------------------------------------------------------ hyperparameter families (subclasses change defaults only)
 @params
 class LocalParams:
-    """Every algorithm's local work: K = 5 local steps a round (DFedSAM App. B.3)."""
+    """Every algorithm's local work: K = 5 local steps a round (the engine's default; DFedSAM App. B.3's
+    5 are epochs, ``local_epochs=5``)."""
 
     local_steps: int = setting(5, "K, local steps per round", Integer(1))
 
@@ -183,7 +184,8 @@ class LocalParams:
 
 @params
 class GraphParams:
-    """A communication graph and Q gossip steps a round: a ring, Q = 1 (DFedSAM App. B.3)."""
+    """A communication graph and Q gossip steps a round: a ring, Q = 1 (the engine's defaults; DFedSAM's main
+    runs use a random graph of at most 10 neighbours, App. B.4, and its Table 2 a ring among others)."""
 
     topology: str = setting("ring", "communication graph / mixing scheme (decentralized)", OneOf(TOPOLOGIES))
     gossip_steps: int = setting(1, "Q, gossip steps per round (decentralized)", Integer(1))
@@ -191,7 +193,7 @@ class GraphParams:
 
 @params
 class DecentralizedParams(LocalParams, GraphParams):
-    """The decentralized family (DFedSAM App. B.3): a ring, one gossip step per round, K = 5."""
+    """The decentralized family: a ring, one gossip step per round, K = 5 (the engine's defaults)."""
 
 
 #: The deterministic roundings (``quant_stochastic`` selects unbiased stochastic rounding instead).

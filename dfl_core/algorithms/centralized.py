@@ -132,7 +132,7 @@ def client_momentum_round(s: ServerDirection, r: RoundTools) -> ServerDirection:
     MoFedSAM's eq. (6) is *reconstructed* from its paper's words: "momentum rate α", "if α = 1, MoFedSAM is
     equivalent to FedSAM", Δ "aggregates the global model information of participating clients" and approximates the
     global gradient, and the explicit debt to FedCM. Together they fix it as FedCM's update with a SAM gradient. FedCM's server
-    step is the one FL-Simulator codes (``server/FedCM.py``). ``mofedsam_variant`` selects the public codes' server
+    step (3.) is the one FL-Simulator codes (``server/FedCM.py``): *reconstructed* from that code, not from FedCM's paper. ``mofedsam_variant`` selects the public codes' server
     step: ``"paper"`` (3.); ``"fl-simulator"`` (the same, with the clipped direction of :func:`mofedsam_rule`);
     ``"official-fedgf"`` (hwan-sig/Official-FedGF ``mofedsam.py``: :math:`w^{t+1} = w^t - \eta_g \Delta^{t+1}`, a
     step of :math:`\eta_g \bar u / (\eta_l K)`, larger than FedAvg's by :math:`1/(\eta_l K)`).

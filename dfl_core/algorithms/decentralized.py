@@ -88,10 +88,11 @@ def quantized_dfedavgm_round(s: ClientModels, r: RoundTools) -> ClientModels:
     1. :math:`z^t(i) = y^{t,K}(i)`: K heavy-ball steps from :math:`x^t(i)` (eq. (4), as DFedAvgM);
     2. then, by ``quant_mixing``:
 
-       * ``"public-copies"`` (the default): compressed gossip (:meth:`~dfl_core.engine.SimulationTools.compressed_gossip`,
+       * ``"public-copies"`` (the default; a variant, not the paper's eq. (7)): compressed gossip (:meth:`~dfl_core.engine.SimulationTools.compressed_gossip`,
          CHOCO-Gossip): client i sends :math:`q = \mathcal Q(z^t(i) - \hat x_i)` and everyone mixes the public
          copies :math:`\hat x`, which the messages alone build. It sends exactly what it counts, and with exact
-         messages it is DFedAvgM.
+         messages it is DFedAvgM. It is the default because the paper's own reading below never
+         averages the clients' disagreement away.
        * ``"differences-only"``: client i sends :math:`\mathcal Q(z^t(i) - x^t(i))` and
          :math:`x^{t+1}(i) = x^t(i) + \sum_l w_{il}\, \mathcal Q(z^t(l) - x^t(l))`: eq. (7) as read from the
          paper's words ("quantizes the difference of parameters"). Sendable, but with exact
@@ -101,7 +102,8 @@ def quantized_dfedavgm_round(s: ClientModels, r: RoundTools) -> ClientModels:
          :math:`\mathcal Q` is the identity; but client i needs every neighbour's exact :math:`x^t(l)`,
          which no message carried. The bits it counts are not what it would have to send.
 
-    *Reconstructed.* The last two readings are rebuilt from §3.2's words, and :func:`~dfl_core.operators.quantize` says how the quantizer is. Stochastic rounding
+    *Reconstructed.* §3.2 describes neither CHOCO's public copies nor exact formulas; the last two readings are
+    rebuilt from its words, and :func:`~dfl_core.operators.quantize` says how the quantizer is. Stochastic rounding
     (``quant_stochastic``) draws from the round's ``"quantize"`` stream. One gossip step a round.
     """
     p, x = r.params, s.x
@@ -162,7 +164,7 @@ class QuantizedDFedAvgMParams(DFedAvgMParams):
 
 @params
 class DFedSAMParams(SAMParams, GossipParams):
-    """DFedSAM (Shi et al. 2023, App. B.3): ρ = 0.01, ring, Q = 1, K = 5."""
+    """DFedSAM: ρ = 0.01 (Shi et al. 2023, App. B.3); a ring, Q = 1, K = 5 steps (the engine's defaults)."""
 
 
 @params
@@ -202,7 +204,8 @@ DFEDAVGM = Algorithm(
 )
 DFEDAVGM_Q = Algorithm(
     "dfedavgm-q",
-    "Quantized DFedAvgM: K heavy-ball steps, then gossip of b-bit messages (Sun et al. 2022, §3.2; reconstructed)",
+    "Quantized DFedAvgM: K heavy-ball steps, then gossip of b-bit messages (Sun et al. 2022, §3.2; reconstructed; "
+    "default gossip: CHOCO's public copies, see quant_mixing)",
     QuantizedDFedAvgMParams,
     heavy_ball_rule,
     quantized_dfedavgm_round,

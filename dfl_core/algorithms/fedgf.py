@@ -1,6 +1,6 @@
 r"""FedGF (Lee & Yoon, "Rethinking the Flat Minima Searching in Federated Learning", ICML 2024).
 
-The slides (seed 001) give eqs. (8)–(16): clients take SAM steps towards an interpolation, by an adaptive weight c,
+The slides (seed 001) give eqs. (8)–(13), (15) and (16); (14) is missing from them: clients take SAM steps towards an interpolation, by an adaptive weight c,
 between their own perturbation and a global one built from the server's last update.
 """
 
@@ -64,7 +64,8 @@ def fedgf_round(s: FedGFState, r: RoundTools) -> FedGFState:
     2. client i, step k: gradient at :math:`c\,\tilde w^r + (1-c)\,\tilde w_{i,k}` (12)–(13),
        :math:`\tilde w_{i,k}` the client's SAM point (9) (:func:`fedgf_rule`)
     3. drift :math:`D^r = \frac{1}{|S|} \sum_{i \in S} \lVert w^r - w^r_{i,K} \rVert_2` (15),
-       indicator :math:`I^r = 1[D^r > T_D]`
+       indicator :math:`I^r = 1[D^r > T_D]`: *reconstructed* from the official code (``calc_c``), since the
+       slides jump from (13) to (15) and define neither :math:`I^r` nor :math:`T_D`
     4. :math:`c` for the next round: :math:`\frac{1}{W} \sum` of the last W indicators (16)
        (:func:`fedgf_c`; ``fedgf_c_reading`` says how rounds before the first W count)
     5. :math:`w^{r+1} = w^r + \eta_g \sum_i p_i (w^r_{i,K} - w^r)`
