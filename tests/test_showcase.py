@@ -13,6 +13,7 @@ from dfl_core.cli import main
 from dfl_book.profiles import get_profile
 from dfl_book.showcase import RESULTS_DIR, SCHEMA, Experiment, ShowcaseResult, load, run_experiment
 from dfl_book.showcase.experiments import EXPERIMENTS, REGIME_MAPS
+from dfl_book.showcase.report import paper_difference
 
 COMMITTED = sorted(RESULTS_DIR.glob("*.json"))
 
@@ -275,3 +276,16 @@ def test_a_comparison_of_arms_on_different_graphs_names_both():
     assert "graph: ring against complete" in ring_vs_complete.regime, ring_vs_complete.regime
     (same_graph,) = judge(result, [Claim("160 beats 1280", "ring, total batch 160", "ring, total batch 1280")])
     assert "graph: ring;" in same_graph.regime and "against" not in same_graph.regime.split("; ")[1]
+
+
+def test_paper_difference_names_where_the_number_is():
+    """The label says which paper, table, data, split and graph; numbers as printed in the transcribed tables."""
+    diff, where = paper_difference("dfedsam_table2", "DFedSAM", "DFedAvg", column="ring")
+    assert round(diff, 2) == 3.24 and where == "DFedSAM paper, Table 2, CIFAR-10, 100 clients, ring"
+    assert paper_difference("dfedsam_table2", "DFedSAM", "DFedAvg", column="full")[1].endswith("complete graph")
+    diff, where = paper_difference("dfedsam_table1", "DFedSAM", "DFedAvg", task="CIFAR-10", split="Dir0.3")
+    assert round(diff, 2) == 8.49 and where == "DFedSAM paper, Table 1, CIFAR-10, 100 clients, Dirichlet 0.3"
+    _, where = paper_difference(
+        "fedgf_table1", "FedGF", "FedSAM", "test_acc", task="CIFAR-10", dirichlet_alpha="0.005", clients_per_round="10"
+    )
+    assert where == "FedGF paper, Table 1, CIFAR-10, α = 0.005, 10 clients a round"
