@@ -2,7 +2,8 @@
 
 Each CSV starts with ``# source: …`` and ``# columns: …`` lines naming the
 seed file and table it transcribes (numbers exactly as printed, misprints
-included); ``quotes.json`` holds the numbers the papers state in prose.
+included), and a ``# setting: …`` line where the table holds a setting in no
+column (its dataset, its number of clients); ``quotes.json`` holds the numbers the papers state in prose.
 Nothing here reads the seed texts themselves.
 """
 
@@ -33,12 +34,14 @@ TABLES = (
 
 @dataclass(frozen=True)
 class Table:
-    """A transcribed table: its provenance lines and its rows (values as strings, as printed)."""
+    """A transcribed table: its provenance lines and its rows (values as strings, as printed); ``setting`` is
+    what the table measured in no column of its own ("CIFAR-10, 100 clients"), before any parenthesis."""
 
     name: str
     source: str
     columns: str
     rows: tuple[dict, ...]
+    setting: str = ""
 
     def where(self, **match) -> list[dict]:
         """Rows whose columns equal the given strings."""
@@ -66,7 +69,8 @@ def load_table(name: str) -> Table:
         elif line.strip():
             body.append(line)
     rows = tuple(csv.DictReader(body))
-    return Table(name=name, source=meta.get("source", ""), columns=meta.get("columns", ""), rows=rows)
+    setting = meta.get("setting", "").split(" (")[0]
+    return Table(name=name, source=meta.get("source", ""), columns=meta.get("columns", ""), rows=rows, setting=setting)
 
 
 @lru_cache(maxsize=None)

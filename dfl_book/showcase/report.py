@@ -54,12 +54,6 @@ class Claim:
     paper: tuple[float, str] | None = None  # the paper's own difference and where it is (:func:`paper_difference`)
 
 
-#: What a transcribed table measured where it has no column for it (the rest is in its rows).
-_TABLE_SETTING = {
-    "dfedsam_table1": "100 clients",
-    "dfedsam_table2": "CIFAR-10, 100 clients",
-    "fedsam_table2": "CIFAR-10",
-}
 #: How a label writes a row's key (``split="Dir0.3"`` → "Dirichlet 0.3") and a column that is a place, not a
 #: metric (Table 2's graphs).
 _WHERE_TEXT = {
@@ -85,7 +79,7 @@ def paper_difference(
     paper, number = table.split("_table")
     papers = {"dfedsam": "DFedSAM", "fedsam": "FedSAM", "fedgf": "FedGF"}
     parts = [where.pop("task")] if "task" in where else []
-    parts += [_TABLE_SETTING[table]] if table in _TABLE_SETTING else []
+    parts += [t.setting] if t.setting else []  # what the table measured in no column (its "# setting:" line)
     parts += [_WHERE_TEXT.get(k, str)(v) for k, v in where.items()]
     parts += [_GRAPH_COLUMNS[column]] if column in _GRAPH_COLUMNS else []
     return diff, ", ".join([f"{papers.get(paper, paper)} paper", f"Table {number}", *parts])
