@@ -56,9 +56,10 @@ class Claim:
 
 #: How a label writes a row's key (``split="Dir0.3"`` → "Dirichlet 0.3") and a column that is a place, not a
 #: metric (Table 2's graphs).
+_SPLIT_TEXT = {"Dir0.3": "Dirichlet 0.3", "Dir0.6": "Dirichlet 0.6"}
 _WHERE_TEXT = {
-    "split": lambda v: {"Dir0.3": "Dirichlet 0.3", "Dir0.6": "Dirichlet 0.6"}.get(v, v),
-    "setting": lambda v: {"Dir0.3": "Dirichlet 0.3", "Dir0.6": "Dirichlet 0.6"}.get(v, v),
+    "split": lambda v: _SPLIT_TEXT.get(v, v),
+    "setting": lambda v: _SPLIT_TEXT.get(v, v),
     "dirichlet_alpha": lambda v: f"α = {v}",
     "clients_per_round": lambda v: f"{v} clients a round",
 }
