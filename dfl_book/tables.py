@@ -713,12 +713,18 @@ def _few_seeds(n: int) -> str:
     return ""
 
 
-def _compared(result: TableResult, pairs: list[_Pair]) -> list[tuple[_Pair, PairedComparison]]:
-    return [(p, _compare(result, p)) for p in pairs]
+_Family = list[tuple[_Pair, PairedComparison]]
 
 
-def verdicts_markdown(result: TableResult) -> str:
-    """The verdict section: per-column verdict counts over the paper's orderings and the named claims."""
+def _families(result: TableResult) -> tuple[_Family, _Family]:
+    """The table's two families of comparisons, each pair with its comparison: the paper's orderings and the named
+    claims (each family is corrected by Holm on its own)."""
+    return tuple([(p, _compare(result, p)) for p in pairs] for pairs in (_ordering_pairs(result), _claim_pairs(result)))
+
+
+def verdicts_markdown(result: TableResult, families: tuple[_Family, _Family] | None = None) -> str:
+    """The verdict section: per-column verdict counts over the paper's orderings and the named claims
+    (``families``: :func:`_families` of ``result``, if already computed)."""
     n = len(result.seeds)
     lines = ["## Paired verdicts", ""]
     if n < 2:
@@ -726,7 +732,7 @@ def verdicts_markdown(result: TableResult) -> str:
     lines += [f"How: {_method_text(n)}", ""]
     if n < MIN_SEEDS:
         lines += [f"> Note: {_few_seeds(n)}", ""]
-    ordered = _compared(result, _ordering_pairs(result))
+    ordered, named = families or _families(result)
     if ordered:
         by_setting: dict[str, list[PairedComparison]] = {}
         for pair, c in ordered:
@@ -750,7 +756,7 @@ def verdicts_markdown(result: TableResult) -> str:
         ]
     else:
         lines.append("No two rows here have different paper numbers in a column, so there are no orderings to check.")
-    claims = check_claims(result)
+    claims = [c for _, c in named]
     lines += [""] + (
         [
             "The paper's named claims (`CLAIMS` in `dfl_book/tables.py`), each checked in the columns where the "
@@ -772,7 +778,7 @@ _HOLM_TEXT = (
 )
 
 
-def _write_verdicts(result: TableResult, path: Path) -> None:
+def _write_verdicts(result: TableResult, families: tuple[_Family, _Family], path: Path) -> None:
     """One CSV row per comparison (the paper's orderings, then the named claims), headed like the table's CSV."""
     n = len(result.seeds)
     header = [f"# {k}: {v}" for k, v in result.meta.items()] + [f"# interval: {_method_text(n)}"]
@@ -781,7 +787,6 @@ def _write_verdicts(result: TableResult, path: Path) -> None:
     header.append(f"# holm: {_HOLM_TEXT}")
     fields = ["kind", "label", "setting", "better", "worse", "n", "mean", "low", "high", "detectable", "verdict"]
     fields += ["p", "p_holm", "verdict_holm"]
-    families = [_compared(result, _ordering_pairs(result)), _compared(result, _claim_pairs(result))]
     with open(path, "w", newline="") as f:
         f.write("\n".join(header) + "\n")
         writer = csv.DictWriter(f, fieldnames=fields)
@@ -843,11 +848,12 @@ def write_table(result: TableResult, folder: str | Path, tag: str | None = None)
         writer.writeheader()
         writer.writerows(rows)
     verdicts = Path(f"{stem}-verdicts.csv")
-    if len(result.seeds) >= 2:
-        _write_verdicts(result, verdicts)
+    families = _families(result) if len(result.seeds) >= 2 else None  # once, for the CSV and the Markdown
+    if families:
+        _write_verdicts(result, families, verdicts)
     else:
         verdicts.unlink(missing_ok=True)  # one from an earlier run would not match this table
-    stem.with_suffix(".md").write_text(to_markdown(result) + "\n\n" + verdicts_markdown(result) + "\n")
+    stem.with_suffix(".md").write_text(to_markdown(result) + "\n\n" + verdicts_markdown(result, families) + "\n")
     return stem.with_suffix(".csv"), stem.with_suffix(".md")
 
 

@@ -28,7 +28,7 @@ from .data import DATASETS, DIRICHLET_METHODS, PARTITIONS
 from .errors import ConfigError
 from .models import MODELS
 from .settings import Flag, Integer, Number, OneOf, check_int, check_settings, setting
-from .topology import TOPOLOGIES
+from .topology import TOPOLOGIES, TopologyError, check_topology
 
 __all__ = [
     "Config",
@@ -279,13 +279,12 @@ class Config:
                 f"precision={self.precision!r} is mixed precision for float32 runs; dtype={self.dtype!r} "
                 f"runs compute in their own dtype: use precision='float32'"
             )
-        if getattr(self.params, "topology", None) == "random-regular" and (
-            self.degree >= self.num_clients or (self.degree * self.num_clients) % 2
-        ):
-            raise ConfigError(
-                f"topology 'random-regular' needs degree < num_clients and num_clients × degree even; "
-                f"got degree={self.degree}, num_clients={self.num_clients}"
-            )
+        topology = getattr(self.params, "topology", None)
+        if topology is not None:
+            try:  # the topology's own check, so a grid of prime m fails here and not after the data are loaded
+                check_topology(topology, self.num_clients, **self.topology_options())
+            except TopologyError as e:
+                raise ConfigError(str(e)) from None  # its message names the topology, the value and what is allowed
         count = getattr(self.params, "clients_per_round", None)
         if count is not None and count > self.num_clients:
             raise ConfigError(f"clients_per_round={count} exceeds num_clients={self.num_clients}")

@@ -58,6 +58,7 @@ __all__ = [
     "Topology",
     "metropolis_hastings",
     "make_topology",
+    "check_topology",
     "grid_shape",
     "TOPOLOGIES",
     "TopologySpec",
@@ -363,7 +364,11 @@ class RandomSymmetric(_TimeVarying):
 
     def __init__(self, m: int, seed: int, max_degree: int):
         super().__init__("random-symmetric", m, seed)
-        self.max_degree = _need_int("'random-symmetric' option max_degree", max_degree, 2)
+        self.max_degree = self.check(m, max_degree)
+
+    @staticmethod
+    def check(m: int, max_degree) -> int:
+        return _need_int("'random-symmetric' option max_degree", max_degree, 2)
 
     def _draw(self, rng, label):
         m = self.m
@@ -391,7 +396,11 @@ class RandomAsCoded(_TimeVarying):
 
     def __init__(self, m: int, seed: int, num_neighbors: int):
         super().__init__("random-as-coded", m, seed)
-        self.num_neighbors = min(_need_int("'random-as-coded' option num_neighbors", num_neighbors, 1), m - 1)
+        self.num_neighbors = min(self.check(m, num_neighbors), m - 1)
+
+    @staticmethod
+    def check(m: int, num_neighbors) -> int:
+        return _need_int("'random-as-coded' option num_neighbors", num_neighbors, 1)
 
     def _draw(self, rng, label):
         m, k = self.m, self.num_neighbors
@@ -478,6 +487,10 @@ def grid_shape(m: int, name: str) -> tuple[int, int]:
     return rows, m // rows
 
 
+def _check_grid(m: int, name: str) -> None:
+    grid_shape(m, name)  # raises for a prime m > 3
+
+
 def _grid_adjacency(rows: int, cols: int, periodic: bool) -> np.ndarray:
     m = rows * cols
     idx = np.arange(m).reshape(rows, cols)
@@ -529,9 +542,12 @@ def _exponential_mh(m: int) -> StaticTopology:
     return _static("exponential-mh", _mh_from_adjacency(A))
 
 
-def _erdos_renyi(m: int, seed: int, p) -> StaticTopology:
+def _check_erdos_renyi(m: int, p) -> None:
     if not isinstance(p, numbers.Real) or isinstance(p, bool) or not (0.0 < p <= 1.0):
         raise TopologyError(f"'erdos-renyi' needs edge_probability (its option p) in (0, 1]; got {p!r}")
+
+
+def _erdos_renyi(m: int, seed: int, p) -> StaticTopology:
     p, rng = float(p), np.random.default_rng(seed)
     for _ in range(100):
         upper = np.triu(rng.random((m, m)) < p, k=1)  # each pair {i<j} independently with prob. p
@@ -544,12 +560,15 @@ def _erdos_renyi(m: int, seed: int, p) -> StaticTopology:
     )
 
 
-def _random_regular(m: int, seed: int, k) -> StaticTopology:
+def _check_random_regular(m: int, k) -> None:
     if not _is_int(k) or not 0 < k < m or (m * k) % 2:
         raise TopologyError(
             f"'random-regular' needs degree (its option k) an integer with 0 < degree < num_clients and "
             f"num_clients × degree even; got degree={k!r}, num_clients={m}"
         )
+
+
+def _random_regular(m: int, seed: int, k) -> StaticTopology:
     rnd = random.Random(seed)  # one stream for all redraws, so the result depends on seed only
     for _ in range(100):
         G = nx.random_regular_graph(int(k), m, seed=rnd)
@@ -574,23 +593,32 @@ class TopologyOption:
 class TopologySpec:
     """One entry of :data:`TOPOLOGIES`: a line of documentation, a builder, and its options.
 
-    ``build(m, seed, **options)`` returns a :class:`Topology` (it validates its options and raises
-    :class:`TopologyError`); ``options`` maps each option name to its default and the config field that feeds it.
-    Adding a topology is one entry here.
+    ``build(m, seed, **options)`` returns a :class:`Topology`; ``options`` maps each option name to its default and
+    the config field that feeds it; ``check(m, **options)``, if given, raises :class:`TopologyError` for an m or
+    option value the builder cannot take, without building (a :class:`~dfl_core.config.Config` calls it through
+    :func:`check_topology`, so such a value is refused before the data are loaded). Adding a topology is one entry
+    here.
     """
 
     summary: str
     build: Callable[..., Topology]
     options: Mapping[str, TopologyOption] = field(default_factory=dict)
     time_varying: bool = False  # its builds draw a new W every round (checked equal to the Topology's)
+    check: Callable[..., None] | None = None
 
 
 TOPOLOGIES: dict[str, TopologySpec] = {
     "ring": TopologySpec("cycle 0-1-...-(m-1)-0, Metropolis-Hastings weights (1/3 each)", lambda m, seed: _ring(m)),
     "grid": TopologySpec(
-        "2-D grid r x c (r = largest divisor of m <= sqrt(m)), MH weights", lambda m, seed: _grid(m, "grid")
+        "2-D grid r x c (r = largest divisor of m <= sqrt(m)), MH weights",
+        lambda m, seed: _grid(m, "grid"),
+        check=lambda m: _check_grid(m, "grid"),
     ),
-    "torus": TopologySpec("2-D grid with wrap-around, MH weights", lambda m, seed: _grid(m, "torus")),
+    "torus": TopologySpec(
+        "2-D grid with wrap-around, MH weights",
+        lambda m, seed: _grid(m, "torus"),
+        check=lambda m: _check_grid(m, "torus"),
+    ),
     "exponential": TopologySpec(
         "directed exponential graph of Ying et al. 2021: i receives from i+2^k, uniform weights",
         lambda m, seed: _exponential(m),
@@ -605,11 +633,13 @@ TOPOLOGIES: dict[str, TopologySpec] = {
         "G(m, p) redrawn until connected (option p, default 0.2), MH weights",
         _erdos_renyi,
         {"p": TopologyOption(0.2, "edge_probability")},
+        check=_check_erdos_renyi,
     ),
     "random-regular": TopologySpec(
         "random k-regular connected graph (option k, default 4), MH weights",
         _random_regular,
         {"k": TopologyOption(4, "degree")},
+        check=_check_random_regular,
     ),
     "random-symmetric": TopologySpec(
         "time-varying: new undirected graph of degree <= max_degree (default 10) every round (every gossip "
@@ -617,6 +647,7 @@ TOPOLOGIES: dict[str, TopologySpec] = {
         RandomSymmetric,
         {"max_degree": TopologyOption(10, "max_degree")},
         time_varying=True,
+        check=RandomSymmetric.check,
     ),
     "random-as-coded": TopologySpec(
         "time-varying: every client averages itself with num_neighbors (default 10) random others, "
@@ -624,6 +655,7 @@ TOPOLOGIES: dict[str, TopologySpec] = {
         RandomAsCoded,
         {"num_neighbors": TopologyOption(10, "num_neighbors")},
         time_varying=True,
+        check=RandomAsCoded.check,
     ),
 }
 
@@ -638,6 +670,25 @@ def _need_int(what: str, v, lo: int) -> int:
     return int(v)
 
 
+def check_topology(name: str, m: int, *, seed: int = 0, **options) -> dict[str, object]:
+    """Check that :func:`make_topology` can take these arguments, without building; return the topology's options
+    with defaults filled in. Raises :class:`TopologyError` as :func:`make_topology` does, except for a random graph
+    that stays disconnected (only drawing it tells)."""
+    if name not in TOPOLOGIES:
+        raise TopologyError(f"unknown topology {name!r}; allowed: {', '.join(TOPOLOGIES)}")
+    m = _need_int("m (number of clients)", m, 1)
+    _need_int("seed", seed, 0)
+    spec = TOPOLOGIES[name]
+    unknown = sorted(set(options) - set(spec.options))
+    if unknown:
+        takes = f"it takes only {', '.join(spec.options)}" if spec.options else "it takes no options"
+        raise TopologyError(f"topology {name!r} got unknown option(s) {', '.join(unknown)}; {takes}")
+    opts = {k: (options[k] if options.get(k) is not None else o.default) for k, o in spec.options.items()}
+    if spec.check is not None:
+        spec.check(m, **opts)
+    return opts
+
+
 def make_topology(name: str, m: int, *, seed: int = 0, **options) -> Topology:
     """Build the topology ``name`` (a key of :data:`TOPOLOGIES`) for ``m`` clients.
 
@@ -649,17 +700,8 @@ def make_topology(name: str, m: int, *, seed: int = 0, **options) -> Topology:
             ``None`` takes its default.
 
     Raises:
-        TopologyError: unknown name or option, bad m, seed or option value,
+        TopologyError: unknown name or option, bad m, seed or option value (:func:`check_topology`),
             or a random graph that stays disconnected.
     """
-    if name not in TOPOLOGIES:
-        raise TopologyError(f"unknown topology {name!r}; allowed: {', '.join(TOPOLOGIES)}")
-    m = _need_int("m (number of clients)", m, 1)
-    seed = _need_int("seed", seed, 0)
-    spec = TOPOLOGIES[name]
-    unknown = sorted(set(options) - set(spec.options))
-    if unknown:
-        takes = f"it takes only {', '.join(spec.options)}" if spec.options else "it takes no options"
-        raise TopologyError(f"topology {name!r} got unknown option(s) {', '.join(unknown)}; {takes}")
-    opts = {k: (options[k] if options.get(k) is not None else o.default) for k, o in spec.options.items()}
-    return spec.build(m, seed, **opts)
+    opts = check_topology(name, m, seed=seed, **options)
+    return TOPOLOGIES[name].build(int(m), int(seed), **opts)

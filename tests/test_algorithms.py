@@ -10,7 +10,6 @@ rounding (1e-10), not bit for bit.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ import torch.nn.functional as F
 
 from dfl_core import ALGORITHMS, Config, Simulation
 from dfl_core.models import build_model
+from reference_steps import sam_point  # tests/reference_steps.py
 
 ROUNDS = 3
 
@@ -56,7 +56,6 @@ def reference_run(sim: Simulation, rounds: int, gossip=None) -> list[list[torch.
         return [g.detach() for g in torch.autograd.grad(loss, list(net.parameters()))]
 
     names = [n for n, _ in models[0].named_parameters()]
-    asam = getattr(cfg.params, "sam_variant", "sam") == "asam"
     params = [[p.detach().clone() for p in net.parameters()] for net in models]
     kept = [[torch.zeros_like(p) for p in ps] for ps in params]  # each client's heavy-ball buffer, across rounds
     for t in range(rounds):
@@ -67,17 +66,8 @@ def reference_run(sim: Simulation, rounds: int, gossip=None) -> list[list[torch.
             buf = [torch.zeros_like(p) for p in y] if cfg.reset_momentum else kept[i]
             for _ in range(cfg.params.local_steps):
                 g = grads_at(models[i], y, i)
-                if rho > 0 and asam:  # ASAM: δ = ρ T(Tg)/‖Tg‖, T = |y| + η (1 for biases unless asam_scale_all)
-                    scale_all, eta = cfg.params.asam_scale_all, cfg.params.asam_eta
-                    T = [
-                        yj.abs() + eta if scale_all or "weight" in n else torch.ones_like(yj) for n, yj in zip(names, y)
-                    ]
-                    tg = [tj * gj for tj, gj in zip(T, g)]
-                    norm = math.sqrt(sum(float((v**2).sum()) for v in tg))
-                    g = grads_at(models[i], [yj + rho * tj * v / (norm + 1e-12) for yj, tj, v in zip(y, T, tg)], i)
-                elif rho > 0:  # SAM: δ = ρ g/‖g‖, gradient at y + δ
-                    norm = math.sqrt(sum(float((gj**2).sum()) for gj in g))
-                    g = grads_at(models[i], [yj + rho * gj / (norm + 1e-12) for yj, gj in zip(y, g)], i)
+                if rho > 0:  # SAM's (or ASAM's) gradient at the perturbed point y + δ
+                    g = grads_at(models[i], sam_point(y, g, names, cfg.params), i)
                 g = [gj + cfg.weight_decay * yj for gj, yj in zip(g, y)]
                 if momentum > 0:
                     buf = [momentum * bj + gj for bj, gj in zip(buf, g)]

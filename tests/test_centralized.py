@@ -8,7 +8,6 @@ supplies the data, the initial model and which clients each round sampled.
 
 from __future__ import annotations
 
-import math
 
 import pytest
 import torch
@@ -17,6 +16,7 @@ import torch.nn.functional as F
 from dfl_core import Config, Simulation
 from dfl_core.engine import RoundLog
 from dfl_core.models import build_model
+from reference_steps import norm, sam_point  # tests/reference_steps.py
 
 ROUNDS = 4
 SMALL = dict(
@@ -37,15 +37,10 @@ SMALL = dict(
 )
 
 
-def norm(vs):
-    return math.sqrt(sum(float((v**2).sum()) for v in vs))
-
-
 def reference(sim: Simulation):
     """Replay the run: returns the global model as a parameter list, and FedGF's c per round."""
     cfg = sim.config
     rho = getattr(cfg.params, "rho", 0.0)  # 0: the algorithm takes no SAM step
-    sam_variant = getattr(cfg.params, "sam_variant", "sam")
     ds = sim.data.dataset
     net = build_model(cfg.model, ds.input_shape, ds.num_classes).to(torch.float64)
     names = [n for n, _ in net.named_parameters()]
@@ -91,19 +86,8 @@ def reference(sim: Simulation):
                             for yy, a, b in zip(y, g, dg)
                         ]
                     g = grad(point, i)
-                elif rho > 0 and sam_variant == "asam":
-                    T = [
-                        p.abs() + cfg.params.asam_eta
-                        if (cfg.params.asam_scale_all or "weight" in n)
-                        else torch.ones_like(p)
-                        for n, p in zip(names, y)
-                    ]
-                    tg = [a * b for a, b in zip(T, g)]
-                    nt = norm(tg)
-                    g = grad([p + rho * a * b / (nt + 1e-12) for p, a, b in zip(y, T, tg)], i)
-                elif rho > 0:
-                    ng = norm(g)
-                    g = grad([p + rho * a / (ng + 1e-12) for p, a in zip(y, g)], i)
+                elif rho > 0:  # SAM's (or ASAM's) gradient at the perturbed point y + δ
+                    g = grad(sam_point(y, g, names, cfg.params), i)
                 if cfg.algorithm == "mofedsam":
                     a = cfg.params.mofedsam_alpha
                     g = [a * gi + (1 - a) * di for gi, di in zip(g, delta_mo)]

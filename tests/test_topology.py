@@ -15,6 +15,7 @@ from dfl_core.topology import (
     MixingMatrix,
     Topology,
     TopologyError,
+    check_topology,
     make_topology,
     metropolis_hastings,
 )
@@ -446,3 +447,33 @@ def test_every_topology_builds_and_validates_at_m_1000(name):
     # Speed is measured in benchmarks/, not asserted here; this checks the m = 1000 code path.
     M = make_topology(name, 1000).matrix(1).validate()
     assert M.W.shape == (1000, 1000)
+
+
+@pytest.mark.parametrize("name", list(TOPOLOGIES))
+def test_check_topology_refuses_exactly_what_make_topology_refuses(name):
+    # check_topology runs before the data are loaded (Config calls it); it must refuse what the builder would,
+    # and pass what the builder builds (random graphs given options under which they connect)
+    option_values = {
+        "p": [0.0, 0.9, 1.0, 1.5],
+        "k": [1, 2, 3, 4, 2.0],
+        "max_degree": [1, 2, 4],
+        "num_neighbors": [0, 1, 3],
+    }
+    spec = TOPOLOGIES[name]
+    combos = [{}] + [{opt: v} for opt in spec.options for v in option_values[opt]]
+    for m in range(1, 14):
+        for options in combos:
+            try:
+                make_topology(name, m, **options)
+                built = None
+            except TopologyError as e:
+                built = str(e)
+            try:
+                check_topology(name, m, **options)
+                checked = None
+            except TopologyError as e:
+                checked = str(e)
+            if built is not None and "disconnected" in built:
+                assert checked is None, (name, m, options, checked)
+            else:
+                assert checked == built, (name, m, options, checked, built)

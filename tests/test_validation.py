@@ -41,9 +41,12 @@ from dfl_core.topology import MixingMatrix, TopologyError
         (dict(num_neighbors=0), "num_neighbors must be >= 1, got 0"),
         (
             dict(topology="random-regular", degree=3, num_clients=5),
-            "'random-regular' needs degree < num_clients and num_clients × degree even; got degree=3, num_clients=5",
+            "'random-regular' needs degree (its option k) an integer with 0 < degree < num_clients and "
+            "num_clients × degree even; got degree=3, num_clients=5",
         ),
         (dict(topology="random-regular", degree=10, num_clients=10), "got degree=10, num_clients=10"),
+        (dict(topology="grid", num_clients=13), "'grid' needs m = r * c with r, c >= 2, but m = 13 is prime"),
+        (dict(topology="torus", num_clients=7), "nearby valid m: 6 or 8"),
     ],
 )
 def test_bad_config_values_are_refused_with_a_clear_message(changes, message):
@@ -64,8 +67,9 @@ def test_more_clients_than_samples_is_refused_before_training():
 
 
 def test_a_topology_that_cannot_be_built_is_refused():
-    with pytest.raises(TopologyError, match="grid"):
-        Simulation(Config(topology="grid", num_clients=13))  # 13 is prime: no r x c grid
+    with pytest.raises(ConfigError, match="grid"):
+        Config(topology="grid", num_clients=13)  # 13 is prime: no r x c grid; refused before any data are read
+    # only drawing a random graph tells that it stays disconnected
     with pytest.raises(TopologyError, match="p"):
         Simulation(Config(topology="erdos-renyi", num_clients=30, edge_probability=0.001))
 
