@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 from dfl_book import plots  # noqa: E402
 from dfl_book.profiles import get_profile  # noqa: E402
 from dfl_book.showcase import load, run_experiment  # noqa: E402
-from dfl_book.showcase.experiments import EXPERIMENTS, PAPER_PROTOCOL, REGIME_MAPS  # noqa: E402
+from dfl_book.showcase.experiments import EXPERIMENTS, PAPER_LOCAL_TRAINING, REGIME_MAPS  # noqa: E402
 from dfl_book.showcase.regime import FLAT_SLOPE, Cell, RegimeMap, cells, curve_slope  # noqa: E402
 from dfl_book.stats import compare_paired  # noqa: E402
 
@@ -37,7 +37,7 @@ def test_the_maps_rows_are_the_papers_local_work():
     steps = {e: exp.config(rmap.baseline_arm(e), 0, profile).params.local_steps for e in rmap.local_epochs}
     assert steps == {0.25: 1, 1: 4, 5: 20}
     protocol = exp.config(rmap.treated_arm(5, 0.01), 0, profile)
-    assert {k: getattr(protocol, k) for k in PAPER_PROTOCOL} == PAPER_PROTOCOL
+    assert {k: getattr(protocol, k) for k in PAPER_LOCAL_TRAINING} == PAPER_LOCAL_TRAINING
     assert (protocol.algorithm, protocol.params.rho, protocol.params.topology) == ("dfedsam", 0.01, "ring")
     for e in rmap.local_epochs:  # each cell differs from its row's baseline in one thing
         base = exp.config(rmap.baseline_arm(e), 0, profile).to_dict()

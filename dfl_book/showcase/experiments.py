@@ -15,7 +15,7 @@ from .measures import flatness_and_gap, flatness_trace_and_gap, membership
 from .regime import RegimeMap
 from .runner import Experiment
 
-__all__ = ["EXPERIMENTS", "REGIME_MAPS", "PAPER_PROTOCOL", "COMPUTE_MATCHED"]
+__all__ = ["EXPERIMENTS", "REGIME_MAPS", "PAPER_LOCAL_TRAINING", "COMPUTE_MATCHED"]
 
 #: Centralized FL trains 10 of the 100 clients a round, a tenth of a decentralized round's work, so it
 #: gets more rounds (600 against 100: the two horizons differ, and the chapters say so).
@@ -32,8 +32,8 @@ _FEDGF = {"fedgf_threshold": FEDGF_THRESHOLD}
 #: The DFedSAM paper's local training (App. B.3): 5 local epochs of batch 128, weight decay 5e-4,
 #: lr 0.1 × 0.998^t (the engine's default lr and decay). Its 1000 rounds on 100 clients are out of a CPU's
 #: reach; the regime maps below run 100 rounds on 20 clients of 500 Fashion-MNIST images each.
-PAPER_PROTOCOL = dict(local_epochs=5, batch_size=128, weight_decay=5e-4, lr=0.1, lr_decay=0.998)
-_MAP_BASE = {k: v for k, v in PAPER_PROTOCOL.items() if k != "local_epochs"} | dict(
+PAPER_LOCAL_TRAINING = dict(local_epochs=5, batch_size=128, weight_decay=5e-4, lr=0.1, lr_decay=0.998)
+_MAP_BASE = {k: v for k, v in PAPER_LOCAL_TRAINING.items() if k != "local_epochs"} | dict(
     num_clients=20, train_size=10_000, test_size=2_000, rounds=100, eval_every=5
 )  # E is each row's
 #: At the fast profile a map runs on the bundled digits (72 images a client) in seconds: a check of the code.
@@ -74,7 +74,7 @@ _TOPOLOGY_ARMS = {
     "DFedAvg, {graph}": dict(algorithm="dfedavg"),
     "DFedSAM ρ = 0.01, {graph}": dict(algorithm="dfedsam", rho=0.01),
     "DFedAvg E = 10 (compute-matched), {graph}": dict(
-        algorithm="dfedavg", local_epochs=2 * PAPER_PROTOCOL["local_epochs"]
+        algorithm="dfedavg", local_epochs=2 * PAPER_LOCAL_TRAINING["local_epochs"]
     ),
 }
 
@@ -100,10 +100,10 @@ REGIME_MAPS: dict[str, RegimeMap] = {
                     topology="ring",
                     rho=0.01,
                     gossip_steps=4,
-                    local_epochs=PAPER_PROTOCOL["local_epochs"],
+                    local_epochs=PAPER_LOCAL_TRAINING["local_epochs"],
                 ),
                 COMPUTE_MATCHED["DFedAvg"]: dict(
-                    algorithm="dfedavg", topology="ring", local_epochs=2 * PAPER_PROTOCOL["local_epochs"]
+                    algorithm="dfedavg", topology="ring", local_epochs=2 * PAPER_LOCAL_TRAINING["local_epochs"]
                 ),
             },
             measure=flatness_and_gap,
@@ -124,7 +124,7 @@ REGIME_MAPS: dict[str, RegimeMap] = {
             base=_MAP_BASE,
             extra_arms={
                 COMPUTE_MATCHED["FedAvg"]: dict(
-                    algorithm="fedavg", client_fraction=0.5, local_epochs=2 * PAPER_PROTOCOL["local_epochs"]
+                    algorithm="fedavg", client_fraction=0.5, local_epochs=2 * PAPER_LOCAL_TRAINING["local_epochs"]
                 )
             },
             measure=flatness_and_gap,
@@ -274,7 +274,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "exponential, ring)? The regime map's set-up at the paper's local training (E = 5, batch 128): 20 "
             "clients of 500 Fashion-MNIST images, Dirichlet 0.3, 100 rounds, with DFedAvg at E = 10 as the "
             "compute-matched arm.",
-            base=_MAP_BASE | {"local_epochs": PAPER_PROTOCOL["local_epochs"]},
+            base=_MAP_BASE | {"local_epochs": PAPER_LOCAL_TRAINING["local_epochs"]},
             arms={
                 label.format(graph=graph): dict(changes, topology=graph)
                 for graph in ("complete", "exponential", "ring")

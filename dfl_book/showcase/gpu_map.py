@@ -70,7 +70,7 @@ from typing import Any, Sequence
 
 from dfl_core.checkpoint import write_atomic
 
-from .experiments import PAPER_PROTOCOL
+from .experiments import PAPER_LOCAL_TRAINING
 from .regime import FLAT_SLOPE, RegimeMap, curve_slope
 from .runner import RESULTS_DIR, Experiment, results_path
 from .runner import run as run_experiment
@@ -83,7 +83,7 @@ GPU_RESULTS_DIR = RESULTS_DIR / "gpu"
 #: The compute-matched arm: DFedAvg at twice DFedSAM's local steps (see the module docstring).
 MATCHED_ARM = "DFedAvg, E = 10 (compute-matched to DFedSAM at E = 5)"
 
-_CIFAR_BASE = {k: v for k, v in PAPER_PROTOCOL.items() if k != "local_epochs"} | dict(
+_CIFAR_BASE = {k: v for k, v in PAPER_LOCAL_TRAINING.items() if k != "local_epochs"} | dict(
     dataset="cifar10",
     model="cnn-cifar",
     num_clients=20,
