@@ -88,7 +88,7 @@ def add_commands(sub) -> None:
         default=None,
         metavar="DIR",
         help="keep each run's checkpoint and the finished runs here, so that rerunning the "
-        "command continues an interrupted table (default: none for fast; for full "
+        "command continues an interrupted table (default: none for fast; for showcase and full "
         "$DFL_CHECKPOINTS/tables/NAME)",
     )
     table.add_argument(

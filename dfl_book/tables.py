@@ -200,8 +200,14 @@ class TableResult:
     seeds: tuple[int, ...]
     cells: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (algorithm, setting) -> accs
     meta: dict[str, str] = field(default_factory=dict)
+    # (algorithm, setting) -> (mean, std) as a CSV states them, computed before its values were rounded to 0.01
+    stated: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
 
     def mean_std(self, algorithm: str, setting: str) -> tuple[float, float]:
+        """The cell's mean and std over seeds: those its CSV states, if it was read from one (so that a reprint
+        matches the file), else computed from the per-seed values."""
+        if (algorithm, setting) in self.stated:
+            return self.stated[algorithm, setting]
         values = self.cells[(algorithm, setting)]
         return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
@@ -893,14 +899,16 @@ def read_table(path: str | Path) -> tuple[dict[str, str], list[dict[str, str]]]:
 def read_result(path: str | Path) -> TableResult:
     """A CSV written by :func:`write_table` (old ones included) as a :class:`TableResult`, so that its
     verdicts can be recomputed without rerunning: name and profile from the recorded command, each
-    cell's per-seed values (rounded to 0.01 in the file) in the order of the recorded seeds."""
+    cell's per-seed values (rounded to 0.01 in the file) in the order of the recorded seeds, and its mean and
+    std as the file states them (computed before rounding)."""
     meta, rows = read_table(path)
     words = shlex.split(meta["command"])
     name = words[words.index("table") + 1]
     profile = words[words.index("--profile") + 1] if "--profile" in words else "fast"
     seeds = tuple(int(s) for s in meta["seeds"].split())
     cells = {(r["algorithm"], r["setting"]): [float(v) for v in r["values"].split()] for r in rows}
-    return TableResult(name, profile, seeds, cells, meta)
+    stated = {(r["algorithm"], r["setting"]): (float(r["mean"]), float(r["std"])) for r in rows}
+    return TableResult(name, profile, seeds, cells, meta, stated)
 
 
 if __name__ == "__main__":  # pragma: no cover

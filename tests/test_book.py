@@ -6,6 +6,7 @@ which the README's test command includes.)
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import sys
@@ -54,6 +55,24 @@ def test_every_code_cell_was_executed_under_the_fast_profile(md: Path):
     assert counts == list(range(1, len(code) + 1)), "cells were not executed top to bottom in one kernel"
     printed = "".join("".join(o.get("text", "")) for o in code[0]["outputs"])
     assert "profile: fast" in printed, "the first code cell must print the profile (setup_notebook)"
+
+
+#: A chapter's whole run, on 2 CPU cores (book/README.md asks authors for 60 s, to leave room on slower CPUs).
+CHAPTER_LIMIT_S = 90
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
+def test_the_stored_run_took_under_the_chapter_limit(md: Path):
+    """First cell started to last cell finished, as the executed notebook records it (tools/book.py execute)."""
+    cells = json.loads(md.with_suffix(".ipynb").read_text())["cells"]
+    stamps = sorted(
+        datetime.datetime.fromisoformat(t.replace("Z", "+00:00"))
+        for c in cells
+        for t in c["metadata"].get("execution", {}).values()
+    )
+    assert stamps, f"{md.stem}: no execution times recorded: run python tools/book.py execute {md.stem}"
+    seconds = (stamps[-1] - stamps[0]).total_seconds()
+    assert seconds < CHAPTER_LIMIT_S, f"{md.stem} ran {seconds:.0f} s, over the {CHAPTER_LIMIT_S} s a chapter may take"
 
 
 @pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
