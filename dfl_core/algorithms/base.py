@@ -23,6 +23,7 @@ from torch import Tensor
 
 from ..errors import ConfigError
 from ..local import SAM_VARIANTS, LocalRule, chain, sgd, sharpness_aware
+from ..operators import ROUNDINGS
 from ..settings import REQUIRED, Flag, Integer, Number, OneOf, params, setting
 from ..topology import TOPOLOGIES
 
@@ -93,8 +94,10 @@ class RoundTools(Protocol[P]):
         """Each client's gradient over its whole train split at ``x`` (one row per client in ``clients``)."""
 
     def gossip(self, x: Tensor, bits_per_message: int | None = None) -> Tensor:
-        """Q gossip steps with this round's mixing matrices, :math:`W_t^Q x` (messages of
-        ``bits_per_message`` bits each; default d·bits_per_param)."""
+        r"""Q gossip steps with this round's mixing matrices: :math:`W_t^Q x`; with ``quant_bits`` set (and no
+        ``bits_per_message``), Q steps of compressed gossip against public copies, :math:`x + \gamma (W - I)\hat x`
+        (CHOCO-Gossip, :meth:`~dfl_core.engine.SimulationTools.compressed_gossip`); ``bits_per_message`` given:
+        exact mixing of an already quantized x, each message counted at that many bits (default d·bits_per_param)."""
 
     def matrices(self) -> list[MixingMatrix]:
         """This round's mixing matrices, one per gossip step."""
@@ -197,7 +200,7 @@ class DecentralizedParams(LocalParams, GraphParams):
 
 
 #: The deterministic roundings (``quant_stochastic`` selects unbiased stochastic rounding instead).
-QUANT_ROUNDINGS = ("nearest", "floor")
+QUANT_ROUNDINGS = tuple(r for r in ROUNDINGS if r != "stochastic")
 
 
 @params
@@ -219,8 +222,8 @@ class GossipParams(DecentralizedParams):
     )
     quant_rounding: str = setting(
         "nearest",
-        "rounding to a level: 'nearest' or 'floor' (round down; the DFedAvgM "
-        "paper does not say which, so both are offered)",
+        "rounding to a level: 'nearest' (error <= h/2) or 'floor' (the k with kh <= v < (k+1)h); DFedAvgM §3.2 "
+        "does not settle which, so both are offered (reconstructed: see dfl_core.operators)",
         OneOf(QUANT_ROUNDINGS),
     )
     quant_stochastic: bool = setting(False, "unbiased stochastic rounding instead", Flag())

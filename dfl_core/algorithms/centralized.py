@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .base import RoundTools, RunSettings
 
 __all__ = [
-    "client_update",
+    "average_client_update",
     "fedavg_round",
     "fedavgm_round",
     "client_momentum_round",
@@ -48,7 +48,7 @@ def _server_init(state: type) -> Callable[[Tensor, RoundTools], Any]:
     return lambda x0, r: state(x0[0].clone(), torch.zeros_like(x0[0]))
 
 
-def client_update(w: Tensor, r: RoundTools, messages_per_client: int = 2) -> Tensor:
+def average_client_update(w: Tensor, r: RoundTools, messages_per_client: int = 2) -> Tensor:
     r"""Sample :math:`S_t`, run K local steps from :math:`w^t` on each client, return :math:`\sum_{i \in S_t} p_i (y_i^K - w^t)`.
 
     Each sampled client sends and receives ``messages_per_client`` model-sized messages (w down, y_i up).
@@ -69,8 +69,8 @@ def fedavg_round(s: GlobalModel, r: RoundTools) -> GlobalModel:
        :math:`F_i(y) + \frac{\mu}{2}\lVert y - w^t\rVert^2`, Li et al. 2020 eq. (2))
     3. :math:`w^{t+1} = w^t + \eta_g \sum_{i \in S_t} p_i\, (y_i^K - w^t)`
     """
-    update = client_update(s.w, r)  # l.1–2, Σ p_i (y_i − w)
-    return GlobalModel(s.w + r.params.server_lr * update)  # l.3
+    update = average_client_update(s.w, r)  # 1.–2., Σ p_i (y_i − w)
+    return GlobalModel(s.w + r.params.server_lr * update)  # 3.
 
 
 def fedprox_rule(p: FedProxParams, s: GlobalModel, run: RunSettings) -> LocalRule:
@@ -96,7 +96,7 @@ def fedavgm_round(s: ServerMomentum, r: RoundTools) -> ServerMomentum:
 
     θ_g is ``server_momentum`` (the paper's β); with θ_g = 0 this is FedAvg.
     """
-    delta = -client_update(s.w, r)  # Δ^t
+    delta = -average_client_update(s.w, r)  # Δ^t
     v = r.params.server_momentum * s.velocity + delta
     return ServerMomentum(s.w - r.params.server_lr * v, v)
 
@@ -138,9 +138,9 @@ def client_momentum_round(s: ServerDirection, r: RoundTools) -> ServerDirection:
     step of :math:`\eta_g \bar u / (\eta_l K)`, larger than FedAvg's by :math:`1/(\eta_l K)`).
     """
     p = r.params
-    update = client_update(s.w, r, messages_per_client=3)  # 1.–2.: w and Δ down, y_i up
+    update = average_client_update(s.w, r, messages_per_client=3)  # 1.–2.: w and Δ down, y_i up
     delta = -update / (r.lr * p.local_steps)  # Δ^{t+1}
-    if getattr(p, "mofedsam_variant", "paper") == "official-fedgf":  # (FedCM has only the paper's step)
+    if getattr(p, "mofedsam_variant", None) == "official-fedgf":  # (FedCM has only the paper's step)
         return ServerDirection(s.w - p.server_lr * delta, delta)
     return ServerDirection(s.w + p.server_lr * update, delta)  # 3.
 

@@ -95,17 +95,14 @@ def controlled_round(s: ControlVariates, r: RoundTools) -> ControlVariates:
     rows = clients.to(s.c_clients.device)
     start = w.expand(len(clients), -1)
     y = r.local_train(start, clients)  # l.8–10
-    if getattr(p, "scaffold_option", "II") == "I":
+    if getattr(p, "scaffold_option", None) == "I":  # FedGAMMA has no option: always II
         c_new = r.full_gradient(start, clients)  # l.12, option I
     else:
         c_new = s.c_clients[rows] - s.c + (w - y) / (p.local_steps * r.lr)  # l.12, option II
-    c = s.c + (c_new - s.c_clients[rows]).sum(0) / r.config.num_clients  # l.17
-    r.count_transmissions(4 * len(clients))
-    return ControlVariates(
-        w + p.server_lr * (y - w).mean(0),
-        c,  # l.16
-        s.c_clients.index_copy(0, rows, c_new),
-    )  # l.13
+    r.count_transmissions(4 * len(clients))  # l.5 and l.13: (w, c) down, (Δy_i, Δc_i) up
+    w_new = w + p.server_lr * (y - w).mean(0)  # l.16–17: x ← x + η_g Δx
+    c = s.c + (c_new - s.c_clients[rows]).sum(0) / r.config.num_clients  # l.16–17: c ← c + (|S|/N) Δc
+    return ControlVariates(w_new, c, s.c_clients.index_copy(0, rows, c_new))  # l.14: c_i ← c_i⁺
 
 
 # ---------------------------------------------------------------------- FedDyn

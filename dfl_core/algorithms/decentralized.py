@@ -63,17 +63,17 @@ def local_steps_then_gossip(s: ClientModels, r: RoundTools) -> ClientModels:
     1. :math:`y^{t,0}(i) = x^t(i)`
     2. for k = 0..K-1 (l.3–4): :math:`y^{t,k+1}(i) = y^{t,k}(i) + u^{t,k}(i)`, the declared local rule:
        SAM, eq. (3): :math:`\delta = \rho\, g/\lVert g \rVert_2`, :math:`u = -\eta \nabla F_i(y^{t,k} + \delta; \xi)`;
-       DFedAvg(M), eq. (4): :math:`u = -\eta \nabla F_i(y^{t,k}; \xi) + \theta\,(y^{t,k} - y^{t,k-1})`
+       DFedAvg(M), Sun et al. eq. (4): :math:`u = -\eta \nabla F_i(y^{t,k}; \xi) + \theta\,(y^{t,k} - y^{t,k-1})`
     3. :math:`z^{t,0}(i) = y^{t,K}(i)` (l.5)
-    4. for q = 0..Q-1: :math:`z^{t,q+1}(i) = \sum_l w_{il} z^{t,q}(l)` (l.6–8, eq. (5))
-    5. :math:`x^{t+1}(i) = z^{t,Q}(i)` (l.9)
+    4. for q = 0..Q-1: :math:`z^{t,q+1}(i) = \sum_l w_{il} z^{t,q}(l)` (l.6–7, eq. (5))
+    5. :math:`x^{t+1}(i) = z^{t,Q}(i)` (l.8)
 
     Q = 1 is DFedSAM (eq. (4)) or DFedAvg (Sun et al. eq. (5)); Q > 1 is DFedSAM-MGS.
     DFedAvgM's heavy-ball form of eq. (4) is *reconstructed* from the paper's wording ("SGD with heavy-ball") and
     DFedSAM's Algorithm 1 l.3 (:math:`y^{t,-1} = y^{t,0}`), see :func:`dfl_core.local.trace`.
     """
     z = r.local_train(s.x)  # l.2–5: K steps of the declared local rule
-    return ClientModels(r.gossip(z))  # l.6–9: Q gossip steps
+    return ClientModels(r.gossip(z))  # l.6–8: Q gossip steps
 
 
 #: dfedavgm-q's three readings of its gossip: the default sends what it counts; see quantized_dfedavgm_round.

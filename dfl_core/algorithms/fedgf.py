@@ -1,7 +1,8 @@
 r"""FedGF (Lee & Yoon, "Rethinking the Flat Minima Searching in Federated Learning", ICML 2024).
 
-The slides (seed 001) give eqs. (8)–(13), (15) and (16); (14) is missing from them: clients take SAM steps towards an interpolation, by an adaptive weight c,
-between their own perturbation and a global one built from the server's last update.
+The slides (seed 001) give eqs. (8)–(13), (15) and (16); (14) is missing. Clients take SAM steps towards an
+interpolation, by an adaptive weight c, between their own perturbation and a global one built from the server's last
+update.
 """
 
 from __future__ import annotations
@@ -38,7 +39,11 @@ class FedGFState(NamedTuple):
 
 
 def fedgf_c(p: FedGFParams, s: FedGFState) -> float:
-    r"""The interpolation weight c of this round, eq. (16), from the completed rounds' indicators."""
+    r"""The interpolation weight c of round r, eq. (16), from :math:`I^{r-W}, \dots, I^{r-1}`.
+
+    Eq. (16)'s sum ends at :math:`I^r`, which needs this round's drift :math:`D^r`, itself computed by the training
+    that uses c; so c of round r is read from the W rounds before it, as the official code's ``calc_c`` also does
+    (it sets c for the next round). *Reconstructed*: a one-round shift of the printed index."""
     window = s.indicators[-p.fedgf_window :]
     if p.fedgf_c_reading == "seen":
         return sum(window) / len(window) if window else 0.0

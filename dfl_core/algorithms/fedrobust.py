@@ -13,7 +13,7 @@ worst-case affine shift with :math:`\lVert \Lambda - I \rVert_F \le 0.4` and :ma
 (CIFAR-10, Figure 1). The objective's exact form, the update lines and the paper's equation numbers could not be
 checked and are *reconstructed* (from the abstract's description as GDA on FLRA's penalised minimax problem, and
 from the authors' arXiv v1 as recalled, not re-read); so are the defaults of λ and η₂ (see
-:data:`dfl_core.algorithms.ALGORITHMS`), which the sources at hand do not give.
+:class:`FedRobustParams`), which the sources at hand do not give.
 
 FLRA, penalised form (*reconstructed*), with :math:`f_i(w; \Lambda, \delta) =
 \mathbb{E}_{(x,y) \sim P_i}\,\ell(h_w(\Lambda x + \delta), y)`:
@@ -158,9 +158,14 @@ class FedRobustParams(CentralizedParams):
     """FedRobust: penalty λ = 1, ascent step η₂ = 0.1 (our choice; see the comment above)."""
 
     robust_lambda: float = setting(
-        1.0, "γ_R, fedrobust's penalty γ_R·(‖Λ_i − I‖_F² + ‖δ_i‖²) on the clients' affine shifts", Number(0.0)
+        1.0,
+        "γ_R, fedrobust's penalty γ_R·(‖Λ_i − I‖_F² + ‖δ_i‖²) on the clients' affine shifts "
+        "(its paper's λ, renamed: λ is the graph's spectral quantity here)",
+        Number(0.0),
     )
-    robust_ascent_lr: float = setting(0.1, "η_R, fedrobust's ascent step on (Λ_i, δ_i) (0: FedAvg)", Number(0.0))
+    robust_ascent_lr: float = setting(
+        0.1, "η_R, fedrobust's ascent step on (Λ_i, δ_i) (η₂ in its docstrings; 0: FedAvg)", Number(0.0)
+    )
 
 
 FEDROBUST = Algorithm(

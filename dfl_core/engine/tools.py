@@ -140,9 +140,9 @@ class SimulationTools:
         and the client."""
         bad = ~torch.isfinite(losses)
         if bad.any():
-            step, row = (int(v) for v in bad.nonzero()[0])
+            evaluation, row = (int(v) for v in bad.nonzero()[0])
             raise DivergenceError(
-                f"loss became {float(losses[step, row])} in round {self.t + 1} (local gradient evaluation {step}) "
+                f"loss became {float(losses[evaluation, row])} in round {self.t + 1} (local gradient evaluation {evaluation}) "
                 f"on client {int(clients[row])}; the run diverged, likely because the learning rate or the "
                 f"SAM radius is too large ({', '.join(self.config.step_sizes())}); try a smaller value"
             )
