@@ -139,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         default=8.0,
         help="skip configurations whose estimated memory exceeds this (default 8)",
     )
-    p.add_argument("--device", default="auto", help="'auto' (cuda if available), 'cpu' or 'cuda'")
+    p.add_argument(
+        "--device", default="auto", choices=("auto", "cpu", "cuda"), help="'auto' (cuda if available), 'cpu' or 'cuda'"
+    )
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
     g = p.add_argument_group("--gpu: one DFedSAM-MGS round of the CIFAR models on one GPU (benchmarks/gpu.py)")
     g.add_argument(
@@ -187,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
         help="clients the per-client loop runs, its time scaled to m (default 10)",
     )
     args = p.parse_args(argv)
+    for flag in ("repeats", "threads", "clients"):
+        if getattr(args, flag, None) is not None and getattr(args, flag) < 1:
+            p.error(f"--{flag} must be >= 1, got {getattr(args, flag)}")
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.gpu:

@@ -203,7 +203,8 @@ def paired_table(
     head = f"{'algorithm':<14} {'Δ test acc vs ' + reference + ' (points)':>34}   {'verdict':<33} after Holm"
     lines = [
         f"Paired with {reference} seed by seed (claim: the method beats {reference}; 95% t-intervals; "
-        f"EQUIVALENT: within ±{margin:g} points; after Holm: over these {len(rows)} comparisons):",
+        f"EQUIVALENT: within ±{margin:g} points; after Holm: over "
+        f"{'this comparison' if len(rows) == 1 else f'these {len(rows)} comparisons'}):",
         head,
         "-" * len(head),
     ]

@@ -35,7 +35,7 @@ from .engine import DivergenceError, run
 from .models import MODEL_HELP
 from .checkpoint import CheckpointError
 from .results import History, convert_results_file, read_results, write_results
-from .topology import TOPOLOGIES
+from .topology import TOPOLOGIES, TopologySpec
 
 __all__ = [
     "main",
@@ -336,22 +336,34 @@ def configs_from_options(
 def configs_for(base: Config | Mapping[str, Any], algorithms: Sequence[str]) -> dict[str, Config]:
     """One config per algorithm from ``base`` (a config, or the settings given: run fields and hyperparameters).
 
-    When several algorithms are compared, hyperparameters an algorithm does not use (say ``rho`` for DFedAvg) are
-    dropped for it; a single algorithm given one it does not use is refused, as :class:`Config` refuses it.
+    When several algorithms are compared, each takes the hyperparameters it uses (say ``rho``, not for DFedAvg) and
+    can set (``local_steps`` or ``local_epochs``, not for D-PSGD, which takes one step a round); one that no compared
+    algorithm uses is refused, as is, for a single algorithm, one it does not use (as :class:`Config` refuses it).
     """
     settings = dict(base.settings() if isinstance(base, Config) else base)
     settings.pop("algorithm", None)
-    out = {}
-    for name in algorithms:
-        if name not in ALGORITHMS:
-            raise ConfigError(f"unknown algorithm {name!r}; allowed: {', '.join(ALGORITHMS)}")
-        own = dict(settings)
-        if len(algorithms) > 1:
-            own = {k: v for k, v in own.items() if k not in ALGORITHM_FIELDS or k in ALGORITHMS[name].defaults}
-            if "local_steps" in ALGORITHMS[name].fixed:  # D-PSGD takes one step a round, whatever E
-                own.pop("local_epochs", None)
-        out[name] = Config(algorithm=name, **own)
-    return out
+    unknown = [name for name in algorithms if name not in ALGORITHMS]
+    if unknown:
+        raise ConfigError(f"unknown algorithm {unknown[0]!r}; allowed: {', '.join(ALGORITHMS)}")
+    if len(algorithms) == 1:
+        return {algorithms[0]: Config(algorithm=algorithms[0], **settings)}
+
+    def takes(name: str, key: str) -> bool:
+        algorithm = ALGORITHMS[name]
+        if key == "local_epochs":  # a run field that sets K
+            return "local_steps" not in algorithm.fixed
+        return key not in ALGORITHM_FIELDS or (key in algorithm.defaults and key not in algorithm.fixed)
+
+    for key, value in settings.items():
+        if value is not None and not any(takes(name, key) for name in algorithms):
+            users = ", ".join(a.name for a in ALGORITHMS.values() if key in a.defaults and key not in a.fixed)
+            raise ConfigError(
+                f"{key}={value} is used by none of the algorithms compared ({', '.join(algorithms)}); "
+                f"algorithms that use it: {users or 'none'}"
+            )
+    return {
+        name: Config(algorithm=name, **{k: v for k, v in settings.items() if takes(name, k)}) for name in algorithms
+    }
 
 
 def compare(
@@ -400,12 +412,16 @@ def summary_table(results: dict[str, list[History]]) -> str:
     for name, hs in results.items():
         acc = _mean_std([100 * h.final["test_acc"] for h in hs])
         cd = _mean_std([h.final["consensus_distance"] for h in hs])
-        q = hs[0].config["gossip_steps"] or "-"
+        q = hs[0].config.get("gossip_steps") or "-"  # a server has no gossip
         if len(hs) > 1:
             acc_text, cd_text = f"{acc[0]:>9.2f} ± {acc[1]:<5.2f}", f"{cd[0]:>12.3e} ± {cd[1]:<9.2e}"
         else:  # one seed has no spread: print none, not "± 0.00"
             acc_text, cd_text = f"{acc[0]:>9.2f}" + " " * 8, f"{cd[0]:>12.3e}" + " " * 12
         lines.append(f"{name:<14} {q:>2} {acc_text} {cd_text} {len(hs):>6}")
+    lines += [
+        "test acc: the clients' average model x̄ (with a server: the global model) on the test split, last round;",
+        "consensus distance: the mean squared distance of the clients' models from x̄; Q: gossip steps a round.",
+    ]
     return "\n".join(lines)
 
 
@@ -415,9 +431,12 @@ def parse_names(text: str | None) -> list[str]:
 
 def parse_seeds(parser: argparse.ArgumentParser, text: str) -> tuple[int, ...]:
     try:
-        return tuple(int(s) for s in text.split(",") if s.strip())
+        seeds = tuple(int(s) for s in text.split(",") if s.strip())
     except ValueError:
         parser.error(f"--seeds must be comma-separated integers, got {text!r}")
+    if not seeds:
+        parser.error(f"--seeds needs at least one seed (comma-separated integers), got {text!r}")
+    return seeds
 
 
 def _in_flags(message: str) -> str:
@@ -451,6 +470,64 @@ def _refusal(out: Path, files: list[str], checkpoints: list[Path]) -> str:
         f"{out} holds the checkpoints of an interrupted run (checkpoints/{names}); pass --resume to continue "
         "it with the same options, --out DIR for a new folder, or --overwrite to start afresh"
     )
+
+
+#: The run options that only some partitions read.
+_PARTITION_FIELDS = {"dirichlet": ("alpha", "dirichlet_method"), "shards": ("shards_per_client",)}
+
+
+def _topology_fields(spec: TopologySpec | None) -> set[str]:
+    """The config fields a topology reads: its options, and for a time-varying one how often W is redrawn."""
+    if spec is None:  # a server
+        return set()
+    return {o.config_field for o in spec.options.values()} | (
+        {"fresh_matrix_per_gossip_step"} if spec.time_varying else set()
+    )
+
+
+def _check_given_options_apply(given: Mapping[str, Any], configs: Mapping[str, Config]) -> None:
+    """Refuse a run option given on the command line that none of the runs reads (``--degree`` on a ring, ``--alpha``
+    with ``--partition iid``), as a hyperparameter that no algorithm reads is refused."""
+    optional = {f for fs in _PARTITION_FIELDS.values() for f in fs} | set().union(
+        *(_topology_fields(t) for t in TOPOLOGIES.values())
+    )
+    read: set[str] = set()
+    for cfg in configs.values():
+        read |= _topology_fields(TOPOLOGIES.get(getattr(cfg.params, "topology", None)))
+        read |= set(_PARTITION_FIELDS.get(cfg.partition, ()))
+    for name in sorted((optional & set(given)) - read):
+        readers = [f"--topology {t}" for t, spec in TOPOLOGIES.items() if name in _topology_fields(spec)]
+        readers += [f"--partition {p}" for p, fs in _PARTITION_FIELDS.items() if name in fs]
+        runs = {
+            f"--topology {c.params.topology}" if hasattr(c.params, "topology") else "a server" for c in configs.values()
+        }
+        runs |= {f"--partition {c.partition}" for c in configs.values()}
+        raise ConfigError(
+            f"--{name.replace('_', '-')} {given[name]} has no effect on these runs ({', '.join(sorted(runs))}); "
+            f"it applies to {' or '.join(readers)}"
+        )
+
+
+def _check_resumable(
+    path: Path, done: Mapping[tuple[str, int], History], configs: Mapping[str, Config], seeds: Sequence[int]
+) -> None:
+    """Refuse to resume into a results file whose runs this command would not keep: one of another algorithm or
+    seed, or of the same ones with other options (the results file would lose it)."""
+    for (algorithm, seed), history in done.items():
+        if algorithm not in configs or seed not in seeds:
+            raise ConfigError(
+                f"--resume: {path} holds a run ({algorithm}, seed {seed}) that this command does not ask for; "
+                "give the same --algorithms and --seeds as the command that made it, or --out DIR for a new folder"
+            )
+        wanted = configs[algorithm].replace(seed=seed).to_dict()
+        differ = [k for k in wanted if history.config.get(k) != wanted[k]]
+        if differ:
+            k = differ[0]
+            raise ConfigError(
+                f"--resume: {path}'s run ({algorithm}, seed {seed}) has {k}={history.config.get(k)!r}, this command "
+                f"asks {k}={wanted[k]!r}; give the same options as the command that made it, or --out DIR for a "
+                "new folder"
+            )
 
 
 def _register_folder_dataset(args: argparse.Namespace, overrides: Mapping[str, Any]) -> None:
@@ -521,12 +598,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         # --overwrite: the earlier files go once this command's first run is saved, not before (a bad option or a
         # diverging first run leaves them as they were).
         to_replace = [out / name for name in earlier if name != "results.json"] + stale if args.overwrite else []
+        dataset = overrides.get("dataset")
+        if dataset is not None and dataset not in DATASETS and dataset != IMAGE_FOLDER:
+            raise ConfigError(
+                f"unknown dataset {dataset!r}; allowed: {', '.join(DATASETS)}, or {IMAGE_FOLDER} with --data-dir DIR "
+                "(your own images)"
+            )
         _register_folder_dataset(args, overrides)
         configs = configs_from_options(args.preset, args.setting, parse_names(args.algorithms), overrides)
+        _check_given_options_apply(overrides, configs)
         check_int("--checkpoint-every", args.checkpoint_every, 1)
         done = {}
         if args.resume and (out / "results.json").exists():
             done = {(h.config["algorithm"], h.config["seed"]): h for h in read_results(out / "results.json")}
+            _check_resumable(out / "results.json", done, configs, seeds)
+        elif args.resume and not stale:
+            print(f"note: --resume: {out} holds no earlier run; starting afresh", file=sys.stderr)
 
         def save(results_so_far: dict[str, list[History]]) -> None:  # after every run: lose at most one run's rounds
             write_results(out / "results.json", [h for hs in results_so_far.values() for h in hs], command=command)
@@ -552,6 +639,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DivergenceError as err:
         print(f"error: {err}", file=sys.stderr)
         return 3
+    except KeyboardInterrupt:
+        finished = f"the finished runs are in {out / 'results.json'} and " if (out / "results.json").exists() else ""
+        print(
+            f"\ninterrupted: {finished}the running one's state is in {out / 'checkpoints'}; "
+            "the same command with --resume continues",
+            file=sys.stderr,
+        )
+        return 130
     save(results)
     with contextlib.suppress(OSError):
         (out / "checkpoints").rmdir()  # empty once every run has finished

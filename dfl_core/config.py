@@ -67,7 +67,9 @@ class Config:
     dirichlet_method: str = setting(
         "prior", "'prior' (equal sizes, DisPFL/FedDyn) or 'per-class' (unequal sizes)", OneOf(DIRICHLET_METHODS)
     )
-    shards_per_client: int = setting(2, "classes per client for the 'shards' partition", Integer(1))
+    shards_per_client: int = setting(
+        2, "label-sorted shards per client for the 'shards' partition (so at most that many classes each)", Integer(1)
+    )
     train_size: int | None = setting(None, "use a stratified subset of this many training samples", Integer(1))
     test_size: int | None = setting(None, "use a stratified subset of this many test samples", Integer(1))
     data_dir: str | None = setting(None, "folder with the dataset files (default: system copy or download)")

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from dfl_core import ALGORITHMS, read_results
+from dfl_core import ALGORITHMS, ConfigError, read_results
 from dfl_core.cli import main
 from dfl_core.data import DATASETS
 from dfl_core.models import MODELS
@@ -324,7 +324,7 @@ def test_a_single_seed_is_printed_without_a_spread():
     table = summary_table(
         {"dfedavg": [history(0, 0.9512, 0.0123)], "dfedsam": [history(0, 0.90, 0.02), history(1, 0.92, 0.04)]}
     )
-    one, two = table.splitlines()[2:]
+    one, two = table.splitlines()[2:4]  # (then the legend)
     assert "±" not in one and "95.12" in one and "1.230e-02" in one and one.endswith(" 1")
     assert "91.00 ± 1.41" in two and two.endswith(" 2")
     assert one.index("1.230e-02") == two.index("3.000e-02")  # columns stay aligned
@@ -454,3 +454,63 @@ def test_convert_results_converts_a_results_file_of_an_earlier_version(tmp_path,
     assert [h.config for h in read_results(new_path)] == [h.config for h in histories]
     assert main(["convert-results", str(tmp_path / "missing.json")]) == 2
     assert "cannot convert" in capsys.readouterr().err
+
+
+def test_resume_refuses_options_that_would_drop_the_earlier_runs(tmp_path, capsys):
+    out = ["--out", str(tmp_path), "--no-plot"]
+    assert main(SHORT + out) == 0
+    before = (tmp_path / "results.json").read_bytes()
+    capsys.readouterr()
+    assert main(SHORT + ["--lr", "0.05", "--resume"] + out) == 2  # the earlier run had lr 0.1
+    assert "has lr=0.1, this command asks lr=0.05" in capsys.readouterr().err
+    other = [a if a != "dfedavg" else "dfedsam" for a in SHORT]
+    assert main(other + ["--resume"] + out) == 2  # another algorithm: the file's run would be lost
+    assert "holds a run (dfedavg, seed" in capsys.readouterr().err
+    assert (tmp_path / "results.json").read_bytes() == before  # untouched
+
+
+def test_centralized_algorithms_print_their_summary(tmp_path, capsys):
+    args = [a if a != "dfedavg" else "fedavg,dfedavg" for a in SHORT]
+    assert main(args + ["--out", str(tmp_path), "--no-plot"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    fedavg = next(line for line in lines if line.startswith("fedavg "))
+    assert fedavg.split()[1] == "-"  # no gossip steps with a server
+    assert any(line.startswith("consensus distance:") for line in lines)
+
+
+def test_an_empty_seed_list_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--seeds", " ", "--out", str(tmp_path)])
+    assert "--seeds needs at least one seed" in capsys.readouterr().err
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_a_comparison_takes_each_option_where_it_applies_and_refuses_one_none_uses():
+    from dfl_core.cli import configs_for
+
+    configs = configs_for({"local_steps": 3, "rho": 0.2}, ["dpsgd", "dfedavg", "dfedsam"])
+    assert [c.params.local_steps for c in configs.values()] == [1, 3, 3]  # D-PSGD takes one step by definition
+    assert configs["dfedsam"].params.rho == 0.2 and not hasattr(configs["dfedavg"].params, "rho")
+    with pytest.raises(ConfigError, match="momentum=0.5 is used by none of the algorithms compared"):
+        configs_for({"momentum": 0.5}, ["dfedavg", "dfedsam"])
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (
+            ["--degree", "6"],
+            "--degree 6 has no effect on these runs (--partition dirichlet, --topology ring); "
+            "it applies to --topology random-regular",
+        ),
+        (["--partition", "iid", "--alpha", "5"], "--alpha 5.0 has no effect"),
+        (["--shards-per-client", "3"], "it applies to --partition shards"),
+        (["--fresh-matrix-per-gossip-step", "true"], "it applies to --topology random-symmetric or"),
+    ],
+)
+def test_a_run_option_that_no_run_reads_is_refused(tmp_path, capsys, options, message):
+    assert main(SHORT + options + ["--out", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "results.json").exists()
+    # where a run reads it, it is taken
+    assert main(SHORT + ["--topology", "random-regular", "--degree", "2", "--out", str(tmp_path / "ok")]) == 0

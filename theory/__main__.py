@@ -59,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     from .claims import all_claims, format_table
 
     claims = [x for x in all_claims() if not a.only or any(x.id.startswith(o) for o in a.only)]
+    if not claims:
+        p.error(f"--only {' '.join(a.only)}: no claim's ID starts with that; the IDs: python -m theory check --json")
     if a.json:
         print(json.dumps([asdict(x) for x in claims], ensure_ascii=False, indent=1))
     else:

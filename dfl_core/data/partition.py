@@ -328,6 +328,11 @@ def split_like(
     m = len(train_parts)
     if m == 0:
         raise DataError("train_parts is empty: need at least one client")
+    if test_size_per_client is None and len(test_labels) < m:
+        raise DataError(
+            f"m={m} clients but only {len(test_labels)} test samples: every client needs at least one "
+            "(give a larger test_size=N, or leave it unset for the whole test split)"
+        )
     size = _equal_size(len(test_labels), m, test_size_per_client, "test_size_per_client")
     num_classes = int(max(train_labels.max(), test_labels.max())) + 1
     priors = np.zeros((m, num_classes))

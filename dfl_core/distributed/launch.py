@@ -116,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "options", nargs=argparse.REMAINDER, help="after --: the options of python -m dfl_core.distributed"
     )
     args = parser.parse_args(argv)
+    if args.nproc_per_node < 1:
+        parser.error(f"--nproc-per-node must be >= 1, got {args.nproc_per_node}")
     options = args.options[1:] if args.options[:1] == ["--"] else args.options
     procs = spawn(args.nproc_per_node, options, host=args.master_addr, port=args.master_port)
     return max(p.wait() for p in procs)
