@@ -167,3 +167,10 @@ def test_a_config_is_checked_when_built_and_hyperparameters_live_on_params():
         AttributeError, match="it is a hyperparameter of algorithm 'dfedsam', read it as cfg.params.rho"
     ):
         Config(algorithm="dfedsam").rho  # one spelling: cfg.params.rho
+
+
+def test_a_run_of_something_other_than_a_config_is_refused():
+    from dfl_core import run
+
+    with pytest.raises(ConfigError, match="a run needs a dfl_core.Config, got a dict"):
+        run({"algorithm": "dfedavg"})

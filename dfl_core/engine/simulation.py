@@ -21,7 +21,7 @@ from .. import checkpoint as ckpt
 from ..algorithms import ALGORITHMS
 from ..config import Config, check_int
 from ..data import FederatedData
-from ..errors import DivergenceError
+from ..errors import ConfigError, DivergenceError
 from ..gossip import initial_gossip_state
 from ..results import History
 from ..topology import MixingMatrix
@@ -64,6 +64,10 @@ class Simulation:
     """
 
     def __init__(self, config: Config, data: FederatedData | None = None):
+        if not isinstance(config, Config):
+            raise ConfigError(
+                f"a run needs a dfl_core.Config, got a {type(config).__name__}; build one with Config(**settings)"
+            )
         cfg = config
         self.config, self.algorithm = cfg, ALGORITHMS[cfg.algorithm]
         announce(cfg.params.transmission_notes)
