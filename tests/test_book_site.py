@@ -307,12 +307,12 @@ def visit(browser, base: str, slug: str, screenshot: Path | None = None, katex: 
     # The theme loads MathJax for the outputs' TeX (sympy) only after the page is live, so its queue may not
     # exist yet. Seen in clean-clone runs under load on the theory page: MathJax loaded but never typeset the
     # outputs' TeX (a race in the theme when MathJax arrives after the output mounted), and once even after
-    # being asked to typeset again. So: wait; ask MathJax to typeset; reload the page, as a reader would;
-    # TeX that is still raw after three tries is reported by the checks.
-    for attempt in range(3):
+    # being asked to typeset again, and on a slower machine once after a reload too. So: wait; ask MathJax to
+    # typeset; reload the page, as a reader would, up to three times; TeX still raw after that is reported.
+    for attempt in range(5):
         if attempt == 1:
             page.evaluate("() => window.MathJax && MathJax.Hub && MathJax.Hub.Queue(['Typeset', MathJax.Hub])")
-        elif attempt == 2:
+        elif attempt >= 2:
             page.reload(wait_until="networkidle")
         try:
             page.wait_for_function(
