@@ -281,6 +281,31 @@ def site_browser(html_site: Path):
         yield launched
 
 
+def settle_math(page, reload: bool = True) -> None:
+    """Wait until MathJax has typeset the notebook outputs' TeX (or give up; raw TeX left is reported); without
+    ``reload``, wait and ask MathJax to typeset only (a reload would undo what the test clicked open)."""
+    # The theme loads MathJax for the outputs' TeX (sympy) only after the page is live, so its queue may not
+    # exist yet. Seen in clean-clone runs under load on the theory page: MathJax loaded but never typeset the
+    # outputs' TeX (a race in the theme when MathJax arrives after the output mounted), and once even after
+    # being asked to typeset again, and on a slower machine once after a reload too. So: wait; ask MathJax to
+    # typeset; reload the page, as a reader would, up to three times; TeX still raw after that is reported.
+    for attempt in range(5 if reload else 2):
+        if attempt == 1:
+            page.evaluate("() => window.MathJax && MathJax.Hub && MathJax.Hub.Queue(['Typeset', MathJax.Hub])")
+        elif attempt >= 2:
+            page.reload(wait_until="networkidle")
+        try:
+            page.wait_for_function(
+                "!window.MathJax || !MathJax.Hub || (MathJax.Hub.queue.pending === 0"
+                " && MathJax.Hub.queue.running === 0)",
+                timeout=60_000,
+            )
+            page.wait_for_function(RAW_TEX_LEFT, arg=RAW_TEX.pattern, timeout=30_000)
+            break
+        except Exception:  # noqa: BLE001  (raw TeX left after the last try is reported by the checks)
+            pass
+
+
 def visit(browser, base: str, slug: str, screenshot: Path | None = None, katex: bool = True) -> dict:
     """Open one page of the site served at ``base`` offline; what INSPECT found, plus errors and requests."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -304,26 +329,7 @@ def visit(browser, base: str, slug: str, screenshot: Path | None = None, katex: 
 
     page.route(lambda url: not url.startswith(base), offline)
     page.goto(f"{base}/" if slug == "index" else f"{base}/{slug}", wait_until="networkidle")
-    # The theme loads MathJax for the outputs' TeX (sympy) only after the page is live, so its queue may not
-    # exist yet. Seen in clean-clone runs under load on the theory page: MathJax loaded but never typeset the
-    # outputs' TeX (a race in the theme when MathJax arrives after the output mounted), and once even after
-    # being asked to typeset again, and on a slower machine once after a reload too. So: wait; ask MathJax to
-    # typeset; reload the page, as a reader would, up to three times; TeX still raw after that is reported.
-    for attempt in range(5):
-        if attempt == 1:
-            page.evaluate("() => window.MathJax && MathJax.Hub && MathJax.Hub.Queue(['Typeset', MathJax.Hub])")
-        elif attempt >= 2:
-            page.reload(wait_until="networkidle")
-        try:
-            page.wait_for_function(
-                "!window.MathJax || !MathJax.Hub || (MathJax.Hub.queue.pending === 0"
-                " && MathJax.Hub.queue.running === 0)",
-                timeout=60_000,
-            )
-            page.wait_for_function(RAW_TEX_LEFT, arg=RAW_TEX.pattern, timeout=30_000)
-            break
-        except Exception:  # noqa: BLE001  (raw TeX left after the last try is reported by the checks)
-            pass
+    settle_math(page)
     if screenshot is not None:  # a full-page screenshot lays out the whole page, so lazy images load
         screenshot.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(screenshot), full_page=True)
@@ -338,6 +344,7 @@ def visit(browser, base: str, slug: str, screenshot: Path | None = None, katex: 
         ".forEach(b => { if (b.textContent.trim() === 'Show All') b.click(); })"
     )
     page.wait_for_timeout(300)
+    settle_math(page, reload=False)  # opening the list re-renders the page: its outputs' TeX is typeset again
     found = page.evaluate(INSPECT)
     page.close()
     return {**found, "errors": errors, "blocked": blocked, "katex_versions": katex_versions}
