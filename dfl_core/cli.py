@@ -35,7 +35,7 @@ from .engine import DivergenceError, run
 from .models import MODEL_HELP
 from .checkpoint import CheckpointError
 from .results import History, convert_results_file, read_results, write_results
-from .topology import TOPOLOGIES, TopologySpec
+from .topology import TOPOLOGIES
 
 __all__ = [
     "main",
@@ -476,27 +476,19 @@ def _refusal(out: Path, files: list[str], checkpoints: list[Path]) -> str:
 _PARTITION_FIELDS = {"dirichlet": ("alpha", "dirichlet_method"), "shards": ("shards_per_client",)}
 
 
-def _topology_fields(spec: TopologySpec | None) -> set[str]:
-    """The config fields a topology reads: its options, and for a time-varying one how often W is redrawn."""
-    if spec is None:  # a server
-        return set()
-    return {o.config_field for o in spec.options.values()} | (
-        {"fresh_matrix_per_gossip_step"} if spec.time_varying else set()
-    )
-
-
 def _check_given_options_apply(given: Mapping[str, Any], configs: Mapping[str, Config]) -> None:
     """Refuse a run option given on the command line that none of the runs reads (``--degree`` on a ring, ``--alpha``
     with ``--partition iid``), as a hyperparameter that no algorithm reads is refused."""
     optional = {f for fs in _PARTITION_FIELDS.values() for f in fs} | set().union(
-        *(_topology_fields(t) for t in TOPOLOGIES.values())
+        *(t.config_fields for t in TOPOLOGIES.values())
     )
     read: set[str] = set()
     for cfg in configs.values():
-        read |= _topology_fields(TOPOLOGIES.get(getattr(cfg.params, "topology", None)))
+        topology = TOPOLOGIES.get(getattr(cfg.params, "topology", None))  # None: a server
+        read |= topology.config_fields if topology else set()
         read |= set(_PARTITION_FIELDS.get(cfg.partition, ()))
     for name in sorted((optional & set(given)) - read):
-        readers = [f"--topology {t}" for t, spec in TOPOLOGIES.items() if name in _topology_fields(spec)]
+        readers = [f"--topology {t}" for t, spec in TOPOLOGIES.items() if name in spec.config_fields]
         readers += [f"--partition {p}" for p, fs in _PARTITION_FIELDS.items() if name in fs]
         runs = {
             f"--topology {c.params.topology}" if hasattr(c.params, "topology") else "a server" for c in configs.values()

@@ -606,6 +606,15 @@ class TopologySpec:
     time_varying: bool = False  # its builds draw a new W every round (checked equal to the Topology's)
     check: Callable[..., None] | None = None
 
+    @property
+    def config_fields(self) -> frozenset[str]:
+        """The config fields this topology reads: its options' fields, and for a time-varying one how often W is
+        redrawn (``fresh_matrix_per_gossip_step``)."""
+        fields = {o.config_field for o in self.options.values()}
+        if self.time_varying:
+            fields.add("fresh_matrix_per_gossip_step")
+        return frozenset(fields)
+
 
 TOPOLOGIES: dict[str, TopologySpec] = {
     "ring": TopologySpec("cycle 0-1-...-(m-1)-0, Metropolis-Hastings weights (1/3 each)", lambda m, seed: _ring(m)),

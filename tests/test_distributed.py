@@ -195,8 +195,13 @@ def test_four_processes_equal_the_simulator(tmp_path):
 
 def test_torchrun_cli_equals_the_simulator_and_counts_the_ring_bytes(tmp_path):
     cfg = tiny("dfedsam-mgs", "ring", gossip_steps=2)
+    # an earlier run's files, of a later round and of a rank this run does not have: --overwrite removes them
+    stale = [tmp_path / "results.json", *(tmp_path / "checkpoints" / f"rank{r}" / "round000100.pt" for r in (0, 7))]
+    for path in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("an earlier run")
     done = subprocess.run(
-        torchrun_command(NPROC, cli_args(cfg, tmp_path), port=free_port()),
+        torchrun_command(NPROC, cli_args(cfg, tmp_path, "--overwrite"), port=free_port()),
         cwd=ROOT,
         env={**os.environ, **ENV},
         capture_output=True,
@@ -204,6 +209,7 @@ def test_torchrun_cli_equals_the_simulator_and_counts_the_ring_bytes(tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    assert not any(p.exists() for p in stale[1:])
     assert float((load_final_params(tmp_path) - simulated(cfg)).abs().max()) < 1e-10
     final = read_results(tmp_path / "results.json")[0].final
     d = Simulation(cfg).model.d
@@ -419,6 +425,26 @@ def test_bad_input_is_refused_before_any_process_group(options, message):
         text=True,
     )
     assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("earlier", ["results.json", "checkpoints/rank1/round000010.pt"])
+def test_a_folder_an_earlier_run_used_is_refused_without_resume_or_overwrite(tmp_path, earlier):
+    (tmp_path / earlier).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / earlier).write_text("an earlier run")
+    for extra, message in [
+        ([], "pass --out DIR for a new folder, --overwrite to replace them, or --resume"),
+        (["--resume", "--overwrite"], "--resume and --overwrite contradict each other"),
+    ]:
+        done = subprocess.run(
+            [sys.executable, "-m", "dfl_core.distributed", "--out", str(tmp_path), *extra],
+            cwd=ROOT,
+            timeout=120,
+            env={**os.environ, **ENV, "RANK": "0", "WORLD_SIZE": "4"},
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 2 and message in done.stderr, done.stderr
+        assert (tmp_path / earlier).exists()
 
 
 def test_without_a_launcher_it_says_how_to_launch():

@@ -3,7 +3,8 @@
 Takes the config options of ``python -m dfl_core run`` (shared through :func:`dfl_core.cli.add_config_arguments`),
 one algorithm and one seed, plus ``--timeout-s`` and ``--backend``. Rank 0 writes ``OUT/results.json`` (the
 simulator's schema, with each rank's bytes added to every record) and prints a summary; every rank writes its
-checkpoints under ``OUT/checkpoints/rank<r>``.
+checkpoints under ``OUT/checkpoints/rank<r>``. A folder an earlier run used is refused unless ``--resume`` continues
+that run or ``--overwrite`` replaces it.
 
 Exit codes: 0 done, 2 bad configuration or checkpoint, 3 divergence,
 4 a neighbouring rank died or stopped answering (the message names it and the round).
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import shutil
 import socket
 import sys
 import time
@@ -63,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume",
         action="store_true",
         help="continue from the newest round every rank has saved under OUT/checkpoints",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the results and checkpoints an earlier run left in OUT (without it, or --resume, such a "
+        "folder is refused)",
     )
     parser.add_argument(
         "--timeout-s",
@@ -140,6 +148,39 @@ def _error(rank: int, code: int, err: BaseException) -> int:
     return code
 
 
+def _earlier_run(out: Path) -> list[Path]:
+    """What an earlier run left in ``out``: its results file and its ranks' checkpoints."""
+    return [p for p in [out / "results.json"] if p.exists()] + sorted(out.glob("checkpoints/rank*/round*.pt"))
+
+
+def _check_out_folder(out: Path, resume: bool, overwrite: bool) -> None:
+    """Refuse to write into a folder an earlier run used unless asked to continue or replace that run: a fresh run
+    there would mix its checkpoints with the earlier ones (each rank keeps its two newest rounds)."""
+    if resume and overwrite:
+        raise ConfigError(
+            "--resume and --overwrite contradict each other: --resume continues the run in --out, "
+            "--overwrite replaces it"
+        )
+    earlier = _earlier_run(out)
+    if earlier and not (resume or overwrite):
+        raise ConfigError(
+            f"{out} already holds {len(earlier)} file(s) of an earlier run ({earlier[0]}, ...); pass --out DIR for a "
+            "new folder, --overwrite to replace them, or --resume to continue that run with the same options"
+        )
+
+
+def _remove_earlier_run(out: Path, rank: int, world_size: int) -> None:
+    """--overwrite: each rank removes its own checkpoints; rank 0 also the results file and the folders of ranks
+    that this run does not have (an earlier run over more processes)."""
+    for old in (out / "checkpoints" / f"rank{rank}").glob("round*.pt"):
+        old.unlink()
+    if rank == 0:
+        (out / "results.json").unlink(missing_ok=True)
+        numbered = [f for f in out.glob("checkpoints/rank*") if f.name.removeprefix("rank").isdigit()]
+        for folder in [f for f in numbered if int(f.name.removeprefix("rank")) >= world_size]:
+            shutil.rmtree(folder)  # the run's checkpoints are read back rank folder by rank folder
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -155,6 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.backend not in BACKENDS:
             raise ConfigError(f"unknown backend {args.backend!r}; allowed: {', '.join(BACKENDS)}")
         check_int("--checkpoint-every", args.checkpoint_every, 1)
+        _check_out_folder(Path(args.out), args.resume, args.overwrite)
         if not args.timeout_s > 0:
             raise ConfigError(f"--timeout-s must be > 0, got {args.timeout_s}")
         (cfg,) = configs_from_options(args.preset, args.setting, [algorithm], overrides).values()
@@ -182,6 +224,9 @@ def _run(args, cfg: Config, rank: int, world_size: int) -> int:
     watchdog.disarm()
     exchange = Exchange(rank, world_size, args.timeout_s, watchdog)
     out = Path(args.out)
+    if args.overwrite:
+        _remove_earlier_run(out, rank, world_size)
+        exchange.barrier("removing the earlier run's files")  # before any rank saves a checkpoint of this run
     try:
         history = run_rank(
             cfg,
