@@ -132,7 +132,7 @@ def check_ring_gap() -> list[Claim]:
             q["location"] + f" [{D3}]",
             computed,
             FAILS,
-            "λ tends to 1, not 0; read as the gap 1-λ, the constant is 4x too large for the paper's Ring with MH weights",
+            "λ tends to 1, not 0; read as the gap 1-λ, the constant is 4x too large for a ring with MH weights 1/3 (the engine's; the paper does not state its ring's weights)",
         )
     ]
 

@@ -160,7 +160,7 @@ def regime(result: ShowcaseResult, arm: str, versus: str | None = None) -> str:
         work = work if other_work == work else f"{versus}: {other_work}; {arm}: {work}"
     parts = [_data_text(cfg, spec), clients, work]
     parts += [f"test on {test_size:,} images"] if test_size else []
-    parts += [f"{arm}: train {train:.1f}%, gap {train - test:.1f}".replace("gap -", "gap −")]
+    parts += [f"{arm}: train {train:.1f}%, train−test gap {train - test:.1f} points".replace("gap -", "gap −")]
     return "; ".join(parts)
 
 
