@@ -457,8 +457,9 @@ def _in_flags(message: str) -> str:
 _RESULT_FILES = ("results.json", "comparison.png")
 
 
-def _refusal(out: Path, files: list[str], checkpoints: list[Path]) -> str:
-    """Why ``out`` is not written over, and the three ways on."""
+def used_folder_refusal(out: Path, files: list[str], checkpoints: list[Path]) -> str:
+    """Why ``out``, which holds an earlier run's ``files`` and ``checkpoints``, is not written over, and the three
+    ways on (also the distributed backend's message)."""
     if files:
         held = ", ".join(files) + (" and the checkpoints of an interrupted run" if checkpoints else "")
         return (
@@ -586,7 +587,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         earlier = [name for name in _RESULT_FILES if (out / name).exists()]  # left by an earlier invocation
         stale = sorted((out / "checkpoints").glob("*-seed*.pt")) if (out / "checkpoints").is_dir() else []
         if (earlier or stale) and not (args.resume or args.overwrite):
-            raise ConfigError(_refusal(out, earlier, stale))
+            raise ConfigError(used_folder_refusal(out, earlier, stale))
         # --overwrite: the earlier files go once this command's first run is saved, not before (a bad option or a
         # diverging first run leaves them as they were).
         to_replace = [out / name for name in earlier if name != "results.json"] + stale if args.overwrite else []

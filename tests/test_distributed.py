@@ -401,6 +401,19 @@ def test_a_frozen_rank_times_out_the_others_naming_it(tmp_path):
 
 
 # -------------------------------------------------------------- bad input
+def as_rank_0_of_4(*options: str) -> subprocess.CompletedProcess:
+    """``python -m dfl_core.distributed OPTIONS`` as rank 0 of 4, without a launcher: what it does before it would
+    join a process group."""
+    return subprocess.run(
+        [sys.executable, "-m", "dfl_core.distributed", *options],
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, **ENV, "RANK": "0", "WORLD_SIZE": "4"},
+        capture_output=True,
+        text=True,
+    )
+
+
 @pytest.mark.parametrize(
     "options, message",
     [
@@ -416,34 +429,30 @@ def test_a_frozen_rank_times_out_the_others_naming_it(tmp_path):
     ],
 )
 def test_bad_input_is_refused_before_any_process_group(options, message):
-    done = subprocess.run(
-        [sys.executable, "-m", "dfl_core.distributed", *options],
-        cwd=ROOT,
-        timeout=120,
-        env={**os.environ, **ENV, "RANK": "0", "WORLD_SIZE": "4"},
-        capture_output=True,
-        text=True,
-    )
+    done = as_rank_0_of_4(*options)
     assert done.returncode == 2 and message in done.stderr, done.stderr
 
 
-@pytest.mark.parametrize("earlier", ["results.json", "checkpoints/rank1/round000010.pt"])
-def test_a_folder_an_earlier_run_used_is_refused_without_resume_or_overwrite(tmp_path, earlier):
+@pytest.mark.parametrize(
+    "earlier, message",
+    [
+        ("results.json", "pass --out DIR for a new folder, --overwrite to replace them, or --resume"),
+        (
+            "checkpoints/rank1/round000010.pt",
+            "pass --resume to continue it with the same options, --out DIR for a new "
+            "folder, or --overwrite to start afresh",
+        ),
+    ],
+)
+def test_a_folder_an_earlier_run_used_is_refused_without_resume_or_overwrite(tmp_path, earlier, message):
     (tmp_path / earlier).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / earlier).write_text("an earlier run")
-    for extra, message in [
-        ([], "pass --out DIR for a new folder, --overwrite to replace them, or --resume"),
+    for extra, expected in [
+        ([], message),
         (["--resume", "--overwrite"], "--resume and --overwrite contradict each other"),
     ]:
-        done = subprocess.run(
-            [sys.executable, "-m", "dfl_core.distributed", "--out", str(tmp_path), *extra],
-            cwd=ROOT,
-            timeout=120,
-            env={**os.environ, **ENV, "RANK": "0", "WORLD_SIZE": "4"},
-            capture_output=True,
-            text=True,
-        )
-        assert done.returncode == 2 and message in done.stderr, done.stderr
+        done = as_rank_0_of_4("--out", str(tmp_path), *extra)
+        assert done.returncode == 2 and expected in done.stderr, done.stderr
         assert (tmp_path / earlier).exists()
 
 

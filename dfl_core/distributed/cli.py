@@ -26,7 +26,7 @@ from typing import Sequence
 import torch
 
 from ..checkpoint import CheckpointError
-from ..cli import add_config_arguments, config_overrides, configs_from_options
+from ..cli import add_config_arguments, config_overrides, configs_from_options, used_folder_refusal
 from ..config import Config, ConfigError, check_int
 from ..errors import DivergenceError
 from ..results import write_results
@@ -148,11 +148,6 @@ def _error(rank: int, code: int, err: BaseException) -> int:
     return code
 
 
-def _earlier_run(out: Path) -> list[Path]:
-    """What an earlier run left in ``out``: its results file and its ranks' checkpoints."""
-    return [p for p in [out / "results.json"] if p.exists()] + sorted(out.glob("checkpoints/rank*/round*.pt"))
-
-
 def _check_out_folder(out: Path, resume: bool, overwrite: bool) -> None:
     """Refuse to write into a folder an earlier run used unless asked to continue or replace that run: a fresh run
     there would mix its checkpoints with the earlier ones (each rank keeps its two newest rounds)."""
@@ -161,12 +156,10 @@ def _check_out_folder(out: Path, resume: bool, overwrite: bool) -> None:
             "--resume and --overwrite contradict each other: --resume continues the run in --out, "
             "--overwrite replaces it"
         )
-    earlier = _earlier_run(out)
-    if earlier and not (resume or overwrite):
-        raise ConfigError(
-            f"{out} already holds {len(earlier)} file(s) of an earlier run ({earlier[0]}, ...); pass --out DIR for a "
-            "new folder, --overwrite to replace them, or --resume to continue that run with the same options"
-        )
+    files = [name for name in ["results.json"] if (out / name).exists()]
+    checkpoints = sorted(out.glob("checkpoints/rank*/round*.pt"))
+    if (files or checkpoints) and not (resume or overwrite):
+        raise ConfigError(used_folder_refusal(out, files, checkpoints))
 
 
 def _remove_earlier_run(out: Path, rank: int, world_size: int) -> None:
