@@ -31,9 +31,12 @@ def test_phi_monotone_and_limit():
 
 
 def test_gossip_steps_needed_is_minimal():
-    for lv in (0.5, 0.9, 0.99):
-        q = ph.gossip_steps_needed(lv, 100, 1.1)
-        assert ph.phi(lv, 100, q) <= 1.1 < ph.phi(lv, 100, q - 1)
+    for lv, m in ((0.5, 100), (0.9, 100), (0.99, 100), (0.0, 2), (0.0, 3), (-1e-17, 2)):
+        q = ph.gossip_steps_needed(lv, m, 1.1)
+        assert ph.phi(max(lv, 0.0), m, q) <= 1.1 < ph.phi(max(lv, 0.0), m, q - 1), (lv, m, q)
+    # a complete graph of two: Φ(0, 2, Q) = 1 + 4^-(Q-1) is 1.25 at Q = 2 and first ≤ 1.1 at Q = 3
+    assert ph.gossip_steps_needed(0.0, 2, 1.1) == 3
+    assert ph.gossip_steps_needed(0.0, 100, 1.1) == 2
 
 
 def test_phi_table_rows():

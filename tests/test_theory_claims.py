@@ -75,7 +75,7 @@ def test_key_verdicts(claims):
 
 
 def test_quadratic_bound_holds(claims):
-    q = [c for c in claims if c.id.startswith(("thm45-quadratic/", "lemma-d6-quadratic/"))]
+    q = [c for c in claims if c.id.startswith(("thm45-quadratic/", "lemma-d5-quadratic/", "lemma-d6-quadratic/"))]
     assert len(q) == 6 and all(c.verdict == "HOLDS" for c in q)
 
 

@@ -1,7 +1,8 @@
 """The convergence bounds of the seed papers as sympy expressions, every symbol named.
 
-DFedSAM (Shi et al., ICML 2023; seed 003) is preserved in full by the text
-extraction: Theorem 4.5 with α(K,ρ,η), β(K,ρ,η) (the book writes Ψ and Ω: α and β name
+DFedSAM (Shi et al., ICML 2023; seed 003) keeps its formulas through the text
+extraction, with a few garbled symbols (each read below where it is used, with a note) and one unreadable
+display (the tail of Appendix D.2, NOT CHECKABLE in :mod:`theory.claims`): Theorem 4.5 with α(K,ρ,η), β(K,ρ,η) (the book writes Ψ and Ω: α and β name
 the Dirichlet parameter and the heterogeneity bound there; see dfl_book.notation), the step-size condition,
 Corollaries 4.6 and 4.8, the proofs' constants C₁, C₂, C₃ and Lemmas D.5/D.6.
 FedSAM/MoFedSAM (Qu et al., ICML 2022; seed 002) and DFedAvgM (Sun et al.,
@@ -50,6 +51,7 @@ __all__ = [
     "LEMMA_D4",
     "LEMMA_D5",
     "LEMMA_D6",
+    "consensus_bound",
     "COROLLARY_4_6",
     "COROLLARY_4_8",
     "ABSTRACT_RATE_DFEDSAM",
@@ -143,6 +145,14 @@ LEMMA_D5 = C2 * eta**2 / (1 - lam) ** 2
 #: Lemma D.6: the same with Q gossip steps, ≤ C₂η²Φ(λ, m, Q)
 LEMMA_D6 = C2 * eta**2 * PHI
 
+
+def consensus_bound(Q_value: int) -> sp.Expr:
+    """The lemma that bounds a run's consensus distance: D.5 for one gossip step a round (DFedSAM), D.6 for
+    Q > 1 (DFedSAM-MGS). At Q = 1, D.6 would give C₂η²Φ(λ, m, 1) = 2(1+λ)·C₂η²/(1−λ)² (Remark 4.10): looser
+    than D.5 by 2(1+λ), so a Q = 1 run is held to D.5."""
+    return LEMMA_D5 if Q_value == 1 else LEMMA_D6
+
+
 # ---- big-O statements, hidden constants set to 1 ------------------------------
 _rate_common = (
     (Delta + sigma_l**2) / sp.sqrt(K * T)
@@ -163,7 +173,8 @@ ABSTRACT_RATE_MGS = 1 / sp.sqrt(K * T) + 1 / T + PHI_TERM2 / (sp.sqrt(K) * T ** 
 DFEDAVGM_RATE_AS_QUOTED = (
     1 / sp.sqrt(T) + sigma_g**2 / sp.sqrt(T) + (sigma_g**2 + B**2) / ((1 - lam) ** 2 * T ** sp.Rational(3, 2))
 )
-#: Qu et al. Lemma A.5 as quoted in DFedSAM Lemma D.2: ‖∇f_i(x+δ_i) − ∇f(x+δ)‖² ≤ 3σ_g² + 6L²ρ²
+#: Qu et al. Lemma A.5 as quoted in DFedSAM Lemma D.2: ‖∇f_i(x+δ_i) − ∇f(x+δ)‖² ≤ 3σ_g² + 6L²ρ². The text
+#: prints σ_q, a symbol defined nowhere; read as σ_g, the global variance of Assumption 3 that the lemma bounds
 QU_LEMMA_A5_AS_QUOTED = 3 * sigma_g**2 + 6 * L**2 * rho**2
 #: Qu et al. Lemma B.1 as quoted in DFedSAM Lemma D.3 (η ≤ 1/(4KL)): E_δ ≤ 2K²β²η²ρ²
 QU_LEMMA_B1_AS_QUOTED = 2 * K**2 * beta**2 * eta**2 * rho**2
@@ -228,7 +239,8 @@ MISSING: tuple[MissingFormula, ...] = (
         "fedsam/appendix-lemmas",
         _Q22,
         "seeds/002_fb4940f60580daff.txt",
-        "Appendix A (Lemmas A.1-A.5), B (B.1-B.9), D (D.1-D.7)",
+        "Appendix A (Lemmas A.1-A.5), B (B.1-B.9), C (Lemmas C.1, C.2: Chatterji et al., Neyshabur et al.), "
+        "D (D.1-D.7)",
         "all lemma and theorem statements",
         "Lemma A.5 and B.1 survive as quoted in DFedSAM Lemmas D.2/D.3 (QU_LEMMA_A5_AS_QUOTED, QU_LEMMA_B1_AS_QUOTED)",
     ),
@@ -373,7 +385,7 @@ def predictions(
 
     ``constants`` is a :class:`theory.problems.ProblemConstants` (L, σ_l, σ_g,
     f*). Returns Theorem 4.5's bound on min_t E‖∇f(x̄ᵗ)‖² (needs ``f_x1`` =
-    f(x̄¹)), Lemma D.6's bound C₂η²Φ on the consensus distance (needs the
+    f(x̄¹)), Lemma D.5's (Q = 1) or D.6's bound on the consensus distance (needs the
     measured ``G2_value`` = max_t (1/m)Σ_i‖∇f(xᵗ(i))‖², which C₂ contains), the
     per-gossip-step contraction λ (Lemma D.1) and λ^Q per round, and whether
     the step-size condition η ≤ 1/(10KL) holds.
@@ -392,7 +404,7 @@ def predictions(
     grad = None
     if f_x1 is not None and constants.f_star is not None:
         grad = theorem45_terms(**base, T=T, Delta=f_x1 - constants.f_star)["bound"]
-    cons = None if G2_value is None else evaluate(LEMMA_D6, **base, G2=G2_value)
+    cons = None if G2_value is None else evaluate(consensus_bound(Q_value), **base, G2=G2_value)
     return {
         "min_grad_norm_sq_bound": grad,
         "consensus_distance_bound": cons,

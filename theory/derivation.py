@@ -299,6 +299,8 @@ D2_FINAL_PRINTED = FinalBound(
     alpha=sp.expand(eta * L**2 * K * C1 / 2 + 3 * eta**2 * K * L / 2 * (L**2 * rho**2 + sigma_l**2)),
     consensus=eta**4 * K * L**3 * C3 * (16 * eta * K * L + 3) * Gamma,
 )
+#: (D.3's display prints Φ's first term as (λ^Q+1)/((1−λ)²m²(Q−1)), a garbled m^{2(Q−1)}: read as eq. (6)'s Φ,
+#: which the same appendix prints in full two lines below)
 D3_FINAL_PRINTED = D2_FINAL_PRINTED
 #: the second final display of D.3 ("Summing the inequality (34) ... again"): D without 6η²KL, C₂ in place of C₃
 D3_SECOND_DISPLAY = FinalBound(

@@ -9,8 +9,8 @@ a constant step size, and measures after every round, at x¹ … x^{T+1}:
 * ‖∇f(x̄ᵗ)‖², f = (1/m)Σᵢ f_i with f_i the mean loss over client i's split
   (DFedSAM eq. (1): clients weigh equally, not in proportion to their sizes),
   against Theorem 4.5's bound on min_{1≤t≤T} ‖∇f(x̄ᵗ)‖²;
-* the consensus distance (1/m)Σᵢ‖xᵗ(i) − x̄ᵗ‖² against Lemma D.6's C₂η²Φ(λ,m,Q),
-  with C₂'s G2 = maxₜ (1/m)Σᵢ‖∇f(xᵗ(i))‖² measured on the same run;
+* the consensus distance (1/m)Σᵢ‖xᵗ(i) − x̄ᵗ‖² against Lemma D.5's C₂η²/(1−λ)² for one gossip step a
+  round, Lemma D.6's C₂η²Φ(λ,m,Q) for Q > 1 (:func:`theory.bounds.consensus_bound`), with C₂'s G2 = maxₜ (1/m)Σᵢ‖∇f(xᵗ(i))‖² measured on the same run;
 * the consensus contraction per gossip step, twice: on random vectors with the
   run's own W (:func:`theory.problems.gossip_contraction`; its asymptotic rate
   tends to λ), and on the run's own iterates, ‖(I−P)x^{t+1}‖/‖(I−P)zᵗ‖ per
@@ -270,7 +270,7 @@ def measure_against_bounds(
             None if bound_g is None else measured["min_grad_norm_sq"] <= bound_g,
         ),
         (
-            "max_t consensus distance  [Lemma D.6]",
+            f"max_t consensus distance  [Lemma {'D.5' if Q == 1 else 'D.6'}]",
             measured["max_consensus_distance"],
             bound_c,
             measured["max_consensus_distance"] <= bound_c,

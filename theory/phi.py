@@ -145,8 +145,7 @@ def phi_limit_q_infinity() -> dict[str, sp.Expr]:
 
 def gossip_steps_needed(lam_value: float, m_value: int, target: float = 1.1, q_max: int = 10**7) -> int | None:
     """Smallest Q with Φ(λ, m, Q) ≤ target (Remark 4.9's "close to 1"), by bisection on the monotone Φ."""
-    if lam_value <= 0:
-        return 1 if phi(0.0, m_value, 1) <= target else 2
+    lam_value = max(lam_value, 0.0)  # a complete graph's λ is 0 up to rounding; Φ(0, m, Q) = 1 + m^(-2(Q-1))
     lo, hi = 1, 1
     while phi(lam_value, m_value, hi) > target:
         hi *= 2

@@ -11,8 +11,8 @@ Method. The derived bound (Γ symbolic; Γ = 1/(1−λ)² for DFedSAM by Lemma
 D.5, Γ = Φ for DFedSAM-MGS by Lemma D.6) is taken at the corollaries' choice
 η = 1/(L√(KT)) (and ρ = 1/√T where the display sets it), with every O(·)
 constant set to 1, and expanded in ε = T^{-1/2} to T^{-3/2}, the last order
-the displays print. (The exact denominator 1 − 32L²η²K²Γ = 1 − 32Γ/T is
-expanded too: valid for T > 32Γ, the displays' "T large enough".) Each resulting monomial c(K, L)·atom·Γ^j·T^{-p} (atom one
+the displays print. (The exact denominator 1 − 32L²η²K²Γ = 1 − 32KΓ/T is
+expanded too: valid for T > 32KΓ, the displays' "T large enough".) Each resulting monomial c(K, L)·atom·Γ^j·T^{-p} (atom one
 of f(x̄¹)−f*, σ_l², σ_g², ρ², ρ⁴ or 1) must be covered by a printed monomial
 c'·atom·Γ^i·T^{-q} with the same atom and i ≥ j (Γ ≥ 1: 1/(1−λ)² ≥ 1, and Φ
 is at least its second term, which is ≥ 1):
