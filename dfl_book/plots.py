@@ -901,11 +901,15 @@ def measured_against_bounds(axes, reports: Mapping[str, dict]) -> None:
         )
         right.semilogy(rounds[1:], r["consensus"][1:], color=color, label=label)
         right.axhline(
-            r["predictions"]["consensus_distance_bound"], color=color, ls="--", lw=0.8, label=f"{label}: Lemma D.6"
+            r["predictions"]["consensus_distance_bound"],
+            color=color,
+            ls="--",
+            lw=0.8,
+            label=f"{label}: Lemma {'D.5' if r['Q'] == 1 else 'D.6'}",  # the lemma for one gossip step or for Q
         )
     left.set(xlabel="round t", ylabel="‖∇f(x̄ᵗ)‖² (squared loss units)", title="gradient norm of the average model")
     right.set(xlabel="round t", ylabel="consensus distance (squared parameter units)", title="disagreement")
-    legend_outside(left, where="below", ncol=2)  # each panel its own legend: Theorem 4.5 left, Lemma D.6 right
+    legend_outside(left, where="below", ncol=2)  # each panel its own legend: Theorem 4.5 left, Lemma D.5/D.6 right
     legend_outside(right)
 
 
