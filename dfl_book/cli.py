@@ -12,7 +12,7 @@ import sys
 
 from dfl_core.checkpoint import CheckpointError
 from dfl_core.cli import CliExtension, parse_names, parse_seeds, parse_value
-from dfl_core.config import ALGORITHM_FIELDS, RUN_FIELDS, ConfigError
+from dfl_core.config import RUN_FIELDS, ConfigError, algorithm_fields
 from dfl_core.errors import DivergenceError
 from dfl_core.results import History
 
@@ -106,7 +106,7 @@ def run(name: str, parser: argparse.ArgumentParser, args: argparse.Namespace, co
 
 
 def _table(parser: argparse.ArgumentParser, args: argparse.Namespace, command: str) -> int:
-    types = {name: f.type for name, f in {**RUN_FIELDS, **ALGORITHM_FIELDS}.items()}
+    types = {name: f.type for name, f in {**RUN_FIELDS, **algorithm_fields()}.items()}  # the live registry
     if args.tag is not None and not args.tag.replace("-", "").isalnum():
         parser.error(f"--tag must be letters, digits and '-', got {args.tag!r}")
     changes = {}

@@ -378,7 +378,10 @@ def problems(symbols: tuple[Symbol, ...] = SYMBOLS, fields: dict[str, str] | Non
             by_field.setdefault(name, plain(row.symbol))
     for name, sym in fields.items():
         if name not in by_field:
-            out.append(f"field {name} (help: {sym}, ...) is not in the table")
+            out.append(
+                f"field {name} (help: {sym}, ...) is not in the table: add a Symbol to SYMBOLS in dfl_book/notation.py, "
+                "then run python tools/book.py links and re-execute book/90_notation"
+            )
         elif by_field[name] != sym:
             out.append(f"field {name}: its help says {sym}, the table says {by_field[name]}")
     return out

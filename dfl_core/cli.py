@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 from tqdm import tqdm
 
 from .algorithms import ALGORITHMS
-from .config import ALGORITHM_FIELDS, RUN_FIELDS, Config, ConfigError, check_int
+from .config import RUN_FIELDS, Config, ConfigError, algorithm_fields, check_int
 from .data import DATASETS, PARTITIONS, DataError, register_image_folder
 from .data.augment import AUGMENTATIONS
 from .data.imagefiles import LAYOUT as IMAGE_FOLDER_LAYOUT
@@ -267,7 +267,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, skip: Sequence[str] = 
 
     Shared with the distributed launcher (``python -m dfl_core.distributed``), so both take the same config options.
     """
-    declared = {"algorithm": dataclasses.fields(Config)[0], **RUN_FIELDS, **ALGORITHM_FIELDS}
+    # the live registry, not a copy taken at import: an algorithm registered since then gets its options too
+    declared = {"algorithm": dataclasses.fields(Config)[0], **RUN_FIELDS, **algorithm_fields()}
     for name, f in declared.items():
         if name in skip:
             continue
@@ -297,7 +298,7 @@ def _help_with_default(f: dataclasses.Field) -> str:
     def shown(value: Any) -> str:
         return str(value).lower() if isinstance(value, bool) else str(value)
 
-    if f.name not in ALGORITHM_FIELDS:
+    if f.name not in algorithm_fields():
         default = "unset" if f.default is None else shown(f.default)
         return f"{text} (default: {_UNSET.get(f.name, default)})"
     by_value: dict[str, list[str]] = {}
@@ -313,7 +314,7 @@ def _help_with_default(f: dataclasses.Field) -> str:
 
 def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The run fields and hyperparameters given on the command line (by :func:`add_config_arguments`)."""
-    names = ("algorithm", "seed", *RUN_FIELDS, *ALGORITHM_FIELDS)
+    names = ("algorithm", "seed", *RUN_FIELDS, *algorithm_fields())
     return {name: getattr(args, name) for name in names if hasattr(args, name)}
 
 
@@ -347,12 +348,13 @@ def configs_for(base: Config | Mapping[str, Any], algorithms: Sequence[str]) -> 
         raise ConfigError(f"unknown algorithm {unknown[0]!r}; allowed: {', '.join(ALGORITHMS)}")
     if len(algorithms) == 1:
         return {algorithms[0]: Config(algorithm=algorithms[0], **settings)}
+    per_algorithm = algorithm_fields()
 
     def takes(name: str, key: str) -> bool:
         algorithm = ALGORITHMS[name]
         if key == "local_epochs":  # a run field that sets K
             return "local_steps" not in algorithm.fixed
-        return key not in ALGORITHM_FIELDS or (key in algorithm.defaults and key not in algorithm.fixed)
+        return key not in per_algorithm or (key in algorithm.defaults and key not in algorithm.fixed)
 
     for key, value in settings.items():
         if value is not None and not any(takes(name, key) for name in algorithms):
@@ -440,17 +442,20 @@ def parse_seeds(parser: argparse.ArgumentParser, text: str) -> tuple[int, ...]:
 
 
 def _in_flags(message: str) -> str:
-    """A data error's message with each config field it spells as in Python (``data_dir=``) spelt as its flag.
+    """An error's message with each config field it spells as in Python (``data_dir=``, ``lr must be``) spelt as
+    its flag.
 
-    The data layer speaks the Python API's language (``load_dataset(..., data_dir=...)``,
-    ``Config(train_size=...)``); on the command line the same value was given as ``--data-dir`` or ``--train-size``.
+    The data layer and :class:`Config` speak the Python API's language (``load_dataset(..., data_dir=...)``,
+    ``Config(train_size=...)``, "lr must be in (0.0, inf)"); on the command line the same value was given as
+    ``--data-dir``, ``--train-size`` or ``--lr``.
     """
-    fields = "|".join([*RUN_FIELDS, *ALGORITHM_FIELDS])
-    return re.sub(
+    fields = "|".join([*RUN_FIELDS, *algorithm_fields()])
+    message = re.sub(
         rf"\b({fields})=(\S?)",
         lambda m: "--" + m.group(1).replace("_", "-") + (" " + m.group(2) if m.group(2) else ""),
         message,
     )
+    return re.sub(rf"(?<![-\w])({fields}) must be\b", lambda m: f"--{m.group(1).replace('_', '-')} must be", message)
 
 
 #: Files a run writes into OUT; finding one there means an earlier invocation used the folder.
@@ -627,7 +632,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {_in_flags(str(err))}", file=sys.stderr)
         return 2
     except (ConfigError, CheckpointError, ValueError) as err:  # topology/data errors are ValueErrors too
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {_in_flags(str(err))}", file=sys.stderr)
         return 2
     except DivergenceError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -361,12 +361,12 @@ def test_the_architecture_page_names_files_and_symbols_that_exist():
     import re
 
     section = (ROOT / "docs" / "architecture.md").read_text()
-    paths = set(re.findall(r"\b((?:dfl_core|tests)/[\w/]*(?:\.py)?)", section))
+    paths = set(re.findall(r"\b((?:dfl_core|dfl_book|tests)/[\w/]*(?:\.py)?)", section))
     assert len(paths) >= 10
     for path in paths:
         assert (ROOT / path).exists(), path
     for row in [line for line in section.splitlines() if line.startswith("|") and "dfl_core/" in line]:
-        files = [ROOT / p for p in re.findall(r"`((?:dfl_core|tests)/[\w/]+\.py)`", row)]
+        files = [ROOT / p for p in re.findall(r"`((?:dfl_core|dfl_book|tests)/[\w/]+\.py)`", row)]
         names = [n for n in re.findall(r"`(\w+)`", row) if not n.endswith("py")]
         for name in names:
             pattern = re.compile(rf"^\s*(def|class)\s+{name}\b|^\s*{name}\s*[:=]|^{name} = ", re.M)

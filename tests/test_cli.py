@@ -45,7 +45,9 @@ def test_shortened_default_comparison(tmp_path, capsys):
 def test_bad_value_exits_with_code_2_and_a_message(tmp_path, capsys):
     code = main(["run", "--alpha", "-1", "--out", str(tmp_path), "--no-progress"])
     assert code == 2
-    assert "alpha must be in [0.0, inf), got -1.0" in capsys.readouterr().err
+    assert "error: --alpha must be in [0.0, inf), got -1.0" in capsys.readouterr().err  # the flag, as given
+    code = main(["run", "--algorithms", "dfedsam", "--rho", "-1", "--out", str(tmp_path), "--no-progress"])
+    assert code == 2 and "algorithm 'dfedsam': --rho must be in [0.0, inf), got -1.0" in capsys.readouterr().err
 
 
 def test_preset_runs_with_overrides(tmp_path, capsys):
@@ -462,7 +464,7 @@ def test_resume_refuses_options_that_would_drop_the_earlier_runs(tmp_path, capsy
     before = (tmp_path / "results.json").read_bytes()
     capsys.readouterr()
     assert main(SHORT + ["--lr", "0.05", "--resume"] + out) == 2  # the earlier run had lr 0.1
-    assert "has lr=0.1, this command asks lr=0.05" in capsys.readouterr().err
+    assert "has --lr 0.1, this command asks --lr 0.05" in capsys.readouterr().err  # in the flags given
     other = [a if a != "dfedavg" else "dfedsam" for a in SHORT]
     assert main(other + ["--resume"] + out) == 2  # another algorithm: the file's run would be lost
     assert "holds a run (dfedavg, seed" in capsys.readouterr().err
@@ -514,3 +516,49 @@ def test_a_run_option_that_no_run_reads_is_refused(tmp_path, capsys, options, me
     assert not (tmp_path / "results.json").exists()
     # where a run reads it, it is taken
     assert main(SHORT + ["--topology", "random-regular", "--degree", "2", "--out", str(tmp_path / "ok")]) == 0
+
+
+def test_an_algorithm_registered_after_import_gets_its_options(tmp_path, capsys, monkeypatch):
+    """A user's module registers an algorithm with a new hyperparameter after the CLI was imported: its
+    ``--option`` is offered, routed to that algorithm only, and recorded in its runs' configs."""
+    from dfl_core.algorithms import ALGORITHMS, Algorithm, ClientModels
+    from dfl_core.algorithms.decentralized import DFedSAMParams
+    from dfl_core.settings import Number, params, setting
+
+    @params
+    class ScaledParams(DFedSAMParams):
+        """DFedSAM's hyperparameters and one more (read by no rule: only the option's path is under test)."""
+
+        user_scale: float = setting(1.0, "s_user, a user's extra hyperparameter", Number(0.0, 10.0))
+
+    dfedsam = ALGORITHMS["dfedsam"]
+    mine = Algorithm(
+        "user-dfedsam",
+        "DFedSAM, registered by a user",
+        params=ScaledParams,
+        local_rule=dfedsam.local_rule,
+        round=dfedsam.round,
+        init=ClientModels.init,
+    )
+    monkeypatch.setitem(ALGORITHMS, "user-dfedsam", mine)
+    code = main(
+        [
+            "run",
+            "--algorithms",
+            "dfedavg,user-dfedsam",
+            "--user-scale",
+            "2.5",
+            "--rounds",
+            "1",
+            "--seeds",
+            "0",
+            "--num-clients",
+            "4",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
+    assert code == 0, capsys.readouterr().err
+    configs = {h.config["algorithm"]: h.config for h in read_results(tmp_path / "results.json")}
+    assert configs["user-dfedsam"]["user_scale"] == 2.5 and "user_scale" not in configs["dfedavg"]

@@ -146,3 +146,12 @@ def test_the_readme_figure_is_chapter_02s():
     assert (ROOT / FIGURE).read_bytes() == base64.b64decode(pngs[0]), (
         f"{FIGURE} is not {notebook}'s figure: copy the output of its cell calling {call} there"
     )
+
+
+def test_the_guide_lists_every_registered_algorithm():
+    """docs/experiments.md promises every algorithm with its paper: a new registry entry needs its row there."""
+    from dfl_core.algorithms import ALGORITHMS
+
+    guide = (ROOT / "docs" / "experiments.md").read_text()
+    missing = [name for name in ALGORITHMS if f"`{name}`" not in guide]
+    assert not missing, f"docs/experiments.md does not name {missing}: add a row to its Algorithms tables"
