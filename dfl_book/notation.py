@@ -354,9 +354,9 @@ def help_symbol(help_text: str) -> str | None:
 
 def config_symbols() -> dict[str, str]:
     """Run field or hyperparameter -> the symbol its help text starts with, for those that have one."""
-    from dfl_core.config import ALGORITHM_FIELDS, RUN_FIELDS
+    from dfl_core.config import RUN_FIELDS, algorithm_fields
 
-    found = {name: help_symbol(f.metadata["help"]) for name, f in {**RUN_FIELDS, **ALGORITHM_FIELDS}.items()}
+    found = {name: help_symbol(f.metadata["help"]) for name, f in {**RUN_FIELDS, **algorithm_fields()}.items()}
     return {name: s for name, s in found.items() if s}
 
 

@@ -891,6 +891,8 @@ def measured_against_bounds(axes, reports: Mapping[str, dict]) -> None:
     """Chapter 10: for each ``{label: measure_against_bounds report}``, the gradient norm ‖∇f(x̄ᵗ)‖² (left)
     and the consensus distance (right) against the round, with the report's bound as a dashed line of the
     same colour. The consensus panel starts at round 2 (at round 1 all clients hold the same model)."""
+    from theory.bounds import consensus_lemma
+
     left, right = axes
     for i, (label, r) in enumerate(reports.items()):
         color = COLORS[i % len(COLORS)]
@@ -905,7 +907,7 @@ def measured_against_bounds(axes, reports: Mapping[str, dict]) -> None:
             color=color,
             ls="--",
             lw=0.8,
-            label=f"{label}: Lemma {'D.5' if r['Q'] == 1 else 'D.6'}",  # the lemma for one gossip step or for Q
+            label=f"{label}: Lemma {consensus_lemma(r['Q'])}",  # D.5 for one gossip step a round, D.6 for Q > 1
         )
     left.set(xlabel="round t", ylabel="‖∇f(x̄ᵗ)‖² (squared loss units)", title="gradient norm of the average model")
     right.set(xlabel="round t", ylabel="consensus distance (squared parameter units)", title="disagreement")

@@ -12,7 +12,7 @@ A :class:`Preset` is one table (or figure group) of one paper:
 ``preset.config(algorithm, setting)`` builds ``base + settings[setting] +
 per_algorithm[algorithm] + changes``. Algorithm-specific fields of ``base`` and
 of the setting (``topology`` for the decentralized rows, ``client_fraction`` for
-the centralized rows, ...; see :data:`dfl_core.config.ALGORITHM_FIELDS`) go only
+the centralized rows, ...; see :func:`dfl_core.config.algorithm_fields`) go only
 to the rows that use them, as in a comparison on the command line; the
 per-algorithm values and the caller's ``changes`` are applied as given, so a
 field an algorithm does not use is still refused there.
@@ -39,7 +39,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from dfl_core.algorithms import ALGORITHMS
-from dfl_core.config import ALGORITHM_FIELDS, RUN_FIELDS, Config, ConfigError
+from dfl_core.config import RUN_FIELDS, Config, ConfigError, algorithm_fields
 
 __all__ = ["Preset", "PRESETS", "get_preset", "epochs_to_steps"]
 
@@ -68,7 +68,7 @@ class Preset:
     notes: tuple[str, ...] = field(default=())  # every value not stated in the paper: where it comes from
 
     def __post_init__(self) -> None:
-        names = {*RUN_FIELDS, *ALGORITHM_FIELDS}
+        names = {*RUN_FIELDS, *algorithm_fields()}
         unknown_algos = [a for a in self.algorithms if a not in ALGORITHMS]
         if unknown_algos:
             raise ValueError(
@@ -120,9 +120,9 @@ class Preset:
                 f"preset {self.name!r}: unknown setting {setting!r}; allowed: "
                 f"{', '.join(self.settings)} (or None for the base config)"
             )
-        uses = ALGORITHMS[algorithm].defaults
+        uses, per_algorithm = ALGORITHMS[algorithm].defaults, algorithm_fields()
         shared = {**self.base, **(self.settings[setting] if setting is not None else {})}
-        shared = {k: v for k, v in shared.items() if k not in ALGORITHM_FIELDS or k in uses}
+        shared = {k: v for k, v in shared.items() if k not in per_algorithm or k in uses}
         values = {**shared, **self.per_algorithm.get(algorithm, {}), **changes}
         try:
             return Config(algorithm=algorithm, **values)

@@ -268,7 +268,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, skip: Sequence[str] = 
     Shared with the distributed launcher (``python -m dfl_core.distributed``), so both take the same config options.
     """
     # the live registry, not a copy taken at import: an algorithm registered since then gets its options too
-    declared = {"algorithm": dataclasses.fields(Config)[0], **RUN_FIELDS, **algorithm_fields()}
+    per_algorithm = algorithm_fields()
+    declared = {"algorithm": dataclasses.fields(Config)[0], **RUN_FIELDS, **per_algorithm}
     for name, f in declared.items():
         if name in skip:
             continue
@@ -278,7 +279,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, skip: Sequence[str] = 
             metavar=f.type.split()[0].upper(),
             type=lambda s, a=f.type: parse_value(s, a),
             default=argparse.SUPPRESS,
-            help=_help_with_default(f),
+            help=_help_with_default(f, per_algorithm),
         )
 
 
@@ -286,10 +287,11 @@ def add_config_arguments(parser: argparse.ArgumentParser, skip: Sequence[str] = 
 _UNSET = {"train_size": "all", "test_size": "all"}
 
 
-def _help_with_default(f: dataclasses.Field) -> str:
+def _help_with_default(f: dataclasses.Field, per_algorithm: Mapping[str, dataclasses.Field]) -> str:
     """A field's help with exactly one default: its own words if it names one, else ``(default: ...)``.
 
-    A hyperparameter's defaults are read from the algorithms that use it, grouped by value when they differ.
+    A hyperparameter's defaults are read from the algorithms that use it, grouped by value when they differ;
+    ``per_algorithm`` holds every algorithm's hyperparameters (:func:`algorithm_fields`).
     """
     text = f.metadata.get("help", "")
     if re.search(r"(?<!code's )\bdefault\b|\brequired\b", text):
@@ -298,7 +300,7 @@ def _help_with_default(f: dataclasses.Field) -> str:
     def shown(value: Any) -> str:
         return str(value).lower() if isinstance(value, bool) else str(value)
 
-    if f.name not in algorithm_fields():
+    if f.name not in per_algorithm:
         default = "unset" if f.default is None else shown(f.default)
         return f"{text} (default: {_UNSET.get(f.name, default)})"
     by_value: dict[str, list[str]] = {}

@@ -34,7 +34,6 @@ __all__ = [
     "Config",
     "ConfigError",
     "RUN_FIELDS",
-    "ALGORITHM_FIELDS",
     "algorithm_fields",
     "check_int",
     "OneOf",
@@ -352,7 +351,3 @@ def algorithm_fields() -> dict[str, dataclasses.Field]:
         for f in fields(algo.params):
             found.setdefault(f.name, f)
     return found
-
-
-#: The hyperparameters of all algorithms, by name (the CLI offers each once).
-ALGORITHM_FIELDS: dict[str, dataclasses.Field] = algorithm_fields()

@@ -420,7 +420,7 @@ def test_convert_results_converts_a_results_file_of_an_earlier_version(tmp_path,
     algorithm's hyperparameters, None or 0 where unread; quant_mixing's first names; fields added since missing)
     becomes one this version reads, its histories kept; converting it again changes nothing."""
     from dfl_core import Config
-    from dfl_core.config import ALGORITHM_FIELDS
+    from dfl_core.config import algorithm_fields
     from dfl_core.results import SCHEMA
 
     now = [
@@ -430,7 +430,7 @@ def test_convert_results_converts_a_results_file_of_an_earlier_version(tmp_path,
     added_since = ("precision", "channels_last", "compile", "cudnn_benchmark", "consensus_step")
     configs = []
     for cfg in now:
-        old = {name: None for name in ALGORITHM_FIELDS} | {"rho": 0.0, "momentum": 0.0} | cfg.to_dict()
+        old = {name: None for name in algorithm_fields()} | {"rho": 0.0, "momentum": 0.0} | cfg.to_dict()
         configs.append({k: v for k, v in old.items() if k not in added_since})
     configs[1]["quant_mixing"] = "difference"  # the reading's first name
     history = [{"round": 0, "test_acc": 0.125}, {"round": 1, "test_acc": 0.5}]

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from dfl_core.algorithms import ALGORITHMS
-from dfl_core.config import ALGORITHM_FIELDS, Config, ConfigError
+from dfl_core.config import Config, ConfigError, algorithm_fields
 from dfl_book.presets import PRESETS, Preset, epochs_to_steps, get_preset
 
 EXPECTED_PRESETS = {
@@ -49,10 +49,10 @@ def test_every_row_and_column_resolves(name, algorithm, setting):
     resolved = cfg
     assert resolved.algorithm == algorithm
     # the column's values reach every row that uses them, unless the row overrides them
-    uses = ALGORITHMS[algorithm].defaults
+    uses, per_algorithm = ALGORITHMS[algorithm].defaults, algorithm_fields()
     for key, value in (preset.settings[setting] if setting is not None else {}).items():
-        if (key not in ALGORITHM_FIELDS or key in uses) and key not in preset.per_algorithm.get(algorithm, {}):
-            holder = resolved if key not in ALGORITHM_FIELDS else resolved.params
+        if (key not in per_algorithm or key in uses) and key not in preset.per_algorithm.get(algorithm, {}):
+            holder = resolved if key not in per_algorithm else resolved.params
             assert getattr(holder, key) == value, (key, value)
 
 

@@ -95,9 +95,9 @@ def test_divergence_stops_the_run_naming_round_and_client():
 def _former_flat_dict(cfg: Config) -> dict:
     """``cfg`` as versions before the typed params wrote it: every algorithm's hyperparameter, ``None`` where
     the algorithm did not read it, ρ and θ 0.0 for every algorithm that had none."""
-    from dfl_core.config import ALGORITHM_FIELDS
+    from dfl_core.config import algorithm_fields
 
-    d = {name: None for name in ALGORITHM_FIELDS} | {"rho": 0.0, "momentum": 0.0} | cfg.to_dict()
+    d = {name: None for name in algorithm_fields()} | {"rho": 0.0, "momentum": 0.0} | cfg.to_dict()
     for name in ("precision", "channels_last", "compile", "cudnn_benchmark"):  # fields added since
         d.pop(name)
     return d

@@ -52,6 +52,7 @@ __all__ = [
     "LEMMA_D5",
     "LEMMA_D6",
     "consensus_bound",
+    "consensus_lemma",
     "COROLLARY_4_6",
     "COROLLARY_4_8",
     "ABSTRACT_RATE_DFEDSAM",
@@ -146,11 +147,16 @@ LEMMA_D5 = C2 * eta**2 / (1 - lam) ** 2
 LEMMA_D6 = C2 * eta**2 * PHI
 
 
-def consensus_bound(Q_value: int) -> sp.Expr:
-    """The lemma that bounds a run's consensus distance: D.5 for one gossip step a round (DFedSAM), D.6 for
+def consensus_lemma(Q_value: int) -> str:
+    """Which lemma bounds a run's consensus distance: "D.5" for one gossip step a round (DFedSAM), "D.6" for
     Q > 1 (DFedSAM-MGS). At Q = 1, D.6 would give C₂η²Φ(λ, m, 1) = 2(1+λ)·C₂η²/(1−λ)² (Remark 4.10): looser
     than D.5 by 2(1+λ), so a Q = 1 run is held to D.5."""
-    return LEMMA_D5 if Q_value == 1 else LEMMA_D6
+    return "D.5" if Q_value == 1 else "D.6"
+
+
+def consensus_bound(Q_value: int) -> sp.Expr:
+    """The bound of :func:`consensus_lemma` (Q_value): LEMMA_D5 or LEMMA_D6."""
+    return {"D.5": LEMMA_D5, "D.6": LEMMA_D6}[consensus_lemma(Q_value)]
 
 
 # ---- big-O statements, hidden constants set to 1 ------------------------------

@@ -796,7 +796,7 @@ def check_quadratic_bound() -> list[Claim]:
             )
         )
         G2v = float(h["mean_grad_norm_sq"].max())
-        lemma = "D.5" if Q == 1 else "D.6"  # D.6 at Q = 1 is 2(1+λ) times looser than D.5 (bd.consensus_bound)
+        lemma = bd.consensus_lemma(Q)  # D.6 at Q = 1 would be 2(1+λ) times looser than D.5
         cb = bd.evaluate(bd.consensus_bound(Q), **{k: v for k, v in vals.items() if k not in ("T", "Delta")}, G2=G2v)
         cons = float(h["consensus"].max())
         out.append(

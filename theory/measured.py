@@ -270,7 +270,7 @@ def measure_against_bounds(
             None if bound_g is None else measured["min_grad_norm_sq"] <= bound_g,
         ),
         (
-            f"max_t consensus distance  [Lemma {'D.5' if Q == 1 else 'D.6'}]",
+            f"max_t consensus distance  [Lemma {bd.consensus_lemma(Q)}]",
             measured["max_consensus_distance"],
             bound_c,
             measured["max_consensus_distance"] <= bound_c,
