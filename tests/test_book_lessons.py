@@ -147,17 +147,23 @@ def main_path(notebook: dict) -> tuple[int, int]:
     for cell in notebook["cells"]:
         source = "".join(cell["source"])
         tags = cell.get("metadata", {}).get("tags", [])
-        if cell["cell_type"] == "markdown":
-            for _, title in re.findall(r"^(#{1,2}) (.+)$", source, re.M):
-                off = title.strip().lower().startswith(OFF_PATH)
-        if off or "solution" in tags or "references" in tags:
+        if "solution" in tags or "references" in tags:
             continue
         if cell["cell_type"] == "code":
-            cells += 1
-        elif cell["cell_type"] == "markdown":
-            text = re.sub(r"\$\$.*?\$\$", " ", source, flags=re.S)
-            text = re.sub(r"<[^>]+>", " ", re.sub(r"\]\([^)]*\)", "]", text))
-            words += len(re.findall(r"[A-Za-zÀ-ÿ][\w'’-]*", text))
+            cells += 0 if off else 1
+            continue
+        if cell["cell_type"] != "markdown":
+            continue
+        # a markdown cell may hold main-path prose and then an off-path heading (or the reverse): each part
+        # between headings counts by the heading above it
+        for part in re.split(r"^(?=#{1,2} )", source, flags=re.M):
+            heading = re.match(r"#{1,2} (.+)", part)
+            if heading:
+                off = heading.group(1).strip().lower().startswith(OFF_PATH)
+            if not off:
+                text = re.sub(r"\$\$.*?\$\$", " ", part, flags=re.S)
+                text = re.sub(r"<[^>]+>", " ", re.sub(r"\]\([^)]*\)", "]", text))
+                words += len(re.findall(r"[A-Za-zÀ-ÿ][\w'’-]*", text))
     return words, cells
 
 
@@ -196,4 +202,11 @@ def test_the_size_checks_can_fail():
     assert main_path({"cells": [prose, code, aside, code, solution]}) == (51, 1)
     math = {"cell_type": "markdown", "source": ["$$\na = b\n$$\n[a link](https://x.org/long/path)"], "metadata": {}}
     assert main_path({"cells": [math]}) == (2, 0)
+    # a cell that ends the main path and opens "Going further" counts its first part only
+    mixed = {
+        "cell_type": "markdown",
+        "source": ["word " * 7 + "\n\n## Going further\n\n" + "more " * 100],
+        "metadata": {},
+    }
+    assert main_path({"cells": [prose, mixed]}) == (58, 0)
     assert RAW_SYMPY.search("a = K*eta*(32*Gamma*K**2)") and not RAW_SYMPY.search("**REPRODUCED**: 3 * 4")
