@@ -48,8 +48,8 @@ FORMAT = "dfl-book/checkpoint/v3"
 #: Formats of earlier versions, which this one does not read (a run started with them starts again).
 EARLIER_FORMATS = ("dfl-book/checkpoint/v1", "dfl-book/checkpoint/v2")
 
-#: Config fields a resumed run may change: they do not alter the rounds already run
-#: (``client_chunk``, ``gossip_mode`` and ``forward_strategy`` change only how a round is computed, up to
+#: Config fields a resumed run may change: they do not alter the rounds already run (``rounds`` only where no
+#: schedule reads it: DisPFL's does, unless ``dispfl_anneal_rounds`` is set; ``client_chunk``, ``gossip_mode`` and ``forward_strategy`` change only how a round is computed, up to
 #: float rounding; ``data_dir`` is only where files live).
 RESUMABLE_CHANGES = ("rounds", "eval_every", "client_chunk", "data_dir", "gossip_mode", "forward_strategy")
 
@@ -130,6 +130,17 @@ def check_compatible(
         raise CheckpointError(
             f"checkpoint {str(path)!r} belongs to another run ({pairs}); only "
             f"{', '.join(RESUMABLE_CHANGES)} may change on resume"
+        )
+    if (
+        "dispfl_anneal_rounds" in saved
+        and saved["dispfl_anneal_rounds"] is None
+        and saved["rounds"] != wanted["rounds"]
+    ):
+        # DisPFL's mask schedule anneals over the run's horizon: more rounds would change the rounds already run
+        raise CheckpointError(
+            f"checkpoint {str(path)!r}: DisPFL anneals its masks over rounds={saved['rounds']} "
+            f"(dispfl_anneal_rounds unset), so rounds cannot change to {wanted['rounds']} on resume; "
+            f"start afresh, or set dispfl_anneal_rounds in a new run to fix the schedule's length"
         )
     if wanted["rounds"] < rounds_done:
         raise CheckpointError(

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import shlex
 import statistics
 import sys
+import tempfile
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -440,6 +441,12 @@ def parse_seeds(parser: argparse.ArgumentParser, text: str) -> tuple[int, ...]:
         parser.error(f"--seeds must be comma-separated integers, got {text!r}")
     if not seeds:
         parser.error(f"--seeds needs at least one seed (comma-separated integers), got {text!r}")
+    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+    if repeated:
+        parser.error(
+            f"--seeds repeats seed {', '.join(map(str, repeated))}: a seed given twice is the same run twice; "
+            f"give each seed once, got {text!r}"
+        )
     return seeds
 
 
@@ -462,6 +469,31 @@ def _in_flags(message: str) -> str:
 
 #: Files a run writes into OUT; finding one there means an earlier invocation used the folder.
 _RESULT_FILES = ("results.json", "comparison.png")
+
+
+def check_out_options(out: Path, resume: bool, overwrite: bool) -> None:
+    """Refuse ``--resume`` with ``--overwrite``, and an ``--out`` that is a file (also the distributed backend's
+    check)."""
+    if resume and overwrite:
+        raise ConfigError(
+            "--resume and --overwrite contradict each other: --resume continues the earlier run in --out, "
+            "--overwrite replaces it"
+        )
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {str(out)!r} is a file; give a folder (it is created if missing)")
+
+
+def make_out_folder(out: Path) -> bool:
+    """Create ``out`` and check that a file can be written there, before anything runs (also the distributed
+    backend's check); returns whether it was created."""
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as err:
+        raise ConfigError(f"cannot write --out {str(out)!r}: {err.strerror or err}") from None
+    return created
 
 
 def used_folder_refusal(out: Path, files: list[str], checkpoints: list[Path]) -> str:
@@ -583,14 +615,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides = config_overrides(args)
     seeds = parse_seeds(parser, args.seeds)
     out = Path(args.out)
+    created_out = False
+
+    def failed(code: int) -> int:  # a folder this command made and left empty goes again
+        if created_out:
+            for folder in (out / "checkpoints", out):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+        return code
+
     try:
-        if args.resume and args.overwrite:
-            raise ConfigError(
-                "--resume and --overwrite contradict each other: --resume continues the runs in --out, "
-                "--overwrite replaces them"
-            )
-        if out.exists() and not out.is_dir():
-            raise ConfigError(f"--out {str(out)!r} is a file; give a folder (it is created if missing)")
+        check_out_options(out, args.resume, args.overwrite)
         earlier = [name for name in _RESULT_FILES if (out / name).exists()]  # left by an earlier invocation
         stale = sorted((out / "checkpoints").glob("*-seed*.pt")) if (out / "checkpoints").is_dir() else []
         if (earlier or stale) and not (args.resume or args.overwrite):
@@ -605,15 +640,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "(your own images)"
             )
         _register_folder_dataset(args, overrides)
+        if args.algorithms is not None and not parse_names(args.algorithms):
+            raise ConfigError(
+                f"--algorithms is empty; give one or more of {', '.join(ALGORITHMS)} (comma-separated), or leave "
+                "it out for the default comparison"
+            )
         configs = configs_from_options(args.preset, args.setting, parse_names(args.algorithms), overrides)
         _check_given_options_apply(overrides, configs)
         check_int("--checkpoint-every", args.checkpoint_every, 1)
         done = {}
         if args.resume and (out / "results.json").exists():
-            done = {(h.config["algorithm"], h.config["seed"]): h for h in read_results(out / "results.json")}
+            try:
+                earlier_runs = read_results(out / "results.json")
+            except (OSError, ValueError) as err:  # not a results file (the message names the path and why)
+                raise ConfigError(f"--resume: cannot continue from {out / 'results.json'}: {err}") from None
+            done = {(h.config["algorithm"], h.config["seed"]): h for h in earlier_runs}
             _check_resumable(out / "results.json", done, configs, seeds)
         elif args.resume and not stale:
             print(f"note: --resume: {out} holds no earlier run; starting afresh", file=sys.stderr)
+        created_out = make_out_folder(out)  # before the first run trains, not when its results are saved
 
         def save(results_so_far: dict[str, list[History]]) -> None:  # after every run: lose at most one run's rounds
             write_results(out / "results.json", [h for hs in results_so_far.values() for h in hs], command=command)
@@ -632,13 +677,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except DataError as err:  # spelt with this command line's flags
         print(f"error: {_in_flags(str(err))}", file=sys.stderr)
-        return 2
+        return failed(2)
     except (ConfigError, CheckpointError, ValueError) as err:  # topology/data errors are ValueErrors too
         print(f"error: {_in_flags(str(err))}", file=sys.stderr)
-        return 2
+        return failed(2)
     except DivergenceError as err:
         print(f"error: {err}", file=sys.stderr)
-        return 3
+        return failed(3)
     except KeyboardInterrupt:
         finished = f"the finished runs are in {out / 'results.json'} and " if (out / "results.json").exists() else ""
         print(

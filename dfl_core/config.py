@@ -134,7 +134,9 @@ class Config:
         Flag(),
     )
     client_chunk: int | None = setting(
-        None, "clients trained together (default: chosen for the device; never changes results)", Integer(1)
+        None,
+        "clients trained together (default: chosen for the device; changes results only by float rounding)",
+        Integer(1),
     )
     gossip_mode: str = setting(
         "auto",

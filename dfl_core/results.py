@@ -18,7 +18,9 @@ Results schema ``dfl-book/results/v1`` (one file per CLI invocation)::
             "precision": "float32",          # local training's arithmetic: float32 (the dtype's), bfloat16, float16
             "forward_strategy": "mlp",       # mlp, batched, vmap or loop (dfl_core.stacked)
             "client_chunk": 10,              # clients trained together
-            "world_size": 2                  # the distributed backend only: the processes of the run
+            "world_size": 2,                 # the distributed backend only: the processes of the run,
+            "test_set": "...",               # ... the test set of x̄'s test numbers (the clients' own splits),
+            "transmissions": "..."           # ... and what transmissions count (rows sent between ranks)
           },
           "history": [            # one record per evaluation, in round order
             {
@@ -144,11 +146,30 @@ def write_results(path: str | os.PathLike, histories: list[History], command: st
 
 
 def read_results(path: str | os.PathLike) -> list[History]:
-    """Read a results file written by :func:`write_results`."""
-    doc = json.loads(Path(path).read_text())
+    """Read a results file written by :func:`write_results`; a file that is not one raises a ValueError that names
+    the path and what is wrong."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except ValueError as err:  # not JSON (json.JSONDecodeError), or not text (UnicodeDecodeError)
+        raise ValueError(f"{path} is not a results file: not valid JSON ({err})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path} is not a results file: it holds a JSON {type(doc).__name__}, not an object")
     if doc.get("schema") != SCHEMA:
         raise ValueError(f"{path}: schema {doc.get('schema')!r} is not {SCHEMA!r}")
-    return [History.from_dict(r) for r in doc["runs"]]
+    runs = doc.get("runs")
+    if not isinstance(runs, list):
+        raise ValueError(f"{path} is not a results file: 'runs' is {'missing' if runs is None else 'not a list'}")
+    for i, run in enumerate(runs):
+        if not isinstance(run, dict):
+            raise ValueError(f"{path}: runs[{i}] is not an object")
+        for key, kind in (("config", dict), ("history", list)):
+            if not isinstance(run.get(key), kind):
+                what = "missing" if key not in run else f"not a{'n object' if kind is dict else ' list'}"
+                raise ValueError(f"{path}: runs[{i}] {key!r} is {what}")
+        missing = [k for k in ("algorithm", "seed") if k not in run["config"]]
+        if missing:
+            raise ValueError(f"{path}: runs[{i}]'s config has no {missing[0]!r}")
+    return [History.from_dict(r) for r in runs]
 
 
 # ------------------------------------------------------------- files of earlier versions, converted once

@@ -83,6 +83,25 @@ def test_ctrl_c_in_the_middle_of_a_round_saves_the_last_completed_round(tmp_path
     assert strip_wall(resumed.history.records) == strip_wall(whole.history.records)
 
 
+def test_ctrl_c_while_the_hooks_see_a_completed_round_saves_that_round(tmp_path):
+    cfg = small("dfedavgm")
+    whole = Simulation(cfg)
+    whole.run()
+
+    class CtrlCAfterRound3(Hooks):  # round 3 is complete; Ctrl-C while the hooks look at it
+        def after_round(self, run):
+            if run.t == 3:
+                raise KeyboardInterrupt
+
+    sim = Simulation(cfg)
+    with pytest.raises(KeyboardInterrupt):
+        sim.run(checkpoint=tmp_path / "c.pt", checkpoint_every=100, hooks=[CtrlCAfterRound3()])
+    assert load(tmp_path / "c.pt")["t"] == 3
+    resumed = Simulation.resume(tmp_path / "c.pt")
+    resumed.run()
+    assert torch.equal(resumed.x, whole.x)
+
+
 def momenta(state) -> list:
     """The :class:`Momentum` states in a rule state."""
     if isinstance(state, Momentum):
@@ -164,6 +183,26 @@ def test_divergence_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
     assert "last good checkpoint (round 4)" in msg and "c.pt" in msg
     state = load(tmp_path / "c.pt")
     assert state["t"] == 4 and torch.isfinite(state["state"]["x"]).all()
+
+
+def test_dispfl_annealing_over_the_run_refuses_a_resume_with_more_rounds(tmp_path):
+    cfg = small("dispfl", dispfl_anneal_rounds=None, rounds=2)  # the cosine spans `rounds`
+    Simulation(cfg).run(checkpoint=tmp_path / "c.pt")
+    with pytest.raises(CheckpointError, match="DisPFL anneals its masks over rounds=2 .* cannot change to 4"):
+        Simulation.resume(tmp_path / "c.pt", config=cfg.replace(rounds=4))
+    Simulation.resume(tmp_path / "c.pt", config=cfg)  # the same horizon resumes
+
+
+def test_parameters_whose_sum_overflows_are_divergence_not_a_crash():
+    sim = Simulation(small("dfedavg", rounds=3))
+
+    class HugeInRound2(Hooks):  # every entry finite, but their sum overflows float32
+        def after_local_train(self, start, trained, clients):
+            if sim.t == 1:
+                trained.fill_(3e38)
+
+    with pytest.raises(DivergenceError, match="grew so large that their sum overflows in round 2"):
+        sim.run(hooks=[HugeInRound2()])
 
 
 def test_cli_reports_divergence_with_exit_code_3(tmp_path, capsys):

@@ -562,3 +562,41 @@ def test_an_algorithm_registered_after_import_gets_its_options(tmp_path, capsys,
     assert code == 0, capsys.readouterr().err
     configs = {h.config["algorithm"]: h.config for h in read_results(tmp_path / "results.json")}
     assert configs["user-dfedsam"]["user_scale"] == 2.5 and "user_scale" not in configs["dfedavg"]
+
+
+# ------------------------------------------------------------ bad input: a clear error, before anything trains
+def test_repeated_seeds_and_an_empty_algorithm_list_are_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "--seeds", "0,1,0", "--out", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert "--seeds repeats seed 0" in capsys.readouterr().err
+    assert main(["run", "--algorithms", " ", "--out", str(tmp_path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "error: --algorithms is empty; give one or more of dpsgd" in err, err
+    assert not (tmp_path / "results.json").exists()
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("{bad", "is not a results file: not valid JSON"),
+        ("[]", "is not a results file: it holds a JSON list, not an object"),
+        ('{"schema": "dfl-book/results/v1"}', "is not a results file: 'runs' is missing"),
+        ('{"schema": "dfl-book/results/v1", "runs": [{"history": []}]}', "runs[0] 'config' is missing"),
+        ('{"schema": "dfl-book/results/v1", "runs": [{"config": {}, "history": []}]}', "config has no 'algorithm'"),
+    ],
+)
+def test_resume_refuses_a_malformed_results_file_naming_it(tmp_path, capsys, text, message):
+    (tmp_path / "results.json").write_text(text)
+    assert main(SHORT + ["--out", str(tmp_path), "--no-plot", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: --resume: cannot continue from {tmp_path / 'results.json'}: " in err and message in err, err
+    assert (tmp_path / "results.json").read_text() == text  # untouched
+
+
+def test_an_unwritable_out_is_refused_before_anything_trains(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    out = tmp_path / "notes.txt" / "results"  # under a file: no folder can be made there
+    assert main(SHORT + ["--out", str(out), "--no-plot"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: cannot write --out {str(out)!r}: Not a directory" in err, err

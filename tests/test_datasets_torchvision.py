@@ -535,3 +535,38 @@ def test_crop_flip_rejects_bad_arguments(kwargs, words):
 def test_crop_flip_needs_images():
     with pytest.raises(ValueError, match="C, H, W"):
         crop_flip(torch.zeros(4, 4), gen())
+
+
+def test_crop_flip_rows_draw_for_all_rows_and_select():
+    """rows/num_rows: the draws for (num_rows, ...) indexed by rows; all rows in order is the plain call, bit for bit."""
+    x = torch.randn(5, 3, 3, 8, 8)
+    full = crop_flip(x, gen(4))
+    assert torch.equal(crop_flip(x, gen(4), rows=torch.arange(5), num_rows=5), full)
+    ids = torch.tensor([3, 1])
+    assert torch.equal(crop_flip(x[ids], gen(4), rows=ids, num_rows=5), full[ids])
+    assert torch.equal(crop_flip(x[ids], gen(4), rows=[3, 1], num_rows=5), full[ids])  # a list of ids too
+    params = crop_flip_params(x.shape, gen(4))
+    assert all(
+        torch.equal(p[ids], q) for p, q in zip(params, crop_flip_params((2, 3, 3, 8, 8), gen(4), rows=ids, num_rows=5))
+    )
+
+
+@pytest.mark.parametrize(
+    "x_shape, kwargs, words",
+    [
+        ((2, 3, 1, 4, 4), {"rows": torch.arange(2)}, "rows and num_rows together"),
+        ((2, 3, 1, 4, 4), {"num_rows": 4}, "rows and num_rows together"),
+        ((2, 3, 1, 4, 4), {"rows": torch.arange(2), "num_rows": 0}, r"num_rows=0 must be an integer >= 1"),
+        ((2, 3, 1, 4, 4), {"rows": torch.arange(2), "num_rows": 2.0}, r"num_rows=2.0 must be an integer"),
+        ((2, 3, 1, 4, 4), {"rows": torch.tensor([0.0, 1.0]), "num_rows": 4}, "1-D tensor of integer ids"),
+        ((2, 3, 1, 4, 4), {"rows": torch.tensor([True, False]), "num_rows": 4}, "1-D tensor of integer ids"),
+        ((2, 3, 1, 4, 4), {"rows": torch.zeros(2, 1, dtype=torch.long), "num_rows": 4}, "1-D tensor"),
+        ((2, 3, 1, 4, 4), {"rows": torch.arange(3), "num_rows": 4}, "rows has 3 ids but x of shape"),
+        ((1, 4, 4), {"rows": torch.arange(1), "num_rows": 4}, "no leading row dimension"),
+        ((2, 3, 1, 4, 4), {"rows": torch.tensor([0, 4]), "num_rows": 4}, r"0\.\.3; got ids from 0 to 4"),
+        ((2, 3, 1, 4, 4), {"rows": torch.tensor([-1, 2]), "num_rows": 4}, r"0\.\.3; got ids from -1 to 2"),
+    ],
+)
+def test_crop_flip_rejects_bad_rows(x_shape, kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        crop_flip(torch.zeros(x_shape), gen(), **kwargs)

@@ -180,6 +180,8 @@ def test_four_processes_equal_the_simulator(tmp_path):
         "forward_strategy": Simulation(configs["dfedavg-complete"]).model.strategy,
         "client_chunk": results.execution["client_chunk"],
         "world_size": NPROC,
+        "test_set": "union of the clients' test splits",  # what differs from the simulator's record, named
+        "transmissions": "rows sent between ranks",
     }
     # one record builder and one lr schedule: the simulator's keys (plus each rank's bytes) and its lr
     sim = Simulation(configs["dfedavg-ring"])
@@ -426,11 +428,24 @@ def as_rank_0_of_4(*options: str) -> subprocess.CompletedProcess:
             "dpsgd, dfedavg, dfedavgm, dfedavgm-q, dfedsam, dfedsam-mgs",
         ),
         (["--timeout-s", "0"], "--timeout-s must be > 0"),
+        (["--timeout-s", "inf"], "--timeout-s must be > 0 and finite (seconds, at most 604800: a week), got inf"),
+        (["--timeout-s", "nan"], "--timeout-s must be > 0 and finite"),
     ],
 )
 def test_bad_input_is_refused_before_any_process_group(options, message):
     done = as_rank_0_of_4(*options)
     assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def test_an_out_that_is_a_file_or_unwritable_is_refused_before_any_process_group(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    for out, message in [
+        (tmp_path / "notes.txt", "is a file; give a folder"),
+        (tmp_path / "notes.txt" / "run", "cannot write --out"),
+    ]:
+        done = as_rank_0_of_4("--out", str(out), "--timeout-s", "5")
+        assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert (tmp_path / "notes.txt").read_text() == "mine"
 
 
 @pytest.mark.parametrize(

@@ -307,3 +307,41 @@ def test_the_default_cache_sits_beside_the_downloaded_datasets(monkeypatch):
     monkeypatch.delenv("DFL_IMAGE_CACHE")
     assert imagefiles.DEFAULT_CACHE.startswith(DEFAULT_ROOT + "/")
     assert imagefiles.cache_dir() == Path(imagefiles.DEFAULT_CACHE).expanduser()
+
+
+# ------------------------------------------------------------------------------------------ augmentation
+def augmented_trainer(tmp_path):
+    write_folder(tmp_path / "pics", {"train": (8, 8, 8), "test": (2, 2, 2)}, size=(8, 8))
+    register_image_folder(tmp_path / "pics", "pics", augmentation="crop-flip")
+    cfg = Config(dataset="pics", model="linear", algorithm="dfedavg", num_clients=4, local_steps=3, batch_size=4)
+    return Simulation(cfg.replace(device="cpu")).trainer
+
+
+def test_a_clients_augmented_batches_do_not_depend_on_the_other_clients(tmp_path):
+    """Crops and flips are drawn for all m clients and indexed by id, like the permutations (a subset = a rank's block)."""
+    from dfl_core.engine.trainer import RoundStreams
+
+    trainer = augmented_trainer(tmp_path)
+    full = trainer.batches(torch.arange(4), RoundStreams(0, 1))
+    for subset in ([2, 3], [0, 1], [3, 0], [1]):
+        ids = torch.tensor(subset)
+        part = trainer.batches(ids, RoundStreams(0, 1))
+        for (x, y, w), (px, py, pw) in zip(full, part):
+            assert torch.equal(x[ids], px) and torch.equal(y[ids], py) and torch.equal(w[ids], pw), subset
+
+
+def test_full_participation_augments_as_one_draw_over_the_whole_tensor(tmp_path, monkeypatch):
+    """With every client in order the draws are those of crop_flip on the whole (m, B, C, H, W) tensor, as before."""
+    from dfl_core.data.augment import black_fill, crop_flip
+    from dfl_core.engine.trainer import RoundStreams
+
+    trainer = augmented_trainer(tmp_path)
+    ds, clients = trainer.data.dataset, torch.arange(4)
+    batches = trainer.batches(clients, RoundStreams(7, 2))
+    monkeypatch.setattr(trainer, "_augment", lambda inputs, *args: inputs)  # the same batches, un-augmented
+    plain = trainer.batches(clients, RoundStreams(7, 2))
+    replay = RoundStreams(7, 2)  # the old way: one generator per batch tensor, drawing for all n·B images in order
+    for (x, y, _), (px, py, _) in zip(batches, plain, strict=True):
+        assert torch.equal(y, py)
+        assert torch.equal(x, crop_flip(px, replay.next_augment_generator(), fill=black_fill(ds.mean, ds.std)))
+        assert not torch.equal(x, px)

@@ -75,13 +75,24 @@ class Dataset:
     mean: tuple[float, ...] | None = None
     std: tuple[float, ...] | None = None
 
-    def augment(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def augment(
+        self,
+        x: torch.Tensor,
+        generator: torch.Generator,
+        *,
+        rows: torch.Tensor | None = None,
+        num_rows: int | None = None,
+    ) -> torch.Tensor:
         """``x`` (..., C, H, W) through this dataset's augmentation (``x`` itself if none), padded with black as
-        torchvision pads the raw image (:func:`~.augment.crop_flip`'s ``fill``)."""
+        torchvision pads the raw image (:func:`~.augment.crop_flip`'s ``fill``).
+
+        ``rows``/``num_rows``: ``x`` is ``(n, ...)``, the rows ``rows`` of ``num_rows`` clients; the draws are made
+        for all ``num_rows`` and indexed by ``rows``, so a client's augmentation does not depend on the others
+        (:func:`~.augment.crop_flip`)."""
         if self.augmentation is None:
             return x
         fill = black_fill(self.mean, self.std) if self.mean is not None else 0.0
-        return AUGMENTATIONS[self.augmentation](x, generator, fill=fill)
+        return AUGMENTATIONS[self.augmentation](x, generator, fill=fill, rows=rows, num_rows=num_rows)
 
 
 # Where the downloadable datasets are kept (and downloaded to) when no data_dir is given.

@@ -26,7 +26,14 @@ from typing import Sequence
 import torch
 
 from ..checkpoint import CheckpointError
-from ..cli import add_config_arguments, config_overrides, configs_from_options, used_folder_refusal
+from ..cli import (
+    add_config_arguments,
+    check_out_options,
+    config_overrides,
+    configs_from_options,
+    make_out_folder,
+    used_folder_refusal,
+)
 from ..config import Config, ConfigError, check_int
 from ..errors import DivergenceError
 from ..results import write_results
@@ -36,13 +43,17 @@ __all__ = ["main", "build_parser", "BACKENDS", "torchrun_command", "init_process
 
 #: gloo only: the evaluation and barrier tensors live on the CPU (nccl would need them on the GPU).
 BACKENDS = ("gloo",)
+#: The longest --timeout-s taken (a week): far longer than any round, and within what the backend's timeouts hold.
+MAX_TIMEOUT_S = 7 * 24 * 3600
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="torchrun --nproc_per_node=N -m dfl_core.distributed",
         description="Run one decentralized algorithm over N processes (torch.distributed), each holding "
-        "m/N clients; with the same options it gives the simulator's result.",
+        "m/N clients; with the same options it trains the simulator's models. Its test numbers are over the "
+        "clients' own test splits and its transmissions are the rows the ranks send each other (both recorded "
+        "under execution in results.json).",
     )
     parser.add_argument("--algorithm", default=Config.algorithm, help="algorithm name (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=Config.seed, help="seed of the run (default: %(default)s)")
@@ -151,11 +162,7 @@ def _error(rank: int, code: int, err: BaseException) -> int:
 def _check_out_folder(out: Path, resume: bool, overwrite: bool) -> None:
     """Refuse to write into a folder an earlier run used unless asked to continue or replace that run: a fresh run
     there would mix its checkpoints with the earlier ones (each rank keeps its two newest rounds)."""
-    if resume and overwrite:
-        raise ConfigError(
-            "--resume and --overwrite contradict each other: --resume continues the run in --out, "
-            "--overwrite replaces it"
-        )
+    check_out_options(out, resume, overwrite)
     files = [name for name in ["results.json"] if (out / name).exists()]
     checkpoints = sorted(out.glob("checkpoints/rank*/round*.pt"))
     if (files or checkpoints) and not (resume or overwrite):
@@ -190,13 +197,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError(f"unknown backend {args.backend!r}; allowed: {', '.join(BACKENDS)}")
         check_int("--checkpoint-every", args.checkpoint_every, 1)
         _check_out_folder(Path(args.out), args.resume, args.overwrite)
-        if not args.timeout_s > 0:
-            raise ConfigError(f"--timeout-s must be > 0, got {args.timeout_s}")
+        if not 0 < args.timeout_s <= MAX_TIMEOUT_S:  # (also refuses nan) inf overflows the backend's timedelta
+            raise ConfigError(
+                f"--timeout-s must be > 0 and finite (seconds, at most {MAX_TIMEOUT_S}: a week), got {args.timeout_s}"
+            )
         (cfg,) = configs_from_options(args.preset, args.setting, [algorithm], overrides).values()
         from .rank import check_distributable  # deferred: .rank loads torch.distributed (see _run)
 
         check_distributable(cfg.algorithm)
         block_of(rank, world_size, cfg.num_clients)  # nproc must divide m
+        make_out_folder(Path(args.out))  # every rank writes its checkpoints there
     except (ConfigError, ValueError) as err:
         return _error(rank, 2, err)
     return _run(args, cfg, rank, world_size)

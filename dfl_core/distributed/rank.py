@@ -471,5 +471,12 @@ def run_rank(
         config=cfg.to_dict(),
         records=list(final.history),
         wall_time_s=time.perf_counter() - rank_run._start,
-        execution=rank_run.sim.execution | {"world_size": world_size},
+        # what differs from the simulator's record: test numbers over the clients' own test splits (no rank holds
+        # the whole test set), and transmissions counted as the rows the ranks sent each other
+        execution=rank_run.sim.execution
+        | {
+            "world_size": world_size,
+            "test_set": "union of the clients' test splits",
+            "transmissions": "rows sent between ranks",
+        },
     )

@@ -140,11 +140,13 @@ def play_round(algorithm, run: RunState, tools, num_clients: int) -> RunState:
         state = algorithm.round(run.state, tools)  # 2.
     models = algorithm.client_models(state, num_clients)
     if not torch.isfinite(models.sum()):  # 3. one cheap pass
-        client = int((~torch.isfinite(models)).any(1).nonzero()[0])
-        cfg = tools.config
+        # the sum can overflow while every entry is finite: parameters near float's limit diverged as well
+        broken = (~torch.isfinite(models)).any(1).nonzero()
+        client = int(broken[0]) if len(broken) else int(models.abs().amax(1).argmax())
+        what = "became NaN/inf" if len(broken) else "grew so large that their sum overflows"
         raise DivergenceError(
-            f"parameters of client {client} became NaN/inf in round {run.t + 1}; "
-            f"the learning rate or the SAM radius is likely too large; lower " + " or ".join(cfg.step_sizes())
+            f"parameters of client {client} {what} in round {run.t + 1}; the learning rate or the SAM radius "
+            f"is likely too large; lower " + " or ".join(tools.config.step_sizes())
         )
     return run._replace(
         t=run.t + 1,
@@ -200,8 +202,9 @@ def drive(
     5. every ``eval_every`` rounds and after the last: ``evaluate`` → history;
     6. hooks (progress, checkpoints, observation) see the completed round.
 
-    An interrupt (Ctrl-C) leaves the last completed round to :meth:`Hooks.on_interrupt`;
-    nothing of the interrupted round is kept, since ``run`` is only replaced once a round is complete.
+    An interrupt (Ctrl-C) leaves the last completed round to :meth:`Hooks.on_interrupt`, also when it comes
+    during step 6; nothing of the interrupted round is kept, since ``run`` is only replaced once a round is
+    complete.
     """
     hooks = HookList(hooks)
     if run.t == 0 and not run.history:  # 0.
@@ -217,5 +220,9 @@ def drive(
             hooks.on_interrupt(run)
             raise
         run = new
-        hooks.after_round(run)  # 6.
+        try:
+            hooks.after_round(run)  # 6.
+        except KeyboardInterrupt:  # the round is complete: it is the one to keep
+            hooks.on_interrupt(run)
+            raise
     return run

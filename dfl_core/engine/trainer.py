@@ -6,7 +6,7 @@ B, the client chunk): :meth:`~LocalTrainer.batches` draws each client's K mini-b
 :meth:`dfl_core.engine.SimulationTools.local_train`'s loop, in one place.
 
 Clients are independent during local training, so they run in chunks of
-``client_chunk``; chunking changes memory use and speed, never results.
+``client_chunk``; chunking changes memory use and speed, and results only by float rounding.
 """
 
 from __future__ import annotations
@@ -95,8 +95,9 @@ class LocalTrainer:
         own train split, B samples per step, wrapping around if K·B exceeds its
         size. A client with fewer than B samples uses all of them (the weights
         mask the padding). In full-batch mode every step uses the whole split.
-        The permutations of all m clients are drawn, so a client's batches do
-        not depend on which other clients take part.
+        The permutations (and, for an augmented dataset, the crops and flips) of
+        all m clients are drawn, so a client's batches do not depend on which
+        other clients take part.
         """
         train = self.data.train
         dev = train.index.device
@@ -116,7 +117,7 @@ class LocalTrainer:
         for k in range(steps):
             pos = (k * b[:, None] + arange[None, :]) % counts[:, None].clamp(min=1)
             idx = index.gather(1, perm.gather(1, pos))  # (n, B) sample ids
-            out.append((self._augment(train.x[idx], streams), train.y[idx], w))
+            out.append((self._augment(train.x[idx], streams, clients, m), train.y[idx], w))
         return out
 
     def whole_splits(self, clients: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -126,11 +127,14 @@ class LocalTrainer:
         index = train.index[ids]
         return train.x[index], train.y[index], train.mask()[ids].to(self.dtype)
 
-    def _augment(self, inputs: Tensor, streams: RoundStreams) -> Tensor:
-        """The dataset's on-device augmentation, if it has one (CIFAR: random crop and flip)."""
+    def _augment(self, inputs: Tensor, streams: RoundStreams, clients: Tensor, m: int) -> Tensor:
+        """The dataset's on-device augmentation, if it has one (CIFAR: random crop and flip).
+
+        ``inputs`` are rows ``clients`` of m; the draws are made for all m clients and indexed by ``clients``, so
+        a client's crops and flips, like its permutation, do not depend on which other clients take part."""
         if getattr(self.data.dataset, "augmentation", None) is None:
             return inputs
-        return self.data.dataset.augment(inputs, streams.next_augment_generator())
+        return self.data.dataset.augment(inputs, streams.next_augment_generator(), rows=clients.cpu(), num_rows=m)
 
     # ----------------------------------------------------------- 2. whole splits
     def full_gradient(self, x: Tensor, clients: Tensor) -> Tensor:
