@@ -49,8 +49,9 @@ FORMAT = "dfl-book/checkpoint/v3"
 EARLIER_FORMATS = ("dfl-book/checkpoint/v1", "dfl-book/checkpoint/v2")
 
 #: Config fields a resumed run may change: they do not alter the rounds already run (``rounds`` only where no
-#: schedule reads it: DisPFL's does, unless ``dispfl_anneal_rounds`` is set; ``client_chunk``, ``gossip_mode`` and ``forward_strategy`` change only how a round is computed, up to
-#: float rounding; ``data_dir`` is only where files live).
+#: schedule reads it: DisPFL's does, unless ``dispfl_anneal_rounds`` is set; ``client_chunk``, ``gossip_mode`` and
+#: ``forward_strategy`` change only how a round is computed, up to float rounding; ``data_dir`` is only where files
+#: live).
 RESUMABLE_CHANGES = ("rounds", "eval_every", "client_chunk", "data_dir", "gossip_mode", "forward_strategy")
 
 

@@ -640,12 +640,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "(your own images)"
             )
         _register_folder_dataset(args, overrides)
-        if args.algorithms is not None and not parse_names(args.algorithms):
+        algorithms = parse_names(args.algorithms)
+        if args.algorithms is not None and not algorithms:
             raise ConfigError(
                 f"--algorithms is empty; give one or more of {', '.join(ALGORITHMS)} (comma-separated), or leave "
                 "it out for the default comparison"
             )
-        configs = configs_from_options(args.preset, args.setting, parse_names(args.algorithms), overrides)
+        configs = configs_from_options(args.preset, args.setting, algorithms, overrides)
         _check_given_options_apply(overrides, configs)
         check_int("--checkpoint-every", args.checkpoint_every, 1)
         done = {}

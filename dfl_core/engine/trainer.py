@@ -113,11 +113,12 @@ class LocalTrainer:
         b = counts.clamp(max=B)
         arange = torch.arange(B, device=dev)
         w = (arange[None, :] < b[:, None]).to(self.dtype)  # (n, B)
+        rows = clients.cpu()  # which of the m clients' augmentation draws are these (made on the CPU), once a round
         out = []
         for k in range(steps):
             pos = (k * b[:, None] + arange[None, :]) % counts[:, None].clamp(min=1)
             idx = index.gather(1, perm.gather(1, pos))  # (n, B) sample ids
-            out.append((self._augment(train.x[idx], streams, clients, m), train.y[idx], w))
+            out.append((self._augment(train.x[idx], streams, rows, m), train.y[idx], w))
         return out
 
     def whole_splits(self, clients: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -127,14 +128,15 @@ class LocalTrainer:
         index = train.index[ids]
         return train.x[index], train.y[index], train.mask()[ids].to(self.dtype)
 
-    def _augment(self, inputs: Tensor, streams: RoundStreams, clients: Tensor, m: int) -> Tensor:
+    def _augment(self, inputs: Tensor, streams: RoundStreams, rows: Tensor, m: int) -> Tensor:
         """The dataset's on-device augmentation, if it has one (CIFAR: random crop and flip).
 
-        ``inputs`` are rows ``clients`` of m; the draws are made for all m clients and indexed by ``clients``, so
-        a client's crops and flips, like its permutation, do not depend on which other clients take part."""
+        ``inputs`` are the clients ``rows`` (a CPU tensor) of m; the draws are made for all m clients and indexed by
+        ``rows``, so a client's crops and flips, like its permutation, do not depend on which other clients take
+        part."""
         if getattr(self.data.dataset, "augmentation", None) is None:
             return inputs
-        return self.data.dataset.augment(inputs, streams.next_augment_generator(), rows=clients.cpu(), num_rows=m)
+        return self.data.dataset.augment(inputs, streams.next_augment_generator(), rows=rows, num_rows=m)
 
     # ----------------------------------------------------------- 2. whole splits
     def full_gradient(self, x: Tensor, clients: Tensor) -> Tensor:
