@@ -599,6 +599,106 @@ def _convert_results(path: str, out: str | None) -> int:
     return 0
 
 
+@dataclass
+class _OutFolder:
+    """``run``'s ``--out`` folder: what an earlier invocation left there, and this command's writes to it."""
+
+    path: Path
+    to_replace: list[Path] = field(default_factory=list)  # --overwrite: they go once the first run is saved
+    created: bool = False
+
+    def check(self, resume: bool, overwrite: bool) -> list[Path]:
+        """Refuse a folder an earlier run used unless ``--resume`` or ``--overwrite``; the interrupted run's
+        checkpoints found there."""
+        out = self.path
+        check_out_options(out, resume, overwrite)
+        earlier = [name for name in _RESULT_FILES if (out / name).exists()]  # left by an earlier invocation
+        stale = sorted((out / "checkpoints").glob("*-seed*.pt")) if (out / "checkpoints").is_dir() else []
+        if (earlier or stale) and not (resume or overwrite):
+            raise ConfigError(used_folder_refusal(out, earlier, stale))
+        # --overwrite: the earlier files go once this command's first run is saved, not before (a bad option or a
+        # diverging first run leaves them as they were).
+        if overwrite:
+            self.to_replace = [out / name for name in earlier if name != "results.json"] + stale
+        return stale
+
+    def finished_runs(
+        self, resume: bool, stale: list[Path], configs: Mapping[str, Config], seeds: Sequence[int]
+    ) -> dict[tuple[str, int], History]:
+        """``--resume``: the runs the folder's results file holds, checked to be this command's."""
+        path = self.path / "results.json"
+        if not resume:
+            return {}
+        if not path.exists():
+            if not stale:
+                print(f"note: --resume: {self.path} holds no earlier run; starting afresh", file=sys.stderr)
+            return {}
+        try:
+            earlier_runs = read_results(path)
+        except (OSError, ValueError) as err:  # not a results file (the message names the path and why)
+            raise ConfigError(f"--resume: cannot continue from {path}: {err}") from None
+        done = {(h.config["algorithm"], h.config["seed"]): h for h in earlier_runs}
+        _check_resumable(path, done, configs, seeds)
+        return done
+
+    def make(self) -> None:
+        """Create the folder before the first run trains, not when its results are saved."""
+        self.created = make_out_folder(self.path)
+
+    def save(self, results_so_far: dict[str, list[History]], command: str) -> None:
+        """Write the results file after every run (an interruption loses at most one run's rounds)."""
+        write_results(self.path / "results.json", [h for hs in results_so_far.values() for h in hs], command=command)
+        while self.to_replace:  # (results.json itself was just replaced)
+            self.to_replace.pop().unlink(missing_ok=True)
+
+    def remove_if_unused(self) -> None:
+        """A folder this command made and left empty goes again (after an error)."""
+        if self.created:
+            for folder in (self.path / "checkpoints", self.path):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+
+
+def _run_configs(args: argparse.Namespace) -> dict[str, Config]:
+    """The config of every algorithm ``run`` compares, from the command line's preset, setting and options."""
+    overrides = config_overrides(args)
+    dataset = overrides.get("dataset")
+    if dataset is not None and dataset not in DATASETS and dataset != IMAGE_FOLDER:
+        raise ConfigError(
+            f"unknown dataset {dataset!r}; allowed: {', '.join(DATASETS)}, or {IMAGE_FOLDER} with --data-dir DIR "
+            "(your own images)"
+        )
+    _register_folder_dataset(args, overrides)
+    algorithms = parse_names(args.algorithms)
+    if args.algorithms is not None and not algorithms:
+        raise ConfigError(
+            f"--algorithms is empty; give one or more of {', '.join(ALGORITHMS)} (comma-separated), or leave "
+            "it out for the default comparison"
+        )
+    configs = configs_from_options(args.preset, args.setting, algorithms, overrides)
+    _check_given_options_apply(overrides, configs)
+    check_int("--checkpoint-every", args.checkpoint_every, 1)
+    return configs
+
+
+def _report(results: dict[str, list[History]], out: Path, plot: bool) -> None:
+    """Print the summary table, the paired verdicts and where the results file and the figure are."""
+    print(summary_table(results))
+    if len(results) > 1:
+        tables = [e.paired_table for e in cli_extensions() if e.paired_table is not None]
+        if not tables:
+            print("\npaired verdicts: none (they come with the book's package, dfl_book, which is not installed)")
+        elif paired := tables[0](results):
+            print("\n" + paired)
+    print(f"\nresults: {out / 'results.json'}")
+    if plot:
+        figures = [e.plot_comparison for e in cli_extensions() if e.plot_comparison is not None]
+        if figures:
+            print(f"plot:    {figures[0](results, out / 'comparison.png')}")
+        else:
+            print("plot:    none (the figure comes with the book's package, dfl_book, which is not installed)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -612,80 +712,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     for extension in cli_extensions():
         if args.command in extension.commands:
             return extension.run(args.command, parser, args, command)
-    overrides = config_overrides(args)
     seeds = parse_seeds(parser, args.seeds)
-    out = Path(args.out)
-    created_out = False
-
-    def failed(code: int) -> int:  # a folder this command made and left empty goes again
-        if created_out:
-            for folder in (out / "checkpoints", out):
-                with contextlib.suppress(OSError):
-                    folder.rmdir()
-        return code
-
+    folder = _OutFolder(Path(args.out))
     try:
-        check_out_options(out, args.resume, args.overwrite)
-        earlier = [name for name in _RESULT_FILES if (out / name).exists()]  # left by an earlier invocation
-        stale = sorted((out / "checkpoints").glob("*-seed*.pt")) if (out / "checkpoints").is_dir() else []
-        if (earlier or stale) and not (args.resume or args.overwrite):
-            raise ConfigError(used_folder_refusal(out, earlier, stale))
-        # --overwrite: the earlier files go once this command's first run is saved, not before (a bad option or a
-        # diverging first run leaves them as they were).
-        to_replace = [out / name for name in earlier if name != "results.json"] + stale if args.overwrite else []
-        dataset = overrides.get("dataset")
-        if dataset is not None and dataset not in DATASETS and dataset != IMAGE_FOLDER:
-            raise ConfigError(
-                f"unknown dataset {dataset!r}; allowed: {', '.join(DATASETS)}, or {IMAGE_FOLDER} with --data-dir DIR "
-                "(your own images)"
-            )
-        _register_folder_dataset(args, overrides)
-        algorithms = parse_names(args.algorithms)
-        if args.algorithms is not None and not algorithms:
-            raise ConfigError(
-                f"--algorithms is empty; give one or more of {', '.join(ALGORITHMS)} (comma-separated), or leave "
-                "it out for the default comparison"
-            )
-        configs = configs_from_options(args.preset, args.setting, algorithms, overrides)
-        _check_given_options_apply(overrides, configs)
-        check_int("--checkpoint-every", args.checkpoint_every, 1)
-        done = {}
-        if args.resume and (out / "results.json").exists():
-            try:
-                earlier_runs = read_results(out / "results.json")
-            except (OSError, ValueError) as err:  # not a results file (the message names the path and why)
-                raise ConfigError(f"--resume: cannot continue from {out / 'results.json'}: {err}") from None
-            done = {(h.config["algorithm"], h.config["seed"]): h for h in earlier_runs}
-            _check_resumable(out / "results.json", done, configs, seeds)
-        elif args.resume and not stale:
-            print(f"note: --resume: {out} holds no earlier run; starting afresh", file=sys.stderr)
-        created_out = make_out_folder(out)  # before the first run trains, not when its results are saved
-
-        def save(results_so_far: dict[str, list[History]]) -> None:  # after every run: lose at most one run's rounds
-            write_results(out / "results.json", [h for hs in results_so_far.values() for h in hs], command=command)
-            while to_replace:  # (results.json itself was just replaced)
-                to_replace.pop().unlink(missing_ok=True)
-
+        stale = folder.check(args.resume, args.overwrite)
+        configs = _run_configs(args)
+        done = folder.finished_runs(args.resume, stale, configs, seeds)
+        folder.make()
         results = compare(
             configs,
             seeds,
             progress=not args.no_progress,
-            checkpoints=out / "checkpoints",
+            checkpoints=folder.path / "checkpoints",
             checkpoint_every=args.checkpoint_every,
             resume=args.resume,
             done=done,
-            on_run_done=save,
+            on_run_done=lambda results_so_far: folder.save(results_so_far, command),
         )
-    except DataError as err:  # spelt with this command line's flags
-        print(f"error: {_in_flags(str(err))}", file=sys.stderr)
-        return failed(2)
-    except (ConfigError, CheckpointError, ValueError) as err:  # topology/data errors are ValueErrors too
-        print(f"error: {_in_flags(str(err))}", file=sys.stderr)
-        return failed(2)
+    except (ConfigError, CheckpointError, DataError, ValueError) as err:  # topology/data errors are ValueErrors too
+        print(f"error: {_in_flags(str(err))}", file=sys.stderr)  # spelt with this command line's flags
+        folder.remove_if_unused()
+        return 2
     except DivergenceError as err:
         print(f"error: {err}", file=sys.stderr)
-        return failed(3)
+        folder.remove_if_unused()
+        return 3
     except KeyboardInterrupt:
+        out = folder.path
         finished = f"the finished runs are in {out / 'results.json'} and " if (out / "results.json").exists() else ""
         print(
             f"\ninterrupted: {finished}the running one's state is in {out / 'checkpoints'}; "
@@ -693,21 +746,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 130
-    save(results)
+    folder.save(results, command)
     with contextlib.suppress(OSError):
-        (out / "checkpoints").rmdir()  # empty once every run has finished
-    print(summary_table(results))
-    if len(results) > 1:
-        tables = [e.paired_table for e in cli_extensions() if e.paired_table is not None]
-        if not tables:
-            print("\npaired verdicts: none (they come with the book's package, dfl_book, which is not installed)")
-        elif paired := tables[0](results):
-            print("\n" + paired)
-    print(f"\nresults: {out / 'results.json'}")
-    if not args.no_plot:
-        figures = [e.plot_comparison for e in cli_extensions() if e.plot_comparison is not None]
-        if figures:
-            print(f"plot:    {figures[0](results, out / 'comparison.png')}")
-        else:
-            print("plot:    none (the figure comes with the book's package, dfl_book, which is not installed)")
+        (folder.path / "checkpoints").rmdir()  # empty once every run has finished
+    _report(results, folder.path, plot=not args.no_plot)
     return 0

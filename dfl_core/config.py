@@ -16,6 +16,7 @@ The CLI (``python -m dfl_core run --help``) is generated from the run's fields a
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
@@ -26,7 +27,7 @@ from .algorithms import ALGORITHMS, Algorithm
 from .algorithms.base import SampledParams
 from .data import DATASETS, DIRICHLET_METHODS, PARTITIONS
 from .errors import ConfigError
-from .models import MODELS
+from .models import MODELS, ModelError, build_model
 from .settings import Flag, Integer, Number, OneOf, check_int, check_settings, setting
 from .topology import TOPOLOGIES, TopologyError, check_topology
 
@@ -169,7 +170,7 @@ class Config:
         given = {k: v for k, v in settings.items() if v is not None}  # None: the algorithm's default
         if params is None:
             params = algorithm_params(self, algo, given)
-        elif given or not isinstance(params, algo.params):
+        elif given or type(params) is not algo.params:  # a subclass carries fields the algorithm never reads
             raise ConfigError(
                 f"params must be a {algo.params.__name__} for algorithm {algorithm!r}, given alone "
                 f"(got {type(params).__name__}{' and ' + ', '.join(given) if given else ''})"
@@ -272,6 +273,8 @@ class Config:
         """The clients a centralized round samples: ``clients_per_round``, or ``client_fraction`` of m rounded
         (at least 1)."""
         p = self.params
+        if not hasattr(p, "client_fraction"):
+            raise ConfigError(f"{self.algorithm} is decentralized: every client trains every round, none is sampled")
         return p.clients_per_round or max(1, round(p.client_fraction * self.num_clients))
 
     # --------------------------------------------------------------- validation
@@ -291,6 +294,42 @@ class Config:
         count = getattr(self.params, "clients_per_round", None)
         if count is not None and count > self.num_clients:
             raise ConfigError(f"clients_per_round={count} exceeds num_clients={self.num_clients}")
+        check_fits_data(self)
+
+
+def check_fits_data(cfg: Config) -> None:
+    """The checks of ``cfg`` against its dataset's entry (the split sizes and the input shape), so that a run the
+    data cannot hold is refused when its Config is built, before any data are loaded or any other run of a
+    comparison trains."""
+    spec, m = DATASETS[cfg.dataset], cfg.num_clients
+    sizes = {"train": (spec.train_size, cfg.train_size), "test": (spec.test_size, cfg.test_size)}
+    for split, (whole, subset) in sizes.items():
+        if m > min(whole, subset or whole):
+            raise ConfigError(
+                f"num_clients={m} but the {split} split holds {min(whole, subset or whole)} samples"
+                f"{f' ({split}_size={subset})' if subset else ''}: every client needs at least one"
+            )
+    n_train = min(spec.train_size, cfg.train_size or spec.train_size)
+    if cfg.partition == "shards" and m * cfg.shards_per_client > n_train:
+        raise ConfigError(
+            f"num_clients={m} x shards_per_client={cfg.shards_per_client} = {m * cfg.shards_per_client} shards, "
+            f"more than the train split's {n_train} samples"
+        )
+    refusal = _model_refusal(cfg.model, spec.input_shape, spec.num_classes)
+    if refusal:
+        raise ConfigError(f"model={cfg.model!r} on dataset={cfg.dataset!r}: {refusal}")
+
+
+@functools.lru_cache(maxsize=64)
+def _model_refusal(model: str, input_shape: tuple[int, ...], num_classes: int) -> str:
+    """Why ``model`` cannot take inputs of ``input_shape`` ("" if it can): built once per shape on the meta device
+    (shapes only, no memory)."""
+    try:
+        with torch.device("meta"):
+            build_model(model, input_shape, num_classes)
+    except ModelError as e:
+        return str(e)
+    return ""
 
 
 def algorithm_params(run: Config, algo: Algorithm, given: dict[str, Any]) -> Any:

@@ -100,6 +100,8 @@ class History:
 
     def series(self, key: str) -> list[Any]:
         """One metric over the evaluated rounds, e.g. ``h.series("test_acc")``."""
+        if self.records and key not in self.records[0]:
+            raise KeyError(f"{key!r} is not measured in this history; allowed: {', '.join(self.records[0])}")
         return [r[key] for r in self.records]
 
     @property

@@ -1,4 +1,4 @@
-"""Every algorithm against a plain loop-over-clients reference, in float64 and full-batch mode.
+"""Every algorithm against a plain loop-over-clients reference, in float64, in full-batch mode (and some on mini-batches).
 
 The reference below is written independently of the engine: one client at a
 time, an ordinary ``nn.Module`` per client, ``torch.autograd.grad`` over its
@@ -27,7 +27,8 @@ def reference_run(sim: Simulation, rounds: int, gossip=None) -> list[list[torch.
     """Replay ``rounds`` rounds of ``sim.config`` one client at a time; returns per-client parameter lists.
 
     ``gossip(t, models, matrices)`` replaces the exact gossip below (a list of per-client parameter lists in and
-    out), e.g. the compressed gossip of tests/test_compressed_gossip.py.
+    out), e.g. the compressed gossip of tests/test_compressed_gossip.py. Without ``full_batch``, client i's step k
+    of round t uses the mini-batch ``sim.batches([i], t=t)[k]`` drawn for client i alone (its padding masked).
     """
     cfg = sim.config
     ds = sim.data.dataset
@@ -46,13 +47,18 @@ def reference_run(sim: Simulation, rounds: int, gossip=None) -> list[list[torch.
                 offset += p.numel()
         models.append(net)
 
-    def grads_at(net, params, i):
-        """Gradient of client i's mean loss over its whole train split, at ``params``."""
+    def grads_at(net, params, i, batch=None):
+        """Gradient of client i's mean loss at ``params``: over its whole train split, or over ``batch``."""
         with torch.no_grad():
             for p, v in zip(net.parameters(), params):
                 p.copy_(v)
-        idx = torch.as_tensor(parts[i])
-        loss = F.cross_entropy(net(x_train[idx]), y_train[idx])
+        if batch is None:
+            idx = torch.as_tensor(parts[i])
+            loss = F.cross_entropy(net(x_train[idx]), y_train[idx])
+        else:
+            inputs, labels, weights = (b[0] for b in batch)
+            keep = weights > 0  # the padding of a client with fewer than B samples
+            loss = F.cross_entropy(net(inputs[keep]), labels[keep])
         return [g.detach() for g in torch.autograd.grad(loss, list(net.parameters()))]
 
     names = [n for n, _ in models[0].named_parameters()]
@@ -64,10 +70,12 @@ def reference_run(sim: Simulation, rounds: int, gossip=None) -> list[list[torch.
         for i in range(m):
             y = [p.clone() for p in params[i]]
             buf = [torch.zeros_like(p) for p in y] if cfg.reset_momentum else kept[i]
-            for _ in range(cfg.params.local_steps):
-                g = grads_at(models[i], y, i)
-                if rho > 0:  # SAM's (or ASAM's) gradient at the perturbed point y + δ
-                    g = grads_at(models[i], sam_point(y, g, names, cfg.params), i)
+            steps = cfg.params.local_steps
+            batches = [None] * steps if cfg.full_batch else sim.batches(torch.tensor([i]), steps=steps, t=t)
+            for batch in batches:
+                g = grads_at(models[i], y, i, batch)
+                if rho > 0:  # SAM's (or ASAM's) gradient at the perturbed point y + δ, on the same batch
+                    g = grads_at(models[i], sam_point(y, g, names, cfg.params), i, batch)
                 g = [gj + cfg.weight_decay * yj for gj, yj in zip(g, y)]
                 if momentum > 0:
                     buf = [momentum * bj + gj for bj, gj in zip(buf, g)]
@@ -135,6 +143,22 @@ def test_engine_equals_per_client_reference(algorithm, topology):
     assert not torch.equal(sim.x, sim.x0)  # something happened
     err = float((sim.x - ref).abs().max())
     assert err < 1e-10, f"{algorithm}/{topology}: max |engine - reference| = {err:.2e}"
+
+
+@pytest.mark.parametrize("algorithm", ["dfedavgm", "dfedsam", "dfedsam-mgs"])
+def test_engine_equals_per_client_reference_on_minibatches(algorithm):
+    """Mini-batches, drawn for each client alone in the reference: the engine uses batch k of round t at step k of
+    round t, for each client, whichever clients it trains with (client_chunk=4: chunks of 4 and 2)."""
+    extra = {"momentum": 0.5} if algorithm == "dfedavgm" else {"rho": 0.05}
+    small = {**SMALL, "full_batch": False, "batch_size": 16, "client_chunk": 4}
+    cfg = Config(algorithm=algorithm, topology="ring", local_steps=3, **small, **extra)
+    sim = Simulation(cfg)
+    sim.run()
+    err = float((sim.x - flat(reference_run(sim, ROUNDS))).abs().max())
+    assert err < 1e-10, f"max |engine - reference| = {err:.2e}"
+    whole = Simulation(cfg.replace(full_batch=True))
+    whole.run()
+    assert float((sim.x - whole.x).abs().max()) > 1e-6  # the batches matter here
 
 
 @pytest.mark.parametrize("scale_all", [True, False])

@@ -222,3 +222,11 @@ def test_bad_values_are_refused_with_a_clear_message(changes, message):
     with pytest.raises(ConfigError) as err:
         Config(**{**base, **changes})
     assert message in str(err.value)
+
+
+def test_a_density_that_leaves_a_weight_tensor_empty_is_refused_with_the_smallest_that_does_not():
+    cfg = Config(algorithm="dispfl", dispfl_density=1e-9, num_clients=4, rounds=1)
+    with pytest.raises(ConfigError, match=r"dispfl_density=1e-09 leaves weight tensor 0 .* at least ([0-9.e-]+)") as e:
+        Simulation(cfg)
+    smallest = float(str(e.value).rsplit("at least ", 1)[1].split()[0])
+    Simulation(cfg.replace(params=None, dispfl_density=smallest))  # the density it names works

@@ -345,3 +345,19 @@ def test_full_participation_augments_as_one_draw_over_the_whole_tensor(tmp_path,
         assert torch.equal(y, py)
         assert torch.equal(x, crop_flip(px, replay.next_augment_generator(), fill=black_fill(ds.mean, ds.std)))
         assert not torch.equal(x, px)
+
+
+def test_each_client_chunk_draws_only_its_own_batches_and_trains_as_the_whole(tmp_path, monkeypatch):
+    """Local training gathers one chunk's K batches at a time (memory grows with client_chunk, not m); each chunk
+    replays the round's augmentation streams, so the chunked round trains every client on the same batches."""
+    write_folder(tmp_path / "pics", {"train": (8, 8, 8), "test": (2, 2, 2)}, size=(8, 8))
+    register_image_folder(tmp_path / "pics", "pics", augmentation="crop-flip")
+    base = Config(dataset="pics", model="linear", algorithm="dfedavg", num_clients=4, local_steps=3, batch_size=4)
+    base = base.replace(device="cpu", rounds=2, dtype="float64")
+    whole, chunked = Simulation(base.replace(client_chunk=4)), Simulation(base.replace(client_chunk=3))
+    drawn = []
+    batches = chunked.trainer.batches
+    monkeypatch.setattr(chunked.trainer, "batches", lambda ids, *a: drawn.append(ids.tolist()) or batches(ids, *a))
+    whole.run(), chunked.run()
+    assert drawn == [[0, 1, 2], [3]] * 2  # per chunk, per round
+    assert float((whole.x - chunked.x).abs().max()) < 1e-12

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from dfl_core import Config, ConfigError, DivergenceError, Simulation
-from dfl_core.data import DataError
 from dfl_core.topology import MixingMatrix, TopologyError
 
 
@@ -60,10 +59,16 @@ def test_unknown_field_is_refused():
         Config().replace(rhoo=0.1)
 
 
-def test_more_clients_than_samples_is_refused_before_training():
-    with pytest.raises(DataError) as err:
-        Simulation(Config(num_clients=500, train_size=100))
-    assert "500" in str(err.value) and "100" in str(err.value)
+def test_a_run_the_data_cannot_hold_is_refused_when_its_config_is_built():
+    with pytest.raises(ConfigError, match=r"num_clients=500 but the train split holds 100 samples \(train_size=100\)"):
+        Config(num_clients=500, train_size=100)
+    with pytest.raises(ConfigError, match="num_clients=20 but the test split holds 5 samples"):
+        Config(num_clients=20, test_size=5)
+    with pytest.raises(ConfigError, match="20 x shards_per_client=100 = 2000 shards, more than the train split's"):
+        Config(num_clients=20, partition="shards", shards_per_client=100)
+    with pytest.raises(ConfigError, match="model='vgg11-gn' on dataset='digits': vgg11-gn needs images of at least"):
+        Config(model="vgg11-gn")
+    Config(model="vgg11-gn", dataset="cifar10", num_clients=100, partition="shards", shards_per_client=2)  # fits
 
 
 def test_a_topology_that_cannot_be_built_is_refused():
@@ -161,6 +166,8 @@ def test_a_config_is_checked_when_built_and_hyperparameters_live_on_params():
         Config(algorithm="dfedsam", rho=-1.0)
     with pytest.raises(ConfigError, match="params must be a DFedSAMParams"):
         Config(algorithm="dfedsam", params=DFedSAMParams(), rho=0.1)
+    with pytest.raises(ConfigError, match=r"params must be a GossipParams .*\(got DFedSAMParams\)"):
+        Config(algorithm="dfedavg", params=DFedSAMParams(rho=0.5))  # a subclass: its rho would be ignored
     with pytest.raises(AttributeError, match="algorithm 'dfedavg' has no hyperparameter 'rho'"):
         Config(algorithm="dfedavg").rho
     with pytest.raises(
@@ -174,3 +181,16 @@ def test_a_run_of_something_other_than_a_config_is_refused():
 
     with pytest.raises(ConfigError, match="a run needs a dfl_core.Config, got a dict"):
         run({"algorithm": "dfedavg"})
+
+
+def test_api_misuses_get_clear_errors():
+    sim = Simulation(Config(rounds=1, num_clients=4, train_size=80, test_size=40))
+    with pytest.raises(ConfigError, match="dfedsam is decentralized: every client trains every round"):
+        sim.clients_of_round(0)
+    with pytest.raises(TypeError, match="hook 42 defines none of the hook methods .*after_round"):
+        sim.run(hooks=[42])
+    with pytest.raises(TypeError, match="defines none of the hook methods"):
+        sim.run(hooks=lambda run: None)  # a function is not a hook: it would never be called
+    history = sim.run()
+    with pytest.raises(KeyError, match="'test_accuracy' is not measured in this history; allowed: .*test_acc"):
+        history.series("test_accuracy")

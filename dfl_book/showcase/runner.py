@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from dfl_core.checkpoint import write_atomic
 from dfl_core.config import Config
 from dfl_core.errors import ConfigError, DivergenceError
 
@@ -293,7 +294,7 @@ def run(
             | dict(provenance or {}),
             "runs": runs,
         }
-        _write_atomic(path, json.dumps(doc, indent=1))
+        write_atomic(path, json.dumps(doc, indent=1).encode())  # an interruption leaves the old file or the new
 
     bar = tqdm(total=len(planned), initial=len(done), desc=name, disable=not progress)
     args = [
@@ -330,13 +331,6 @@ def run(
 
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text).strip("-")
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def _provenance(name: str, profile: str, seeds, command: str | None, seconds: float, runs: list[dict]) -> dict:

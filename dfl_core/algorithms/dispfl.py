@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..errors import ConfigError
 from ..local import EmptyState, LocalRule, LocalStep, chain, no_state, sgd
 from ..rng import purpose_seed
 from ..settings import Integer, Number, OneOf, params, setting
@@ -83,8 +84,26 @@ def erk_densities(shapes: list[torch.Size], density: float) -> list[float]:
 
 
 def layer_counts(model: StackedModel, density: float) -> list[int]:
-    """Ones per layer of every mask: ``int(p_l · |l|)`` (``init_masks``); constant through training."""
-    return [int(p * math.prod(s)) for p, s in zip(erk_densities(model.shapes, density), model.shapes)]
+    """Ones per layer of every mask: ``int(p_l · |l|)`` (``init_masks``); constant through training.
+
+    A weight tensor left with no ones would cut the network (its output would not depend on its input): refused."""
+    counts = [int(p * math.prod(s)) for p, s in zip(erk_densities(model.shapes, density), model.shapes)]
+    dead = [l for l, (k, s) in enumerate(zip(counts, model.shapes)) if k == 0 and len(s) > 1]
+    if dead:
+
+        def keeps_every_weight(trial: float) -> bool:
+            densities = erk_densities(model.shapes, trial)
+            return all(int(p * math.prod(s)) > 0 for p, s in zip(densities, model.shapes) if len(s) > 1)
+
+        # the smallest density, rounded up to 2 significant digits, at which every weight tensor keeps a one
+        alive = next(t for t in np.geomspace(density, 1.0, 400) if keeps_every_weight(t))
+        scale = 10.0 ** (math.floor(math.log10(alive)) - 1)
+        alive = math.ceil(alive / scale) * scale
+        raise ConfigError(
+            f"dispfl_density={density!r} leaves weight tensor {dead[0]} (shape {tuple(model.shapes[dead[0]])}) "
+            f"with no active weight; allowed: a density of at least {alive:.2g} for this model"
+        )
+    return counts
 
 
 def initial_masks(

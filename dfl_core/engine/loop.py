@@ -105,6 +105,13 @@ class HookList(Hooks):
 
     def __init__(self, hooks=()):
         self.hooks = [h for h in (hooks if isinstance(hooks, (list, tuple)) else [hooks]) if h is not None]
+        methods = [name for name in vars(Hooks) if not name.startswith("_")]
+        for hook in self.hooks:  # a function or a number would otherwise never be called, silently
+            if not any(callable(getattr(hook, name, None)) for name in methods):
+                raise TypeError(
+                    f"hook {hook!r} defines none of the hook methods ({', '.join(methods)}); "
+                    "subclass dfl_core.engine.Hooks and override the ones you need"
+                )
 
     def _each(self, name: str, *args) -> None:
         for hook in self.hooks:

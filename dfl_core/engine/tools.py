@@ -91,7 +91,8 @@ class SimulationTools:
     ) -> Tensor:
         """K steps of the declared local rule (or ``rule``) from ``x`` (rows = ``clients``, default all); y^{t,K}.
 
-        Per chunk of ``client_chunk`` clients and per local step, ``step`` holds the step's mini-batch ξ and
+        Per chunk of ``client_chunk`` clients (whose K mini-batches are drawn when the chunk starts) and per local
+        step, ``step`` holds the step's mini-batch ξ and
         :func:`~dfl_core.local.local_step` returns the update u: the rule asks ``step.gradient(point)`` for every
         gradient it needs (SGD once, SAM twice), which is the stacked model's
         :meth:`~dfl_core.stacked.StackedModel.loss_and_grad` on ξ (or ``gradient``, FedRobust's). Then y ← y + u.
@@ -103,19 +104,21 @@ class SimulationTools:
         rule = self.rule if rule is None else rule
         kept = None if cfg.reset_momentum else self._kept_rule_state(rule, x)
         loss_and_grad = self.model.loss_and_grad if gradient is None else gradient
-        batches = trainer.batches(clients, self.streams)
         out = trainer.outputs.take(x)
         losses = []
+        augment_calls = self.streams.augment_calls
         for lo in range(0, len(clients), trainer.client_chunk):
             rows = slice(lo, lo + trainer.client_chunk)
             ids = clients[rows]
+            # The chunk's own K batches only, so that memory grows with client_chunk, not m (a client's batches do
+            # not depend on the others drawn with it).
+            self.streams.replay_augmentation_from(augment_calls)
+            batches = trainer.batches(ids, self.streams)
             state = rule.init(x[rows]) if kept is None else tree_rows(kept, ids)
             y, evals = out[rows], []  # trained in place in the output (rules keep no y)
             y.copy_(x[rows])
-            for inputs, labels, weights in batches:
-                step = LocalStep(
-                    loss_and_grad, self.lr, (inputs[rows], labels[rows], weights[rows]), ids, self.model, evals
-                )
+            for batch in batches:
+                step = LocalStep(loss_and_grad, self.lr, batch, ids, self.model, evals)
                 u, state = local_step(rule, state, y, step)
                 y.add_(u)
             losses.append(torch.stack(evals).cpu())  # every gradient evaluation's losses, in order

@@ -6,7 +6,8 @@ B, the client chunk): :meth:`~LocalTrainer.batches` draws each client's K mini-b
 :meth:`dfl_core.engine.SimulationTools.local_train`'s loop, in one place.
 
 Clients are independent during local training, so they run in chunks of
-``client_chunk``; chunking changes memory use and speed, and results only by float rounding.
+``client_chunk``, each chunk's batches drawn when it starts; chunking changes memory use and speed, and results only
+by float rounding.
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ class RoundStreams:
     def generator(self, purpose: str) -> torch.Generator:
         """The round's generator for ``purpose`` (:func:`dfl_core.rng.round_generator`)."""
         return round_generator(self.seed, purpose, self.t)
+
+    def replay_augmentation_from(self, calls: int) -> None:
+        """Draw the next batch tensors' augmentation again as from call ``calls`` on (every client chunk of a round
+        replays the same streams, so a client's crops and flips do not depend on its chunk)."""
+        self.augment_calls = calls
 
     def next_augment_generator(self) -> torch.Generator:
         """The augmentation stream of the next batch tensor drawn this round (counted from 1)."""
@@ -152,7 +158,8 @@ class LocalTrainer:
         return out
 
     def bytes_per_client(self) -> int:
-        """Peak device memory of one client's gradient on a batch, plus its (d,)-sized buffers (CUDA probe)."""
+        """Peak device memory of one client's gradient on a batch, plus its (d,)-sized buffers and its K batches (CUDA
+        probe)."""
         device, d = self.model.device, self.model.d
         one = torch.arange(1)
         batch = [t[:1] for t in self.batches(one, RoundStreams(0, 0))[0]]
@@ -164,7 +171,9 @@ class LocalTrainer:
             self.model.loss_and_grad(p, *batch)
         peak = torch.cuda.max_memory_allocated(device) - before
         buffers = 8 * d * p.element_size()  # x, y, g, u, SAM point, momentum, leaves, out
-        return int(2 * peak + buffers)  # 2x: SAM's second pass, allocator slack
+        steps_held = 1 if self.full_batch else self.local_steps  # full batch: one tensor, K references
+        batches = steps_held * sum(t.numel() * t.element_size() for t in batch)  # its K batches, held at once
+        return int(2 * peak + buffers + batches)  # 2x: SAM's second pass, allocator slack
 
 
 def tree_rows(state, ids: Tensor):
