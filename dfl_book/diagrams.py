@@ -100,7 +100,7 @@ CHAPTER_DEPENDENCIES = {
     "08": ["04", "07"],
     "09": ["07"],
     "10": ["02", "08"],
-    "11": ["08", "09", "10"],
+    "11": ["08", "09"],
     "12": ["08"],
     "085": ["08"],
 }
@@ -254,9 +254,9 @@ def chapter_positions() -> dict[str, tuple[float, float]]:
     G = nx.DiGraph([(d, c) for c, ds in CHAPTER_DEPENDENCIES.items() for d in ds])
     column = {n: 0 for n in G}
     for n in nx.topological_sort(G):
+        column[n] += n == "09"  # before its successors are placed, so that 11 stays right of it
         for s in G.successors(n):
             column[s] = max(column[s], column[n] + 1)
-    column["09"] += 1
     rows = {
         "00": 2.0,
         "01": 2.0,

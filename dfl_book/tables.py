@@ -632,14 +632,16 @@ def _claim_pairs(result: TableResult) -> list[_Pair]:
     ]
 
 
-def _compare(result: TableResult, pair: _Pair) -> PairedComparison:
+def _compare(result: TableResult, pair: _Pair, margin: float | None = None) -> PairedComparison:
     """The paired comparison of a pair of rows in one column, with the paper's own difference and the regime
-    (each row's local work and horizon, both when they differ) beside it."""
+    (each row's local work and horizon, both when they differ) beside it; ``margin`` as in
+    :func:`~dfl_book.stats.compare_paired`."""
     c = compare_paired(
         result.cells[(pair.better, pair.setting)],
         result.cells[(pair.worse, pair.setting)],
         expect="greater",
         label=pair.label,
+        margin=margin,
     )
     better, worse = (paper_value(result.name, a, pair.setting) for a in (pair.better, pair.worse))
     paper = None if better is None or worse is None else signed(better - worse, 2)
@@ -689,9 +691,14 @@ def orderings(result: TableResult) -> list[PairedComparison]:
     return [_compare(result, p) for p in _ordering_pairs(result)]
 
 
-def check_claims(result: TableResult) -> list[PairedComparison]:
-    """The table's named claims (:data:`CLAIMS`), one comparison per claim and column that has both rows."""
-    return [_compare(result, p) for p in _claim_pairs(result)]
+def check_claims(result: TableResult, margin: float | None = None) -> list[PairedComparison]:
+    """The table's named claims (:data:`CLAIMS`), one comparison per claim and column that has both rows.
+
+    ``margin`` δ (in the table's unit, points of accuracy) turns on the equivalence test, as in
+    :func:`dfl_book.showcase.report.judge`: an unresolved difference whose 90% interval lies inside (−δ, δ) is
+    EQUIVALENT, and a resolved one smaller than δ is marked ``within_margin``. Without it (the default) no
+    comparison is called EQUIVALENT."""
+    return [_compare(result, p, margin=margin) for p in _claim_pairs(result)]
 
 
 def _method_text(n: int) -> str:

@@ -53,6 +53,29 @@ def test_every_chapter_has_a_diagram_whose_docstring_names_it():
     assert {n for names in diagrams.BY_CHAPTER.values() for n in names} == set(DIAGRAMS)
 
 
+def test_the_map_agrees_with_every_chapters_prerequisites():
+    """A chapter's **Prerequisites:** links and its arrows on the map name the same chapters, with theirs."""
+    import re
+    import sys
+
+    import networkx as nx
+
+    sys.path.insert(0, str(BOOK.parent / "tools"))
+    from book import page_slug  # tools/book.py: the slug of a chapter's page (the preface's is the site's index)
+
+    number = {page_slug(md.stem): md.name.split("_")[0] for md in BOOK.glob("[0-9][0-9]*_*.md")} | {"": "00"}
+    graph = nx.DiGraph([(d, c) for c, ds in diagrams.CHAPTER_DEPENDENCIES.items() for d in ds])
+
+    def with_theirs(chapters: set[str]) -> set[str]:
+        return set().union(*(nx.ancestors(graph, c) | {c} for c in chapters))
+
+    for chapter, first in diagrams.CHAPTER_DEPENDENCIES.items():
+        body = next(BOOK.glob(f"{chapter}_*.md")).read_text()
+        line = re.search(r"^\*\*Prerequisites:\*\*(.*)$", body, re.M).group(1)
+        linked = {number[s] for s in re.findall(r"\]\(https://dfl-book\.github\.io/dfl-book/([a-z0-9-]*)[#)]", line)}
+        assert with_theirs(linked) == with_theirs(set(first)), (chapter, sorted(linked), first)
+
+
 @pytest.mark.parametrize("name", DIAGRAMS)
 def test_diagram_builds_and_is_deterministic(name: str):
     first = getattr(diagrams, name)()

@@ -369,6 +369,35 @@ def test_named_claims_are_checked_per_column():
     assert [c.label for c in check_claims(result)] == ["full: DFedSAM-MGS beats DFedSAM"]
 
 
+def test_named_claims_take_a_margin_and_call_a_small_difference_equivalent():
+    """Without a margin no claim is EQUIVALENT; with one, a difference whose 90% interval lies inside it is, and a
+    resolved one smaller than the margin says so. The margin is in the table's unit, points of accuracy."""
+    from dfl_book.stats import markdown_table
+
+    result = fake_table()
+    sam = [90.00, 91.00, 89.50, 90.50, 90.20]
+    result.cells[("dfedsam", "ring")] = sam
+    result.cells[("dfedsam-mgs", "ring")] = [x + d for x, d in zip(sam, (0.05, -0.05, 0.10, -0.10, 0.02))]
+    full_sam = result.cells[("dfedsam", "full")]
+    result.cells[("dfedsam-mgs", "full")] = [x + 0.1 + d for x, d in zip(full_sam, (0.01, -0.01, 0.02, -0.02, 0))]
+    plain, tested = check_claims(result), check_claims(result, margin=0.5)
+    labels = ["ring: DFedSAM-MGS beats DFedSAM", "full: DFedSAM-MGS beats DFedSAM"]
+    assert [c.label for c in plain] == [c.label for c in tested] == labels
+    ring, full = plain
+    assert (ring.verdict, ring.margin, ring.within_margin) == ("UNRESOLVED", None, None)
+    assert full.verdict == "REPRODUCED" and full.within_margin is None
+    ring, full = tested
+    assert (ring.verdict, ring.margin, ring.within_margin) == ("EQUIVALENT", 0.5, True)
+    assert ring.low < 0 < ring.high and ring.format(label=False).endswith("EQUIVALENT (within ±0.5)")
+    assert (full.verdict, full.within_margin) == ("REPRODUCED", True)
+    assert "REPRODUCED (within the margin)" in markdown_table(tested)
+    assert "(within the margin)" not in markdown_table(plain) and "EQUIVALENT" not in markdown_table(plain)
+    assert (ring.paper, ring.regime) == (plain[0].paper, plain[0].regime)  # the margin changes only the verdict
+    assert check_claims(result, margin=0.01)[0].verdict == "UNRESOLVED"  # a margin too small to test inside
+    with pytest.raises(ValueError, match="margin"):
+        check_claims(result, margin=0)
+
+
 def test_every_claim_names_rows_and_columns_of_its_table():
     for name, claims in CLAIMS.items():
         preset = PRESETS[name]
