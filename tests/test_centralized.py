@@ -1,6 +1,6 @@
 """Centralized algorithms (FedAvg, FedAvgM, FedProx, FedSAM, FedASAM, MoFedSAM, FedGF) against a per-client reference.
 
-As in ``test_algorithms.py``: float64, full-batch, one ``nn.Module`` per
+As in ``test_algorithms.py``: float64, full-batch (some on mini-batches too), one ``nn.Module`` per
 sampled client, gradients from ``torch.autograd.grad`` over its parameter list,
 and the server rules written out from the papers' equations. The engine only
 supplies the data, the initial model and which clients each round sampled.
@@ -49,12 +49,17 @@ def reference(sim: Simulation):
     parts = sim.data.train.client_indices()
     X, Y = sim.data.train.x, sim.data.train.y
 
-    def grad(params, i):
+    def grad(params, i, batch=None):
+        """Client i's gradient at ``params``: over its whole split, or over ``batch`` (its padding masked)."""
         with torch.no_grad():
             for p, v in zip(net.parameters(), params):
                 p.copy_(v)
-        idx = torch.as_tensor(parts[i])
-        loss = F.cross_entropy(net(X[idx]), Y[idx])
+        if batch is None:
+            idx = torch.as_tensor(parts[i])
+            loss = F.cross_entropy(net(X[idx]), Y[idx])
+        else:
+            inputs, labels, weights = (b[0] for b in batch)
+            loss = F.cross_entropy(net(inputs[weights > 0]), labels[weights > 0])
         return [g.detach() for g in torch.autograd.grad(loss, list(net.parameters()))]
 
     delta_mo = [torch.zeros_like(v) for v in w]  # MoFedSAM's Δ
@@ -71,8 +76,10 @@ def reference(sim: Simulation):
         ys = []
         for i in S:
             y = [v.clone() for v in w]
-            for _ in range(cfg.params.local_steps):
-                g = grad(y, i)
+            K = cfg.params.local_steps  # mini-batches: drawn for client i alone (see test_algorithms.reference_run)
+            batches = [None] * K if cfg.full_batch else sim.batches(torch.tensor([i]), steps=K, t=t)
+            for batch in batches:
+                g = grad(y, i, batch)
                 if cfg.algorithm == "fedgf" and previous is not None:
                     dg = [p - q for p, q in zip(previous, w)]
                     ng, nd = norm(g), norm(dg)
@@ -85,9 +92,9 @@ def reference(sim: Simulation):
                             yy + c * rho * b / (nd + 1e-12) + (1 - c) * rho * a / (ng + 1e-12)
                             for yy, a, b in zip(y, g, dg)
                         ]
-                    g = grad(point, i)
+                    g = grad(point, i, batch)
                 elif rho > 0:  # SAM's (or ASAM's) gradient at the perturbed point y + δ
-                    g = grad(sam_point(y, g, names, cfg.params), i)
+                    g = grad(sam_point(y, g, names, cfg.params), i, batch)
                 if cfg.algorithm == "mofedsam":
                     a = cfg.params.mofedsam_alpha
                     g = [a * gi + (1 - a) * di for gi, di in zip(g, delta_mo)]
@@ -149,6 +156,20 @@ def test_centralized_engine_equals_per_client_reference(case):
     if sim.config.algorithm == "fedgf":
         assert log.series("fedgf_c") == pytest.approx(cs, abs=0)
         assert 0 < max(cs), "the test should exercise c > 0; lower fedgf_threshold"
+
+
+@pytest.mark.parametrize("case", ["fedavg", "fedsam", "mofedsam-paper"])
+def test_centralized_engine_equals_per_client_reference_on_minibatches(case):
+    """Partial participation on mini-batches: a sampled client trains on the batches drawn for it alone."""
+    cfg = Config(**{**SMALL, "full_batch": False, "batch_size": 16}, **CASES[case])
+    sim = Simulation(cfg)
+    sim.run()
+    w_ref, _ = reference(sim)
+    err = float((sim.x[0] - w_ref).abs().max())
+    assert err < 1e-10, f"{case}: max |engine - reference| = {err:.2e}"
+    whole = Simulation(cfg.replace(full_batch=True))
+    whole.run()
+    assert float((sim.x[0] - whole.x[0]).abs().max()) > 1e-6  # the batches matter here
 
 
 def test_fedgf_readings_differ_once_c_is_positive():
