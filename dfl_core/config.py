@@ -302,18 +302,19 @@ def check_fits_data(cfg: Config) -> None:
     data cannot hold is refused when its Config is built, before any data are loaded or any other run of a
     comparison trains."""
     spec, m = DATASETS[cfg.dataset], cfg.num_clients
-    sizes = {"train": (spec.train_size, cfg.train_size), "test": (spec.test_size, cfg.test_size)}
-    for split, (whole, subset) in sizes.items():
-        if m > min(whole, subset or whole):
+    subsets = {"train": (spec.train_size, cfg.train_size), "test": (spec.test_size, cfg.test_size)}
+    held = {split: min(whole, subset or whole) for split, (whole, subset) in subsets.items()}  # samples used
+    for split, n in held.items():
+        if m > n:
+            subset = subsets[split][1]
             raise ConfigError(
-                f"num_clients={m} but the {split} split holds {min(whole, subset or whole)} samples"
+                f"num_clients={m} but the {split} split holds {n} samples"
                 f"{f' ({split}_size={subset})' if subset else ''}: every client needs at least one"
             )
-    n_train = min(spec.train_size, cfg.train_size or spec.train_size)
-    if cfg.partition == "shards" and m * cfg.shards_per_client > n_train:
+    if cfg.partition == "shards" and m * cfg.shards_per_client > held["train"]:
         raise ConfigError(
             f"num_clients={m} x shards_per_client={cfg.shards_per_client} = {m * cfg.shards_per_client} shards, "
-            f"more than the train split's {n_train} samples"
+            f"more than the train split's {held['train']} samples"
         )
     refusal = _model_refusal(cfg.model, spec.input_shape, spec.num_classes)
     if refusal:

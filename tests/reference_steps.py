@@ -1,7 +1,8 @@
 """Pieces of the float64 per-client references (test_algorithms.py, test_centralized.py), written from the papers.
 
 SAM's and ASAM's perturbed point, one client's parameters at a time as a list of tensors, the norm as a Python sum
-over them: the same equations as ``dfl_core/local.py``, in a form that shares no code with it.
+over them: the same equations as ``dfl_core/local.py``, in a form that shares no code with it. A client's gradient on
+its samples: its whole split, or one of the engine's mini-batches drawn for it alone.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 
 
 def norm(vs: list[torch.Tensor]) -> float:
@@ -31,3 +33,23 @@ def sam_point(y: list[torch.Tensor], g: list[torch.Tensor], names: list[str], pa
         return [yj + rho * tj * v / (size + 1e-12) for yj, tj, v in zip(y, T, tg)]
     size = norm(g)
     return [yj + rho * gj / (size + 1e-12) for yj, gj in zip(y, g)]
+
+
+def client_samples(train, part, batch=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """A client's inputs and labels: its whole train split (sample ids ``part``), or ``batch``, one engine mini-batch
+    ``(inputs, labels, weights)`` drawn for this client alone (one row), without the padding of a client with fewer
+    than B samples."""
+    if batch is None:
+        idx = torch.as_tensor(part)
+        return train.x[idx], train.y[idx]
+    inputs, labels, weights = (b[0] for b in batch)
+    return inputs[weights > 0], labels[weights > 0]
+
+
+def gradient(net: torch.nn.Module, params: list[torch.Tensor], inputs, labels) -> list[torch.Tensor]:
+    """The gradient of ``net``'s mean cross-entropy on (inputs, labels) at ``params``, one tensor per parameter."""
+    with torch.no_grad():
+        for p, v in zip(net.parameters(), params):
+            p.copy_(v)
+    loss = F.cross_entropy(net(inputs), labels)
+    return [g.detach() for g in torch.autograd.grad(loss, list(net.parameters()))]

@@ -14,11 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 from dfl_core import ALGORITHMS, Config, Simulation
 from dfl_core.models import build_model
-from reference_steps import sam_point  # tests/reference_steps.py
+from reference_steps import client_samples, gradient, sam_point  # tests/reference_steps.py
 
 ROUNDS = 3
 
@@ -35,7 +34,6 @@ def reference_run(sim: Simulation, rounds: int, gossip=None) -> list[list[torch.
     rho = getattr(cfg.params, "rho", 0.0)  # 0: the algorithm takes no SAM step
     momentum = getattr(cfg.params, "momentum", 0.0)  # 0: no heavy ball
     m = cfg.num_clients
-    x_train, y_train = sim.data.train.x, sim.data.train.y
     parts = sim.data.train.client_indices()
     models = []
     for i in range(m):
@@ -49,17 +47,7 @@ def reference_run(sim: Simulation, rounds: int, gossip=None) -> list[list[torch.
 
     def grads_at(net, params, i, batch=None):
         """Gradient of client i's mean loss at ``params``: over its whole train split, or over ``batch``."""
-        with torch.no_grad():
-            for p, v in zip(net.parameters(), params):
-                p.copy_(v)
-        if batch is None:
-            idx = torch.as_tensor(parts[i])
-            loss = F.cross_entropy(net(x_train[idx]), y_train[idx])
-        else:
-            inputs, labels, weights = (b[0] for b in batch)
-            keep = weights > 0  # the padding of a client with fewer than B samples
-            loss = F.cross_entropy(net(inputs[keep]), labels[keep])
-        return [g.detach() for g in torch.autograd.grad(loss, list(net.parameters()))]
+        return gradient(net, params, *client_samples(sim.data.train, parts[i], batch))
 
     names = [n for n, _ in models[0].named_parameters()]
     params = [[p.detach().clone() for p in net.parameters()] for net in models]

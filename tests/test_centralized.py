@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from dfl_core import Config, Simulation
 from dfl_core.engine import RoundLog
 from dfl_core.models import build_model
-from reference_steps import norm, sam_point  # tests/reference_steps.py
+from reference_steps import client_samples, gradient, norm, sam_point  # tests/reference_steps.py
 
 ROUNDS = 4
 SMALL = dict(
@@ -47,20 +46,10 @@ def reference(sim: Simulation):
     sizes = [p.numel() for p in net.parameters()]
     w = [v.view_as(p).clone() for v, p in zip(torch.split(sim.x0[0], sizes), net.parameters())]
     parts = sim.data.train.client_indices()
-    X, Y = sim.data.train.x, sim.data.train.y
 
     def grad(params, i, batch=None):
         """Client i's gradient at ``params``: over its whole split, or over ``batch`` (its padding masked)."""
-        with torch.no_grad():
-            for p, v in zip(net.parameters(), params):
-                p.copy_(v)
-        if batch is None:
-            idx = torch.as_tensor(parts[i])
-            loss = F.cross_entropy(net(X[idx]), Y[idx])
-        else:
-            inputs, labels, weights = (b[0] for b in batch)
-            loss = F.cross_entropy(net(inputs[weights > 0]), labels[weights > 0])
-        return [g.detach() for g in torch.autograd.grad(loss, list(net.parameters()))]
+        return gradient(net, params, *client_samples(sim.data.train, parts[i], batch))
 
     delta_mo = [torch.zeros_like(v) for v in w]  # MoFedSAM's Δ
     velocity = [torch.zeros_like(v) for v in w]  # FedAvgM's v
